@@ -1,0 +1,77 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Opener opens a Driver for one backend. It returns an error wrapping
+// ErrUnreachable when the engine does not answer.
+type Opener func(ctx context.Context) (Driver, error)
+
+var (
+	registryMu sync.Mutex
+	registry   = map[string]Opener{}
+)
+
+// Register makes a backend available to Resolve under name. Sub-packages
+// call it from init; registering the same name twice panics, as it is a
+// programming error caught by any test.
+func Register(name string, open Opener) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := registry[name]; dup {
+		panic("backend: " + name + " registered twice")
+	}
+	registry[name] = open
+}
+
+func opener(name string) (Opener, []string) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	known := make([]string, 0, len(registry))
+	for n := range registry {
+		known = append(known, n)
+	}
+	sort.Strings(known)
+	return registry[name], known
+}
+
+// EnvBackend is the environment variable that chooses the backend.
+const EnvBackend = "RIGHTSIZE_BACKEND"
+
+// Requested returns the backend RIGHTSIZE_BACKEND asks for ("" when unset),
+// trimmed, lower-cased, with "microsandbox" read as "msb".
+func Requested() string {
+	return Canonical(strings.ToLower(strings.TrimSpace(os.Getenv(EnvBackend))))
+}
+
+// Resolve opens the backend this process uses: the one RIGHTSIZE_BACKEND
+// names, else Docker. The error says what was tried and how to fix it.
+func Resolve(ctx context.Context) (Driver, error) {
+	name := Requested()
+	chosen := name != ""
+	if !chosen {
+		name = Docker
+	}
+	open, known := opener(name)
+	if open == nil {
+		if chosen {
+			return nil, fmt.Errorf("%s=%q names no backend; use one of %s", EnvBackend, os.Getenv(EnvBackend), strings.Join(known, ", "))
+		}
+		return nil, fmt.Errorf("no %s backend is linked into this binary (import github.com/rightsize/rightsize-go/backend/%s)", name, name)
+	}
+	d, err := open(ctx)
+	if err == nil {
+		return d, nil
+	}
+	if !chosen && errors.Is(err, ErrUnreachable) {
+		return nil, fmt.Errorf("no sandbox engine answers: tried Docker (%w); start one (as root on Debian, `make engine` installs and starts dockerd), point DOCKER_HOST at one, or set %s=msb to use microsandbox", err, EnvBackend)
+	}
+	return nil, fmt.Errorf("%s backend: %w", name, err)
+}

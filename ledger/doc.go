@@ -1,0 +1,18 @@
+// Package ledger owns rightsize's on-disk run ledger and process identity:
+// where the cache directory is, this process's run (its id, its record and
+// the two line files listing the sandboxes and networks it may have live),
+// reading every run in the folder whatever member of the family wrote it,
+// and judging whether the owner of a record is alive, dead or cannot be
+// judged from here — always as a value with a reason.
+//
+// The files are the contract shared with the Rust, Kotlin and Node members
+// of the family (see the README's "Family compatibility"): records are
+// written atomically, a name is appended before its sandbox is created and
+// removed only after the backend confirmed it gone, so a line file is always
+// a superset of what is live.
+//
+// The package knows nothing of backends or of testing. It must never hand a
+// name that fails validation to anyone, never follow a symbolic link out of
+// the cache directory, and never call a live process dead: when in doubt the
+// answer is Alive or Unknown, with the reason.
+package ledger

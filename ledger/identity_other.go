@@ -1,0 +1,16 @@
+//go:build !linux && !darwin && !windows
+
+package ledger
+
+import "time"
+
+func hostBootID() string       { return "" }
+func hostPidNamespace() string { return "" }
+func bootTime() time.Time      { return time.Time{} }
+
+func lookupProc(pid int) (procState, error) {
+	if pid <= 0 {
+		return procState{}, nil
+	}
+	return procState{exists: true, unknown: "process lookup is not implemented on this system"}, nil
+}

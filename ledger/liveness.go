@@ -1,0 +1,106 @@
+package ledger
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+)
+
+// State is the answer to "is the owner of this record alive?".
+type State int
+
+const (
+	// Unknown: the owner's liveness cannot be judged from this process (it
+	// lives in another pid namespace, or its pid could not be looked up).
+	// Nothing of an Unknown run is ever removed. It is the zero value.
+	Unknown State = iota
+	// Alive: a process with the recorded pid runs and is the owner, or may
+	// be (its start time is unknown).
+	Alive
+	// Dead: no process is the owner any more.
+	Dead
+)
+
+func (s State) String() string {
+	switch s {
+	case Alive:
+		return "alive"
+	case Dead:
+		return "dead"
+	default:
+		return "unknown"
+	}
+}
+
+// Liveness is a judgement with the reason for it, meant to be shown to a
+// user as it is.
+type Liveness struct {
+	State  State
+	Reason string
+}
+
+func (l Liveness) String() string { return l.State.String() + ": " + l.Reason }
+
+// StartWindow is how far apart a live pid's start time and a record's
+// startedIso may be for the pid to be the owner: 2000 ms apart is alive,
+// 2001 ms is dead. It covers writers that record whole seconds. Records
+// written by rightsize-go in the same boot compare raw start ticks instead,
+// exactly.
+const StartWindow = 2000 * time.Millisecond
+
+// ticksNeedSameBoot: Linux start ticks count from boot, so they compare only
+// within one boot; macOS and Windows record absolute instants.
+const ticksNeedSameBoot = runtime.GOOS == "linux"
+
+// Judge decides whether the owner of r is alive, from this process.
+func Judge(r Record) Liveness {
+	me, _ := Self()
+	return judge(r, me, lookupProc, bootTime())
+}
+
+func judge(r Record, me Identity, lookup func(int) (procState, error), boot time.Time) Liveness {
+	if r.BootID != "" && me.BootID != "" && r.BootID != me.BootID {
+		return Liveness{Dead, fmt.Sprintf("recorded in another boot (boot id %s; this boot is %s)", r.BootID, me.BootID)}
+	}
+	if r.PidNamespace != "" && me.PidNamespace != "" && r.PidNamespace != me.PidNamespace {
+		return Liveness{Unknown, fmt.Sprintf("pid %d belongs to pid namespace %s and this process is in %s: it cannot be looked up from here", r.PID, r.PidNamespace, me.PidNamespace)}
+	}
+	started, err := r.Started()
+	if err != nil {
+		return Liveness{Unknown, err.Error()}
+	}
+	if !started.IsZero() && !boot.IsZero() && started.Before(boot.Add(-StartWindow)) {
+		return Liveness{Dead, fmt.Sprintf("started %s, before this boot (%s)", r.StartedISO, FormatISO(boot))}
+	}
+	st, err := lookup(r.PID)
+	if err != nil {
+		return Liveness{Unknown, fmt.Sprintf("cannot look up pid %d: %v", r.PID, err)}
+	}
+	if !st.exists {
+		return Liveness{Dead, fmt.Sprintf("no process has pid %d", r.PID)}
+	}
+	if st.exited {
+		return Liveness{Dead, fmt.Sprintf("pid %d has exited (its parent has not reaped it yet)", r.PID)}
+	}
+	sameBoot := !ticksNeedSameBoot || (r.BootID != "" && r.BootID == me.BootID)
+	if r.StartTicks != 0 && st.ticks != 0 && sameBoot {
+		if st.ticks == r.StartTicks {
+			return Liveness{Alive, fmt.Sprintf("pid %d runs with the recorded start (%d)", r.PID, r.StartTicks)}
+		}
+		return Liveness{Dead, fmt.Sprintf("pid %d was reused: it started at %d, the owner at %d", r.PID, st.ticks, r.StartTicks)}
+	}
+	if started.IsZero() {
+		return Liveness{Alive, fmt.Sprintf("pid %d runs and the record has no start time: taken to be the owner", r.PID)}
+	}
+	if st.start.IsZero() {
+		return Liveness{Alive, fmt.Sprintf("pid %d runs and its start time is unknown (%s): taken to be the owner", r.PID, st.unknown)}
+	}
+	d := st.start.Sub(started)
+	if d < 0 {
+		d = -d
+	}
+	if d > StartWindow {
+		return Liveness{Dead, fmt.Sprintf("pid %d was reused: it started %s, the owner %s (%s apart)", r.PID, FormatISO(st.start), r.StartedISO, d)}
+	}
+	return Liveness{Alive, fmt.Sprintf("pid %d started %s, within %s of the record's %s", r.PID, FormatISO(st.start), StartWindow, r.StartedISO)}
+}
