@@ -1,0 +1,23 @@
+// Package sandboxtest is what a Go test calls to get a sandbox (a Docker
+// container, a microsandbox VM, a network) that is gone when the test
+// ends, however it ends:
+//
+//   - Start(t, spec) starts one and registers its stop with t.Cleanup before
+//     anything is created; NewNetwork(t) does the same for a network.
+//   - Track(t) is a testcontainers-go customizer, so any testcontainers-go
+//     module (postgres.Run(ctx, img, sandboxtest.Track(t))) gets the same
+//     guarantees.
+//   - Main(m) in TestMain sweeps what dead runs left, runs the tests, removes
+//     what this run still has, and can start sandboxes shared by every test
+//     of the package; Shared starts one lazily, on first use.
+//
+// Behind every sandbox: a line in the run ledger written before it is
+// created and removed only once it is gone; a watchdog that removes it
+// within about a second if the test binary is killed (SIGKILL, OOM-kill,
+// `go test -timeout`); and a sweep, at the next process's first use, for
+// when even the watchdog was killed. RIGHTSIZE_REAPER, RIGHTSIZE_REUSE,
+// RIGHTSIZE_BACKEND and RIGHTSIZE_CACHE_DIR tune it (see the README).
+//
+// The package knows what a test needs and nothing of an engine's details:
+// those live in package backend and its sub-packages.
+package sandboxtest

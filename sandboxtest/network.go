@@ -1,0 +1,108 @@
+package sandboxtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/rightsize/rightsize-go/backend"
+)
+
+// Network is a network sandboxes can join (Spec.Networks), removed when the
+// test that made it ends.
+type Network struct {
+	o    owner
+	name string
+	s    *session
+
+	mu      sync.Mutex
+	removed bool
+}
+
+// NewNetwork creates a network named rz-net-<8 hex> for the test. Its
+// removal is registered with tb.Cleanup first; since cleanups run last in,
+// first out, sandboxes started afterwards are stopped before it goes.
+func NewNetwork(tb testing.TB) *Network {
+	tb.Helper()
+	return newNetwork(tbOwner{tb})
+}
+
+func newNetwork(o owner) *Network {
+	o.Helper()
+	n := &Network{o: o}
+	o.Cleanup(n.cleanup)
+	if err := n.create(o.context()); err != nil {
+		o.Fatalf("sandboxtest: network: %v", err)
+	}
+	return n
+}
+
+func (n *Network) create(ctx context.Context) error {
+	s, err := getSession(ctx)
+	if err != nil {
+		return err
+	}
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return err
+	}
+	n.s, n.name = s, "rz-net-"+hex.EncodeToString(b[:])
+	if s.run != nil {
+		if err := s.run.AddNetwork(n.name); err != nil {
+			return err
+		}
+	}
+	if _, err := s.ensureWatchdog(); err != nil {
+		n.o.Logf("sandboxtest: no watchdog for this process (%v)", err)
+	}
+	if err := s.drv.CreateNetwork(ctx, n.name, s.runLabels()); err != nil {
+		cerr := fmt.Errorf("create %s: %w", n.name, err)
+		if ferr := n.forgetIfGone(context.Background()); ferr != nil {
+			cerr = fmt.Errorf("%w; and %v", cerr, ferr)
+		}
+		return cerr
+	}
+	return nil
+}
+
+// Name is the network's name.
+func (n *Network) Name() string { return n.name }
+
+// Remove removes the network, and its ledger line once it is gone. It fails
+// while sandboxes are still attached. Calling it again after success does
+// nothing.
+func (n *Network) Remove(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.removed || n.s == nil || n.name == "" {
+		n.removed = true
+		return nil
+	}
+	if err := n.forgetIfGone(ctx); err != nil {
+		return err
+	}
+	n.removed = true
+	return nil
+}
+
+func (n *Network) forgetIfGone(ctx context.Context) error {
+	if err := n.s.drv.RemoveNetworks(ctx, []string{n.name})[0]; err != nil && !errors.Is(err, backend.ErrNotFound) {
+		return fmt.Errorf("remove network %s: %w (it stays in the ledger for the watchdog or the next sweep)", n.name, err)
+	}
+	if n.s.run != nil {
+		return n.s.run.RemoveNetwork(n.name)
+	}
+	return nil
+}
+
+func (n *Network) cleanup() {
+	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	if err := n.Remove(ctx); err != nil {
+		n.o.Errorf("sandboxtest: %v", err)
+	}
+}
