@@ -132,7 +132,7 @@ func sortedPorts(ports []string) []string {
 func writeJSONString(b *bytes.Buffer, s string) {
 	enc := json.NewEncoder(b)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
+	_ = enc.Encode(s)       // a string always encodes
 	b.Truncate(b.Len() - 1) // Encode's newline
 }
 

@@ -1,0 +1,138 @@
+package testimage
+
+import (
+	"archive/tar"
+	"bytes"
+	"debug/elf"
+	"fmt"
+	"io"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// recorder is a testing.TB whose Fatal ends only the goroutine that calls
+// it, so that a test can see what Fatal was told.
+type recorder struct {
+	testing.TB
+	fatal string
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Fatal(args ...any) {
+	r.fatal = fmt.Sprint(args...)
+	runtime.Goexit()
+}
+
+func (r *recorder) get(im *image) string {
+	done := make(chan string)
+	go func() {
+		defer close(done)
+		done <- im.get(r)
+	}()
+	return <-done
+}
+
+func TestFailureIsMemoized(t *testing.T) {
+	t.Setenv(EnvSkip, "")
+	t.Setenv(EnvBusybox, t.TempDir()+"/nowhere")
+	im := &image{kind: kindBusybox}
+	var msgs []string
+	for range 2 {
+		r := &recorder{TB: t}
+		if ref := r.get(im); ref != "" {
+			t.Fatalf("got %q with no busybox", ref)
+		}
+		msgs = append(msgs, r.fatal)
+	}
+	if msgs[0] != msgs[1] {
+		t.Errorf("second failure %q differs from the first %q", msgs[1], msgs[0])
+	}
+	for _, want := range []string{"nowhere", "make engine", EnvBusybox} {
+		if !strings.Contains(msgs[0], want) {
+			t.Errorf("failure %q does not mention %q", msgs[0], want)
+		}
+	}
+}
+
+func TestDynamicBusyboxRefused(t *testing.T) {
+	var dynamic string
+	for _, p := range []string{"/bin/sh", "/bin/ls", "/usr/bin/env"} {
+		if f, err := elf.Open(p); err == nil {
+			for _, prog := range f.Progs {
+				if prog.Type == elf.PT_INTERP {
+					dynamic = p
+				}
+			}
+			f.Close()
+		}
+		if dynamic != "" {
+			break
+		}
+	}
+	if dynamic == "" {
+		t.Skip("no dynamically linked executable found to try")
+	}
+	t.Setenv(EnvBusybox, dynamic)
+	_, err := readBusybox()
+	if err == nil || !strings.Contains(err.Error(), "dynamically linked") {
+		t.Errorf("readBusybox(%s) = %v; want an error saying it is dynamically linked", dynamic, err)
+	}
+}
+
+func TestTag(t *testing.T) {
+	bb := &busyboxFile{content: []byte("one")}
+	cases := []struct {
+		name   string
+		a, b   string
+		same   bool
+		reason string
+	}{
+		{"stable", tag(kindBusybox, bb), tag(kindBusybox, bb), true, "the same inputs must find the image built before"},
+		{"kind", tag(kindBusybox, bb), tag(kindNoShell, nil), false, "two kinds must not share a tag"},
+		{"busybox", tag(kindBusybox, bb), tag(kindBusybox, &busyboxFile{content: []byte("two")}), false, "another busybox is another image"},
+	}
+	hex12 := regexp.MustCompile(`^[0-9a-f]{12}$`)
+	for _, c := range cases {
+		if !hex12.MatchString(c.a) {
+			t.Errorf("%s: tag %q is not 12 hex digits", c.name, c.a)
+		}
+		if (c.a == c.b) != c.same {
+			t.Errorf("%s: tags %q and %q; %s", c.name, c.a, c.b, c.reason)
+		}
+	}
+}
+
+func TestTarball(t *testing.T) {
+	b, err := tarball([]entry{
+		{name: "bin", mode: 0o755, dir: true},
+		{name: "bin/busybox", mode: 0o755, content: []byte("exe")},
+		{name: "bin/sh", link: "busybox"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	tr := tar.NewReader(bytes.NewReader(b))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(tr)
+		got = append(got, fmt.Sprintf("%c %s %o %q %s", h.Typeflag, h.Name, h.Mode, body, h.Linkname))
+	}
+	want := []string{
+		`5 bin/ 755 "" `,
+		`0 bin/busybox 755 "exe" `,
+		`2 bin/sh 777 "" busybox`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("tarball holds\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

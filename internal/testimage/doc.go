@@ -1,0 +1,27 @@
+// Package testimage owns the container images the engine tests of
+// rightsize-go run. No registry can be reached where these tests run, so
+// nothing is ever pulled: each image is imported into the engine from a root
+// file system assembled here, FROM scratch, out of the host's static
+// /bin/busybox and /server, a small Go program built on the spot from
+// ./server.
+//
+//   - [Busybox]: /bin/busybox with an applet link in /bin for every applet it
+//     has (sh, sleep, setsid, kill, nc, wget, …), /server, /tmp; its command
+//     is "sleep 3600", which as PID 1 ignores SIGTERM, as a real image does.
+//   - [NoShell]: /server alone; its command is "/server" (port 8080).
+//
+// An image is tagged with a hash of what went into it and carries the label
+// dev.rightsize.test-image=1. It is built once per engine and then kept: it is
+// not a container, nothing of a test's is left running because it stays,
+// and the next test binary finds it with one API call. Concurrent test
+// binaries serialize the build on a file lock and check again once they
+// hold it.
+//
+// A missing engine or busybox fails the calling test and says to run `make
+// engine`: a skip would hide a broken setup. RIGHTSIZE_SKIP_ENGINE_TESTS=1
+// skips instead. RIGHTSIZE_BUSYBOX names another static Linux busybox than
+// /bin/busybox.
+//
+// This package must never remove anything from the engine, nor create
+// containers: tests do that, and clean up after themselves.
+package testimage

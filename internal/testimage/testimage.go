@@ -1,0 +1,68 @@
+package testimage
+
+import (
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+const (
+	// Label marks every image this package builds (value "1"), so that
+	// `docker image prune -a --filter label=dev.rightsize.test-image=1`
+	// removes them all.
+	Label = "dev.rightsize.test-image"
+	// ServerPath is where the server program is, in both images.
+	ServerPath = "/server"
+	// ServerPort is the port the server listens on when given none.
+	ServerPort = "8080/tcp"
+
+	// EnvSkip set to 1 (or any true value) skips the calling test instead
+	// of building anything.
+	EnvSkip = "RIGHTSIZE_SKIP_ENGINE_TESTS"
+	// EnvBusybox names the static busybox to put in the image, instead of
+	// /bin/busybox.
+	EnvBusybox = "RIGHTSIZE_BUSYBOX"
+)
+
+// Busybox returns the reference of the busybox image (rightsize-test/busybox
+// tagged with 12 hex digits of its content hash), building it on the
+// engine if it is not there yet. It fails tb when the image cannot be had.
+func Busybox(tb testing.TB) string {
+	tb.Helper()
+	return busybox.get(tb)
+}
+
+// NoShell returns the reference of an image holding only /server: no shell,
+// no other program, for the tests of what happens without one.
+func NoShell(tb testing.TB) string {
+	tb.Helper()
+	return noShell.get(tb)
+}
+
+var (
+	busybox = &image{kind: kindBusybox}
+	noShell = &image{kind: kindNoShell}
+)
+
+// image memoizes one kind of image for the life of the process; a failure
+// is memoized too, so that every test asking for it fails with the same
+// message instead of retrying a build that cannot work.
+type image struct {
+	kind string
+	once sync.Once
+	ref  string
+	err  error
+}
+
+func (im *image) get(tb testing.TB) string {
+	tb.Helper()
+	if skip, _ := strconv.ParseBool(os.Getenv(EnvSkip)); skip {
+		tb.Skip(EnvSkip + "=" + os.Getenv(EnvSkip) + ": engine tests skipped")
+	}
+	im.once.Do(func() { im.ref, im.err = ensure(im.kind) })
+	if im.err != nil {
+		tb.Fatal(im.err)
+	}
+	return im.ref
+}

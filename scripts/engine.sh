@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# engine.sh: make sure a Docker engine answers and a static /bin/busybox
+# exists, for the tests and the demo (`make engine`).
+#
+# When `docker info` answers, it does nothing else. Otherwise, as root on
+# Debian or Ubuntu, it installs docker.io and busybox-static with apt-get and
+# starts dockerd in the background, detached (its log goes to $LOG), then
+# waits until the engine answers. Anywhere else it says what is missing and
+# exits 1. Safe to run twice at once: the second waits on a lock.
+#
+# Environment (all optional):
+#   DOCKER_HOST                 the engine to ask; dockerd is started only on
+#                               the default socket, or on another unix://
+#                               one when RIGHTSIZE_DOCKERD_PIDFILE is set
+#   RIGHTSIZE_DOCKERD_LOG       dockerd's log  (/var/log/rightsize-dockerd.log)
+#   RIGHTSIZE_DOCKERD_PIDFILE   dockerd's pid file  (/var/run/docker.pid)
+#   RIGHTSIZE_DOCKERD_FLAGS     more dockerd flags, split on spaces
+#                               (e.g. --data-root DIR --exec-root DIR)
+#   RIGHTSIZE_ENGINE_TIMEOUT    seconds to wait for a started engine  (60)
+#   RIGHTSIZE_ENGINE_LOCK       the lock file  (/tmp/rightsize-engine.lock)
+#   RIGHTSIZE_BUSYBOX           a static busybox to use instead of /bin/busybox
+set -euo pipefail
+
+LOG=${RIGHTSIZE_DOCKERD_LOG:-/var/log/rightsize-dockerd.log}
+PIDFILE=${RIGHTSIZE_DOCKERD_PIDFILE:-/var/run/docker.pid}
+TIMEOUT=${RIGHTSIZE_ENGINE_TIMEOUT:-60}
+LOCK=${RIGHTSIZE_ENGINE_LOCK:-/tmp/rightsize-engine.lock}
+BUSYBOX=${RIGHTSIZE_BUSYBOX:-/bin/busybox}
+
+say() { printf 'engine: %s\n' "$*" >&2; }
+die() {
+	say "$*"
+	exit 1
+}
+
+# engine_answers: `docker info` succeeds within a few seconds. Its error is
+# kept in ENGINE_ERR for the message.
+ENGINE_ERR=
+engine_answers() {
+	if ! command -v docker >/dev/null 2>&1; then
+		ENGINE_ERR="no docker command on the PATH"
+		return 1
+	fi
+	local out t=
+	# macOS has no timeout(1); its bash (3.2) cannot expand an empty array
+	# under set -u, hence a word.
+	command -v timeout >/dev/null 2>&1 && t="timeout 5"
+	# shellcheck disable=SC2086 # $t is empty or two words
+	if out=$($t docker info 2>&1); then
+		return 0
+	fi
+	# A newer client says why on stderr; an older one on stdout, as an
+	# "ERROR:" line among the client's own information.
+	ENGINE_ERR=$(printf '%s\n' "$out" | grep -m 1 -E 'ERROR|[Cc]annot connect|denied|refused' | sed 's/^[[:space:]]*ERROR:[[:space:]]*//') || true
+	[ -n "$ENGINE_ERR" ] || ENGINE_ERR=$(printf '%s\n' "${out:-no answer within 5s}" | grep -v '^[[:space:]]*$' | tail -n 1)
+	return 1
+}
+
+# busybox_ok: a static busybox is where the test images take it from. A
+# dynamic one (Debian's "busybox" package) cannot run in an image FROM scratch.
+busybox_ok() {
+	[ -x "$BUSYBOX" ] || return 1
+	if command -v ldd >/dev/null 2>&1 && ldd "$BUSYBOX" >/dev/null 2>&1; then
+		return 1
+	fi
+	return 0
+}
+
+is_root() { [ "$(id -u)" -eq 0 ]; }
+is_debian() { [ -f /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; }
+can_install() { is_root && is_debian; }
+
+# cannot_install WHAT: say what is missing (engine or busybox), how to get
+# it, and exit 1.
+cannot_install() {
+	local what=$1 pkgs thing how
+	case $what in
+	engine) pkgs="docker.io busybox-static" thing="Docker and a static busybox" ;;
+	busybox) pkgs="busybox-static" thing="a static busybox" ;;
+	esac
+	if ! is_debian; then
+		how="This script installs packages only on Debian or Ubuntu: install $thing with your system's tools"
+	elif command -v sudo >/dev/null 2>&1; then
+		how="Installing it (apt-get install $pkgs) needs root: run \`sudo make engine\`"
+	else
+		how="Installing it (apt-get install $pkgs) needs root: run \`make engine\` as root"
+	fi
+	case $what in
+	engine)
+		die "no Docker engine answers (\`docker info\`: $ENGINE_ERR). Start one (Docker Desktop, \`systemctl start docker\`, …) or point DOCKER_HOST at one. $how."
+		;;
+	busybox)
+		die "the test images need a static busybox at $BUSYBOX, and there is none (or it is dynamically linked). $how, or set RIGHTSIZE_BUSYBOX to a static Linux busybox."
+		;;
+	esac
+}
+
+# apt_install PACKAGE...: apt-get install, updating the package lists first only
+# when apt does not know a package, or when the install fails on stale lists.
+apt_install() {
+	export DEBIAN_FRONTEND=noninteractive
+	local pkg updated=
+	for pkg in "$@"; do
+		if ! apt-cache show --no-all-versions "$pkg" >/dev/null 2>&1; then
+			say "apt-get update"
+			apt-get update -qq >&2
+			updated=1
+			break
+		fi
+	done
+	say "apt-get install -y $*"
+	if ! apt-get install -y -qq "$@" >&2; then
+		[ -z "$updated" ] || die "apt-get install $* failed"
+		say "apt-get update, then install again"
+		apt-get update -qq >&2
+		apt-get install -y -qq "$@" >&2 || die "apt-get install $* failed"
+	fi
+}
+
+ensure_busybox() {
+	busybox_ok && return 0
+	can_install || cannot_install busybox
+	[ "$BUSYBOX" = /bin/busybox ] || die "RIGHTSIZE_BUSYBOX=$BUSYBOX is not a static busybox"
+	apt_install busybox-static
+	busybox_ok || die "busybox-static is installed but /bin/busybox is not a static executable"
+}
+
+ensure_packages() {
+	local pkgs=()
+	command -v dockerd >/dev/null 2>&1 && command -v docker >/dev/null 2>&1 || pkgs+=(docker.io)
+	busybox_ok || pkgs+=(busybox-static)
+	[ ${#pkgs[@]} -eq 0 ] || apt_install "${pkgs[@]}"
+}
+
+# dockerd_running: the pid file names a live process, so an engine is on its
+# way up (or stuck): wait for it rather than start a second one.
+dockerd_running() {
+	local pid
+	[ -r "$PIDFILE" ] || return 1
+	pid=$(cat "$PIDFILE" 2>/dev/null) || return 1
+	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+# start_dockerd starts dockerd in its own session with no tie to the
+# caller's terminal, pipes or lock, so that `make` does not wait on its
+# output, a Ctrl-C in the caller does not stop it, and the next run can take
+# the lock. It sets DOCKERD_PID.
+DOCKERD_PID=
+start_dockerd() {
+	local args=(--pidfile "$PIDFILE")
+	[ -z "${DOCKER_HOST:-}" ] || args+=(--host "$DOCKER_HOST")
+	if [ -n "${RIGHTSIZE_DOCKERD_FLAGS:-}" ]; then
+		# shellcheck disable=SC2206 # split on spaces on purpose
+		args+=(${RIGHTSIZE_DOCKERD_FLAGS})
+	fi
+	mkdir -p "$(dirname "$LOG")"
+	say "starting dockerd ${args[*]} (log: $LOG)"
+	local setsid=
+	command -v setsid >/dev/null 2>&1 && setsid=setsid
+	(
+		# Whatever else is open here (the lock, a CI runner's pipes) must
+		# not be held for as long as dockerd lives.
+		for fd in /proc/self/fd/*; do
+			fd=${fd##*/}
+			if [ "$fd" -gt 2 ]; then
+				{ exec {fd}>&-; } 2>/dev/null || true
+			fi
+		done
+		# shellcheck disable=SC2086 # $setsid is empty or one word
+		exec nohup $setsid dockerd "${args[@]}" </dev/null >>"$LOG" 2>&1
+	) &
+	DOCKERD_PID=$!
+}
+
+# wait_engine PID: poll `docker info` until it answers, the deadline passes,
+# or the process PID dies. Without a PID, the dockerd waited for is not one
+# this script started, and its log is elsewhere.
+wait_engine() {
+	local pid=${1:-} deadline=$((SECONDS + TIMEOUT))
+	until engine_answers; do
+		if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+			fail_start "dockerd exited"
+		fi
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			[ -n "$pid" ] || die "dockerd (pid $(cat "$PIDFILE" 2>/dev/null), from $PIDFILE) runs but does not answer after ${TIMEOUT}s: $ENGINE_ERR. Look at its log, stop it, or point DOCKER_HOST at the engine you mean."
+			fail_start "no answer from the engine after ${TIMEOUT}s ($ENGINE_ERR)"
+		fi
+		sleep 0.5
+	done
+	say "the engine answers ($(docker version --format '{{.Server.Version}}, API {{.Server.APIVersion}}' 2>/dev/null || echo '?'))"
+}
+
+fail_start() {
+	say "$1; the end of $LOG:"
+	tail -n 30 "$LOG" >&2 2>/dev/null || true
+	exit 1
+}
+
+# check_docker_host: only an engine on a local unix socket is ever started
+# from here: the default one, or another when RIGHTSIZE_DOCKERD_PIDFILE (and
+# RIGHTSIZE_DOCKERD_FLAGS: --data-root, --exec-root) keep the two apart.
+check_docker_host() {
+	case ${DOCKER_HOST:-unix:///var/run/docker.sock} in
+	unix:///var/run/docker.sock | unix:///run/docker.sock) ;;
+	unix://*)
+		[ -n "${RIGHTSIZE_DOCKERD_PIDFILE:-}" ] ||
+			die "no Docker engine answers at DOCKER_HOST=$DOCKER_HOST ($ENGINE_ERR). To have this script start one there beside the default engine, also set RIGHTSIZE_DOCKERD_PIDFILE and RIGHTSIZE_DOCKERD_FLAGS (--data-root DIR --exec-root DIR); or unset DOCKER_HOST"
+		;;
+	*) die "no Docker engine answers at DOCKER_HOST=$DOCKER_HOST ($ENGINE_ERR); start that engine, or unset DOCKER_HOST to use (or have this script start) a local one" ;;
+	esac
+}
+
+# lock: hold an exclusive lock for the rest of the script, when flock(1) is
+# there and the lock file can be opened (only root changes anything, and a
+# non-root user cannot always open root's file).
+lock() {
+	command -v flock >/dev/null 2>&1 || return 0
+	if { [ -e "$LOCK" ] && [ -w "$LOCK" ]; } || { [ ! -e "$LOCK" ] && [ -w "$(dirname "$LOCK")" ]; }; then
+		exec 9>>"$LOCK"
+		flock -w $((TIMEOUT + 300)) 9 || die "another engine.sh holds $LOCK for too long"
+	fi
+}
+
+main() {
+	# The common case, an engine and busybox already there, costs one
+	# `docker info` and takes no lock.
+	if engine_answers && busybox_ok; then
+		return 0
+	fi
+	lock
+	if engine_answers; then
+		ensure_busybox
+		return 0
+	fi
+	check_docker_host
+	can_install || cannot_install engine
+	ensure_packages
+	if dockerd_running; then
+		say "dockerd (pid $(cat "$PIDFILE")) is running but does not answer yet; waiting"
+	else
+		start_dockerd
+	fi
+	wait_engine "$DOCKERD_PID"
+	ensure_busybox
+}
+
+# Sourcing the script (for a test of one function) runs nothing.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+	main "$@"
+fi
