@@ -1,0 +1,522 @@
+package sandboxtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/testimage"
+	"github.com/rightsize/rightsize-go/ledger"
+)
+
+// These tests call runMain with a fake runner in place of *testing.M, so
+// that Main's whole path runs in this process with a real engine. The
+// session (backend, run, watchdog) is this test binary's: runMain's close
+// removes everything labelled with its run, which is why none of these
+// tests is parallel with another.
+
+// runFunc is a runner: Run calls the function.
+type runFunc func() int
+
+func (f runFunc) Run() int { return f() }
+
+// syncBuffer is an io.Writer safe for the goroutines of a Suite.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// captureStderr replaces where Main reports (and where a Suite logs) for
+// the test.
+func captureStderr(t *testing.T) *syncBuffer {
+	t.Helper()
+	oldErr, oldOut := stderr, stdout
+	errBuf, outBuf := &syncBuffer{}, &syncBuffer{}
+	stderr = func() io.Writer { return errBuf }
+	stdout = func() io.Writer { return outBuf }
+	t.Cleanup(func() {
+		stderr, stdout = oldErr, oldOut
+		if s := outBuf.String(); s != "" {
+			t.Logf("suite log:\n%s", s)
+		}
+	})
+	return errBuf
+}
+
+func lines(s string) []string {
+	var out []string
+	for l := range strings.Lines(s) {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// engineSession is this binary's session, on the Docker backend.
+func engineSession(t *testing.T) (*session, *docker.Driver) {
+	t.Helper()
+	s, err := getSession(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, ok := s.drv.(*docker.Driver)
+	if !ok {
+		t.Skipf("these tests need the docker backend; this process uses %s", s.drv.Name())
+	}
+	if s.run == nil {
+		t.Skip("RIGHTSIZE_REAPER=off: there is no ledger to check")
+	}
+	return s, d
+}
+
+// assertRunEmpty checks that nothing of this binary's run is left: no
+// container or network with its label (either spelling), no line in its
+// ledger, no file of it in the runs folder.
+func assertRunEmpty(t *testing.T, s *session, d *docker.Driver) {
+	t.Helper()
+	ctrs, nets, err := d.RunResources(context.Background(), s.runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ctrs)+len(nets) > 0 {
+		t.Errorf("left on the engine: containers %q, networks %q", ctrs, nets)
+	}
+	if l := s.run.Sandboxes(); len(l) > 0 {
+		t.Errorf("ledger still lists sandboxes %q", l)
+	}
+	if l := s.run.Networks(); len(l) > 0 {
+		t.Errorf("ledger still lists networks %q", l)
+	}
+	rec, sbx, nts := ledger.Paths(s.run.RunsDir(), s.runID)
+	for _, p := range []string{rec, sbx, nts} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("ledger file %s is still there (%v)", p, err)
+		}
+	}
+}
+
+func assertGone(t *testing.T, d *docker.Driver, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if n == "" {
+			t.Errorf("a sandbox was not started, so its removal proves nothing")
+			continue
+		}
+		if ok, err := d.Exists(context.Background(), n); err != nil || ok {
+			t.Errorf("%s: exists=%v, err=%v; want it gone", n, ok, err)
+		}
+	}
+}
+
+// serverSpec runs the test image's HTTP server on 8080.
+func serverSpec(t *testing.T) Spec {
+	return Spec{
+		Image:      testimage.Busybox(t),
+		Cmd:        []string{testimage.ServerPath, "8080"},
+		Ports:      []string{testimage.ServerPort},
+		WaitingFor: wait.ForLog("ready"),
+	}
+}
+
+func httpGet(t testing.TB, addr string) {
+	t.Helper()
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatalf("GET %s: %v", addr, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(body), "rightsize-test-server") {
+		t.Fatalf("GET %s: %s %q", addr, resp.Status, body)
+	}
+}
+
+// failTB records Fatalf instead of failing the test, and ends the
+// goroutine as Fatalf would: call what uses it through runFailTB.
+type failTB struct {
+	testing.TB
+	mu    sync.Mutex
+	fatal string
+}
+
+func (f *failTB) Helper() {}
+
+func (f *failTB) Fatalf(format string, args ...any) {
+	f.mu.Lock()
+	f.fatal = fmt.Sprintf(format, args...)
+	f.mu.Unlock()
+	runtime.Goexit()
+}
+
+func (f *failTB) message() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fatal
+}
+
+// runFailTB runs fn with a failTB on a goroutine of its own and returns
+// what it was failed with ("" if it was not).
+func runFailTB(t *testing.T, fn func(tb testing.TB)) string {
+	ft := &failTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn(ft)
+	}()
+	<-done
+	return ft.message()
+}
+
+func TestMainSetupFailure(t *testing.T) {
+	s, d := engineSession(t)
+	const missing = "rightsize-test/no-such-image:missing"
+	tests := []struct {
+		name string
+		// fail is called by setup after it started a sandbox on a network.
+		fail   func(t *testing.T, su *Suite)
+		want   []string
+		reason string
+	}{{
+		name: "missing image",
+		fail: func(t *testing.T, su *Suite) {
+			su.Start(Spec{Image: missing})
+			t.Error("setup went on after a Start that failed")
+		},
+		want:   []string{"start " + missing},
+		reason: "a Start that fails ends setup, and the line names the image",
+	}, {
+		name: "panic",
+		fail: func(t *testing.T, su *Suite) {
+			var m map[string]int
+			m["setup"]++
+		},
+		want:   []string{"panic at main_internal_test.go:", "assignment to entry in nil map"},
+		reason: "a panic in setup is reported where it happened, not as a crash",
+	}, {
+		name: "Fatalf",
+		fail: func(t *testing.T, su *Suite) {
+			su.Fatalf("migrations failed:\nrelation %q exists", "users")
+			t.Error("setup went on after Fatalf")
+		},
+		want:   []string{`migrations failed: relation "users" exists`},
+		reason: "Fatalf ends setup; a message of several lines is printed as one",
+	}, {
+		name: "Errorf",
+		fail: func(t *testing.T, su *Suite) {
+			su.Errorf("seed data: %v", "bad row")
+			su.Start(serverSpec(t))
+		},
+		want:   []string{"seed data: bad row"},
+		reason: "Errorf lets setup go on (a second sandbox starts) and fails it when it returns",
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out := captureStderr(t)
+			var started []string
+			ran := false
+			code := runMain(runFunc(func() int { ran = true; return 0 }), []func(*Suite){func(su *Suite) {
+				n := su.NewNetwork()
+				spec := serverSpec(t)
+				spec.Networks = []*Network{n}
+				started = append(started, su.Start(spec).Name())
+				tc.fail(t, su)
+			}})
+			if code != 1 {
+				t.Errorf("runMain = %d, want 1 (%s)", code, tc.reason)
+			}
+			if ran {
+				t.Errorf("the tests ran after setup failed")
+			}
+			got := lines(out.String())
+			if len(got) != 1 {
+				t.Fatalf("stderr has %d lines, want 1:\n%s", len(got), out)
+			}
+			if !strings.HasPrefix(got[0], "sandboxtest: suite setup failed: ") {
+				t.Errorf("stderr %q does not start with the prefix", got[0])
+			}
+			t.Logf("stderr: %s", got[0])
+			for _, w := range tc.want {
+				if !strings.Contains(got[0], w) {
+					t.Errorf("stderr %q does not contain %q (%s)", got[0], w, tc.reason)
+				}
+			}
+			assertGone(t, d, started...)
+			assertRunEmpty(t, s, d)
+		})
+	}
+}
+
+func TestMainRunsTestsThenStopsEverything(t *testing.T) {
+	s, d := engineSession(t)
+	out := captureStderr(t)
+	var (
+		web      *Guard
+		netName  string
+		lazy     *SharedSandbox
+		closed   []string
+		webName  string
+		lazyName = map[string]bool{}
+		mu       sync.Mutex
+	)
+	setup := func(su *Suite) {
+		su.Cleanup(func() { closed = append(closed, "first cleanup") })
+		n := su.NewNetwork()
+		netName = n.Name()
+		spec := serverSpec(t)
+		spec.Networks = []*Network{n}
+		web = su.Start(spec)
+		webName = web.Name()
+		// On the suite's network: Main must stop it before the network.
+		lazy = Shared(spec)
+		su.Cleanup(func() { closed = append(closed, "last cleanup") })
+	}
+	tests := func() int {
+		ctrs, _, err := d.RunResources(context.Background(), s.runID)
+		if err != nil || len(ctrs) != 1 || ctrs[0] != webName {
+			t.Errorf("before any test: containers %q (%v), want only the suite's %s: Shared must start lazily", ctrs, err, webName)
+		}
+		t.Run("parallel", func(t *testing.T) {
+			for i := range 6 {
+				t.Run(fmt.Sprint(i), func(t *testing.T) {
+					t.Parallel()
+					g := lazy.Get(t)
+					mu.Lock()
+					lazyName[g.Name()] = true
+					mu.Unlock()
+					httpGet(t, g.Endpoint(testimage.ServerPort))
+					httpGet(t, web.For(t).Endpoint(testimage.ServerPort))
+				})
+			}
+		})
+		ctrs, nets, err := d.RunResources(context.Background(), s.runID)
+		if err != nil || len(ctrs) != 2 || len(nets) != 1 {
+			t.Errorf("after the tests: containers %q, networks %q (%v); want the suite's and one shared, and the network", ctrs, nets, err)
+		}
+		return 3
+	}
+	start := time.Now()
+	code := runMain(runFunc(tests), []func(*Suite){setup})
+	t.Logf("runMain: %v", time.Since(start))
+	if code != 3 {
+		t.Errorf("runMain = %d, want the tests' code 3", code)
+	}
+	if len(lazyName) != 1 {
+		t.Errorf("parallel tests got shared sandboxes %v, want one and the same", lazyName)
+	}
+	if want := []string{"last cleanup", "first cleanup"}; !slicesEqual(closed, want) {
+		t.Errorf("suite cleanups ran as %q, want %q (last in, first out)", closed, want)
+	}
+	if s := out.String(); s != "" {
+		t.Errorf("stderr: %s", s)
+	}
+	// No polling: Main has returned, so everything must be gone already.
+	for n := range lazyName {
+		assertGone(t, d, webName, n)
+	}
+	if ok, err := networkExists(d, s.runID, netName); err != nil || ok {
+		t.Errorf("network %s: exists=%v, err=%v; want it gone", netName, ok, err)
+	}
+	assertRunEmpty(t, s, d)
+}
+
+func networkExists(d *docker.Driver, runID, name string) (bool, error) {
+	_, nets, err := d.RunResources(context.Background(), runID)
+	for _, n := range nets {
+		if n == name {
+			return true, err
+		}
+	}
+	return false, err
+}
+
+func slicesEqual(a, b []string) bool { return strings.Join(a, "\x00") == strings.Join(b, "\x00") }
+
+func TestMainCleanupFailureFailsTheRun(t *testing.T) {
+	tests := []struct {
+		name   string
+		tests  int
+		fail   bool
+		want   int
+		reason string
+	}{
+		{"passing tests, cleanup fails", 0, true, 1, "a cleanup failure must fail a run that passed"},
+		{"failing tests, cleanup fails", 5, true, 5, "the tests' own code says more than 1"},
+		{"passing tests, cleanup passes", 0, false, 0, "nothing failed"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out := captureStderr(t)
+			code := runMain(runFunc(func() int { return tc.tests }), []func(*Suite){func(su *Suite) {
+				su.Cleanup(func() {
+					if tc.fail {
+						su.Errorf("sandboxtest: closing the pool: %v", "connection reset")
+					}
+				})
+			}})
+			if code != tc.want {
+				t.Errorf("runMain = %d, want %d (%s)", code, tc.want, tc.reason)
+			}
+			if got := out.String(); tc.fail != strings.Contains(got, "closing the pool: connection reset") {
+				t.Errorf("stderr %q; want the cleanup's message: %v", got, tc.fail)
+			}
+		})
+	}
+}
+
+func TestMainWithoutSetup(t *testing.T) {
+	s, d := engineSession(t)
+	out := captureStderr(t)
+	var leaked string
+	code := runMain(runFunc(func() int {
+		// A guard whose cleanup never runs, as when a test's goroutine
+		// outlives it: Main's close of the run must remove it anyway.
+		leaked = Start(leakTB{t}, serverSpec(t)).Name()
+		return 0
+	}), nil)
+	if code != 0 {
+		t.Errorf("runMain = %d, want 0", code)
+	}
+	if s := out.String(); s != "" {
+		t.Errorf("stderr: %s", s)
+	}
+	assertGone(t, d, leaked)
+	assertRunEmpty(t, s, d)
+}
+
+// leakTB drops cleanups.
+type leakTB struct{ testing.TB }
+
+func (leakTB) Cleanup(func()) {}
+
+func TestMainListSkipsSetup(t *testing.T) {
+	if err := flag.Set("test.list", "^$"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { flag.Set("test.list", "") })
+	code := runMain(runFunc(func() int { return 0 }), []func(*Suite){func(*Suite) {
+		t.Error("setup ran for -test.list")
+	}})
+	if code != 0 {
+		t.Errorf("runMain = %d, want 0", code)
+	}
+}
+
+func TestSuiteGuardFromATest(t *testing.T) {
+	_, d := engineSession(t)
+	captureStderr(t)
+	var web *Guard
+	code := runMain(runFunc(func() int {
+		// The suite's guard has no test to fail: it panics, with the cause
+		// and what to do instead.
+		func() {
+			defer func() {
+				msg := fmt.Sprint(recover())
+				for _, w := range []string{"MappedPort(\"9/tcp\")", web.Name(), "publishes no port", "For(t)"} {
+					if !strings.Contains(msg, w) {
+						t.Errorf("panic %q does not contain %q", msg, w)
+					}
+				}
+			}()
+			web.MappedPort("9/tcp")
+			t.Error("MappedPort of an unpublished port returned")
+		}()
+		// Through For, the same failure fails the test and nothing panics.
+		msg := runFailTB(t, func(tb testing.TB) { web.For(tb).MappedPort("9/tcp") })
+		if !strings.Contains(msg, "publishes no port") {
+			t.Errorf("For(t).MappedPort failed the test with %q", msg)
+		}
+		// Stopping the view leaves the suite's sandbox running.
+		if err := web.For(t).Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+		if ok, err := d.Exists(context.Background(), web.Name()); !ok || err != nil {
+			t.Errorf("after the view's Stop: exists=%v, %v", ok, err)
+		}
+		return 0
+	}), []func(*Suite){func(su *Suite) { web = su.Start(serverSpec(t)) }})
+	if code != 0 {
+		t.Errorf("runMain = %d", code)
+	}
+	assertGone(t, d, web.Name())
+}
+
+func TestSharedFailureIsRemembered(t *testing.T) {
+	engineSession(t)
+	sh := Shared(Spec{Image: "rightsize-test/no-such-image:shared"})
+	first := runFailTB(t, func(tb testing.TB) { sh.Get(tb) })
+	second := runFailTB(t, func(tb testing.TB) { sh.Get(tb) })
+	if !strings.Contains(first, "rightsize-test/no-such-image:shared") {
+		t.Errorf("first Get failed with %q; want the image named", first)
+	}
+	// The message names the container it tried: the same name means one
+	// attempt, not one per test.
+	if second != first {
+		t.Errorf("second Get failed with %q, want the first's %q", second, first)
+	}
+	if !shared.close() {
+		t.Error("closing a Shared that never started failed")
+	}
+}
+
+func TestSharedRefusesATestNetwork(t *testing.T) {
+	engineSession(t)
+	n := NewNetwork(t)
+	spec := serverSpec(t)
+	spec.Networks = []*Network{n}
+	msg := runFailTB(t, func(tb testing.TB) { Shared(spec).Get(tb) })
+	if !strings.Contains(msg, n.Name()) || !strings.Contains(msg, "Suite.NewNetwork") {
+		t.Errorf("Get failed with %q; want the network named and the way out", msg)
+	}
+}
+
+func TestMainSetupBoundedByTimeout(t *testing.T) {
+	s, d := engineSession(t)
+	out := captureStderr(t)
+	old := flag.Lookup("test.timeout").Value.String()
+	// The binary's own alarm is already set: changing the flag only
+	// changes what runMain reads.
+	if err := flag.Set("test.timeout", "1ms"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { flag.Set("test.timeout", old) })
+	code := runMain(runFunc(func() int { return 0 }), []func(*Suite){func(su *Suite) {
+		<-su.context().Done()
+		su.Start(serverSpec(t))
+	}})
+	if code != 1 {
+		t.Errorf("runMain = %d, want 1: setup ran past -test.timeout", code)
+	}
+	got := out.String()
+	t.Logf("stderr: %s", got)
+	if !strings.Contains(got, "(setup ran past -test.timeout=1ms)") || len(lines(got)) != 1 {
+		t.Errorf("stderr %q; want one line saying the deadline passed", got)
+	}
+	assertRunEmpty(t, s, d)
+}

@@ -1,0 +1,124 @@
+package mainfixture_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/rightsize/rightsize-go/sandboxtest"
+)
+
+// The environment suite_test.go steers the fixture with.
+const (
+	// EnvImage is the image to run: the busybox test image, whose /server
+	// answers HTTP.
+	envImage = "RZ_FIXTURE_IMAGE"
+	// EnvRunIDFile is where setup writes this run's id, for the caller to
+	// look for what the run left.
+	envRunIDFile = "RZ_FIXTURE_RUNID_FILE"
+	// EnvMode: "" (all pass), "panic" (a test panics), "block" (a test
+	// blocks until -timeout), "exit3" (a test calls os.Exit(3)), "setupfail"
+	// (setup starts an image that does not exist).
+	envMode = "RZ_FIXTURE_MODE"
+
+	// MissingImage is what setup starts in mode "setupfail".
+	missingImage = "rightsize-test/does-not-exist:mainfixture"
+	port         = "8080/tcp"
+)
+
+var (
+	mode = os.Getenv(envMode)
+
+	// web is started by setup; lazy by the first test that asks.
+	web  *sandboxtest.Guard
+	lazy *sandboxtest.SharedSandbox
+)
+
+func TestMain(m *testing.M) {
+	sandboxtest.Main(m, setup)
+}
+
+func setup(s *sandboxtest.Suite) {
+	info, err := sandboxtest.Session(context.Background())
+	if err != nil {
+		s.Fatalf("session: %v", err)
+	}
+	if err := os.WriteFile(os.Getenv(envRunIDFile), []byte(info.RunID), 0o600); err != nil {
+		s.Fatalf("run id: %v", err)
+	}
+	img := os.Getenv(envImage)
+	if img == "" {
+		s.Fatalf("%s is not set", envImage)
+	}
+	net := s.NewNetwork()
+	spec := sandboxtest.Spec{
+		Image:      img,
+		Cmd:        []string{"/server", "8080"},
+		Ports:      []string{port},
+		Networks:   []*sandboxtest.Network{net},
+		WaitingFor: wait.ForLog("ready"),
+	}
+	web = s.Start(spec)
+	if mode == "setupfail" {
+		s.Start(sandboxtest.Spec{Image: missingImage})
+	}
+	// On the suite's network, so that Main must stop it before the network.
+	lazy = sandboxtest.Shared(spec)
+}
+
+var (
+	sharedMu   sync.Mutex
+	sharedName string
+)
+
+// use gets the shared sandboxes and talks to both over HTTP.
+func use(t *testing.T) {
+	t.Parallel()
+	g := lazy.Get(t)
+	sharedMu.Lock()
+	if sharedName == "" {
+		sharedName = g.Name()
+	} else if g.Name() != sharedName {
+		t.Errorf("Shared gave %s, and %s to another test", g.Name(), sharedName)
+	}
+	sharedMu.Unlock()
+	get(t, g.Endpoint(port))
+	get(t, web.For(t).Endpoint(port))
+}
+
+func get(t *testing.T, addr string) {
+	t.Helper()
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatalf("GET %s: %v", addr, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(body), "rightsize-test-server") {
+		t.Fatalf("GET %s: %s %q", addr, resp.Status, body)
+	}
+}
+
+func TestOne(t *testing.T) { use(t) }
+
+func TestTwo(t *testing.T) {
+	use(t)
+	switch mode {
+	case "panic":
+		panic("mainfixture: a test panics")
+	case "block":
+		select {}
+	case "exit3":
+		os.Exit(3)
+	}
+}
+
+func TestThree(t *testing.T) { use(t) }
