@@ -24,8 +24,8 @@ func Paths(runsDir, id string) (record, sandboxes, networks string) {
 }
 
 // writeAtomic replaces path with data: a temporary file in the same folder
-// (mode 0600), then a rename, so a reader sees the old content or the new,
-// never a part.
+// (mode 0600), then a rename (replaceFile), so a reader sees the old content
+// or the new, never a part.
 func writeAtomic(path string, data []byte) error {
 	dir, base := filepath.Split(path)
 	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
@@ -39,7 +39,7 @@ func writeAtomic(path string, data []byte) error {
 		os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := replaceFile(tmp, path); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -65,13 +65,32 @@ func WriteLines(path string, names []string) error {
 
 // RemoveRunFiles deletes a run's files: the line files first, then the
 // record, so an interruption never leaves lines without their record. The
-// run's lock file, if any, is left to whoever holds it.
+// run's lock file, if any, is left to whoever holds it; its leftover
+// temporary files are RunFiles.Temps.
 func RemoveRunFiles(runsDir, id string) error {
 	rec, sbx, nets := Paths(runsDir, id)
 	if err := errors.Join(removeIfExists(sbx), removeIfExists(nets)); err != nil {
 		return err
 	}
 	return removeIfExists(rec)
+}
+
+// tempOf returns the run id a hidden temporary file belongs to: writeAtomic
+// names them ".<id><ext>.tmp-<random>", the watchdog ".<id><ext>.tmp.<pid>".
+// A writer killed between creating one and renaming it leaves it behind,
+// and no reader looks at hidden files, so the run's reaper deletes them.
+func tempOf(name string) (id string, ok bool) {
+	if !strings.HasPrefix(name, ".") {
+		return "", false
+	}
+	for _, ext := range []string{RecordExt, SandboxesExt, NetworksExt} {
+		for _, mark := range []string{ext + ".tmp-", ext + ".tmp."} {
+			if i := strings.LastIndex(name, mark); i > 1 {
+				return name[1:i], true
+			}
+		}
+	}
+	return "", false
 }
 
 func removeIfExists(path string) error {

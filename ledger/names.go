@@ -1,9 +1,6 @@
 package ledger
 
-import (
-	"regexp"
-	"strings"
-)
+import "regexp"
 
 // MaxNameLen is the longest sandbox or network name the ledger accepts.
 const MaxNameLen = 128
@@ -22,5 +19,3 @@ func ValidName(s string) bool {
 // the set the watchdog script trims (space, \t, \r, \v, \f), so that the two
 // readers always agree on which lines are names.
 const lineSpace = " \t\r\v\f"
-
-func trimLine(s string) string { return strings.Trim(s, lineSpace) }

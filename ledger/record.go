@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Record is a run's record, runs/<run-id>.json. The first four fields are
@@ -55,57 +58,100 @@ func ParseRecord(data []byte) (Record, error) {
 	if len(data) > MaxRecordSize {
 		return Record{}, fmt.Errorf("record is %d bytes, more than the %d a record can be", len(data), MaxRecordSize)
 	}
-	var raw struct {
-		PID        *json.Number `json:"pid"`
-		StartedISO *string      `json:"startedIso"`
-		Backend    *string      `json:"backend"`
-		MsbPath    *string      `json:"msbPath"`
-		StartTicks *json.Number `json:"startTicks"`
-		BootID     *string      `json:"bootId"`
-		PidNS      *string      `json:"pidNamespace"`
-		Endpoint   *string      `json:"endpoint"`
-		Writer     *string      `json:"writer"`
-	}
+	// Decoded field by field rather than into a struct: encoding/json
+	// matches struct keys case-insensitively and lets a JSON string fill a
+	// json.Number, so {"pid":"15899"} or {"PID":1,"pid":2} would be read
+	// here differently from how the rest of the family reads them (exact
+	// keys, a number for pid), and the sweep would judge another process.
+	var fields map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := dec.Decode(&raw); err != nil {
+	if err := dec.Decode(&fields); err != nil {
 		return Record{}, fmt.Errorf("record is not valid JSON: %w", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return Record{}, errors.New("record has data after its JSON object")
 	}
-	if raw.PID == nil {
+	if fields == nil {
+		return Record{}, errors.New(`record is null, not an object with a "pid"`)
+	}
+	pidText, ok := jsonNumber(fields["pid"])
+	if !ok {
+		if present(fields["pid"]) {
+			return Record{}, fmt.Errorf(`record "pid" %s is not a process id`, clip(fields["pid"]))
+		}
 		return Record{}, errors.New(`record has no "pid"`)
 	}
-	pid, err := raw.PID.Int64()
+	pid, err := strconv.ParseInt(pidText, 10, 64)
 	if err != nil || pid <= 0 || pid > math.MaxInt32 {
-		return Record{}, fmt.Errorf(`record "pid" %s is not a process id`, raw.PID.String())
+		return Record{}, fmt.Errorf(`record "pid" %s is not a process id`, pidText)
 	}
-	if raw.Backend == nil || *raw.Backend == "" {
+	var r Record
+	r.PID = int(pid)
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{
+		{"startedIso", &r.StartedISO}, {"backend", &r.Backend}, {"msbPath", &r.MsbPath},
+		{"bootId", &r.BootID}, {"pidNamespace", &r.PidNamespace}, {"endpoint", &r.Endpoint}, {"writer", &r.Writer},
+	} {
+		v := fields[f.key]
+		if !present(v) {
+			continue
+		}
+		if v[0] != '"' {
+			return Record{}, fmt.Errorf("record %q is %s, not a string", f.key, clip(v))
+		}
+		if err := json.Unmarshal(v, f.dst); err != nil {
+			return Record{}, fmt.Errorf("record %q: %w", f.key, err)
+		}
+	}
+	if r.Backend == "" {
 		return Record{}, errors.New(`record has no "backend"`)
 	}
-	r := Record{PID: int(pid), Backend: canonicalBackend(*raw.Backend)}
-	if raw.StartedISO != nil {
-		r.StartedISO = *raw.StartedISO
-		if _, err := r.Started(); err != nil {
-			return Record{}, err
-		}
+	r.Backend = canonicalBackend(r.Backend)
+	if _, err := r.Started(); err != nil {
+		return Record{}, err
 	}
-	str := func(p *string) string {
-		if p == nil {
-			return ""
+	if v := fields["startTicks"]; present(v) {
+		text, ok := jsonNumber(v)
+		if !ok {
+			return Record{}, fmt.Errorf(`record "startTicks" %s is not a number`, clip(v))
 		}
-		return *p
-	}
-	r.MsbPath, r.BootID, r.PidNamespace, r.Endpoint, r.Writer = str(raw.MsbPath), str(raw.BootID), str(raw.PidNS), str(raw.Endpoint), str(raw.Writer)
-	if raw.StartTicks != nil {
-		t, err := parseUint(raw.StartTicks.String())
+		t, err := parseUint(text)
 		if err != nil {
-			return Record{}, fmt.Errorf(`record "startTicks" %s: %w`, raw.StartTicks.String(), err)
+			return Record{}, fmt.Errorf(`record "startTicks" %s: %w`, text, err)
 		}
 		r.StartTicks = t
 	}
 	return r, nil
+}
+
+// clip shortens a raw JSON value for an error message: a hostile record
+// may put a megabyte, newlines or invalid UTF-8 there.
+func clip(v json.RawMessage) string {
+	s := string(v)
+	if len(s) > 40 {
+		s = s[:40] + "…"
+	}
+	if !utf8.ValidString(s) || strings.ContainsAny(s, "\n\r\t") {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// present reports whether a field is there and not null.
+func present(v json.RawMessage) bool {
+	return len(v) > 0 && string(v) != "null"
+}
+
+// jsonNumber returns the text of v when it is a JSON number (the decoder
+// has already checked its syntax), and false for anything else, a string
+// holding digits included.
+func jsonNumber(v json.RawMessage) (string, bool) {
+	if !present(v) || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
+		return "", false
+	}
+	return string(v), true
 }
 
 // Started parses StartedISO. The zero time (and no error) means the writer

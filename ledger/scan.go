@@ -30,6 +30,21 @@ type RunFiles struct {
 	// Problems are files of the run that were not read (a symbolic link, a
 	// directory where a file should be): reported, never followed.
 	Problems []string
+	// Temps are hidden temporary files a writer of the run was killed
+	// before renaming: never read, deleted with the run (RemoveFiles).
+	Temps []string
+}
+
+// RemoveFiles deletes the run's files (RemoveRunFiles), then its leftover
+// temporary files, best effort.
+func (rf RunFiles) RemoveFiles() error {
+	if err := RemoveRunFiles(rf.Dir, rf.ID); err != nil {
+		return err
+	}
+	for _, t := range rf.Temps {
+		os.Remove(filepath.Join(rf.Dir, t))
+	}
+	return nil
 }
 
 // Lists is what a run's line files hold.
@@ -45,7 +60,7 @@ type Lists struct {
 
 // ListRuns reads every run in cache/runs: one entry per file stem, sorted by
 // id, records parsed, line files not yet read. A missing runs folder is no
-// runs. Files whose name starts with '.' (temporary files) are skipped.
+// runs. Hidden temporary files are never read; they are listed in Temps.
 func ListRuns(cache string) ([]RunFiles, error) {
 	dir := filepath.Join(cache, RunsDir)
 	fi, err := os.Lstat(dir)
@@ -74,6 +89,13 @@ func ListRuns(cache string) ([]RunFiles, error) {
 	for _, e := range entries {
 		name := e.Name()
 		if strings.HasPrefix(name, ".") {
+			if id, ok := tempOf(name); ok && e.Type().IsRegular() {
+				rf := get(id)
+				rf.Temps = append(rf.Temps, name)
+				if info, err := e.Info(); err == nil && errors.Is(rf.RecordErr, ErrNoRecord) && info.ModTime().After(rf.ModTime) {
+					rf.ModTime = info.ModTime()
+				}
+			}
 			continue
 		}
 		ext := filepath.Ext(name)

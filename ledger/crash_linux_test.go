@@ -1,0 +1,271 @@
+package ledger_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rightsize/rightsize-go/ledger"
+)
+
+// envCrashHelper switches the test binary into the crash helper: the cache
+// dir to run in.
+const envCrashHelper = "RIGHTSIZE_LEDGER_TEST_CRASH_CACHE"
+
+// TestCrashHelper is not a test: TestCrashConsistency re-executes the test
+// binary into it. It adds and removes names for ever, reporting on stdout
+// "+name" once AddSandbox/AddNetwork returned and "-name" before it calls
+// RemoveSandbox/RemoveNetwork, so that at any instant every name reported
+// live and not reported leaving must be in the files.
+func TestCrashHelper(t *testing.T) {
+	cache := os.Getenv(envCrashHelper)
+	if cache == "" {
+		t.Skip("helper process for TestCrashConsistency only")
+	}
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, "crash helper:", err)
+		os.Exit(3)
+	}
+	r, err := ledger.NewRun(cache, ledger.Owner{Backend: "docker"})
+	if err != nil {
+		fail(err)
+	}
+	// One write per report: a pipe write this small is atomic, so a kill
+	// cannot leave half a line.
+	report := func(s string) {
+		if _, err := os.Stdout.WriteString(s + "\n"); err != nil {
+			fail(err)
+		}
+	}
+	report("ready " + r.ID())
+	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))
+	var sandboxes, networks []string
+	for i := 0; ; i++ {
+		if len(sandboxes) == 0 || len(sandboxes) < 4 && rng.IntN(2) == 0 {
+			name := fmt.Sprintf("rz-%s-%d", r.ID(), i)
+			if err := r.AddSandbox(name); err != nil {
+				fail(err)
+			}
+			report("+" + name)
+			sandboxes = append(sandboxes, name)
+		} else {
+			j := rng.IntN(len(sandboxes))
+			name := sandboxes[j]
+			report("-" + name)
+			if err := r.RemoveSandbox(name); err != nil {
+				fail(err)
+			}
+			sandboxes = slices.Delete(sandboxes, j, j+1)
+		}
+		switch n := rng.IntN(8); {
+		case n == 0 && len(networks) < 2:
+			name := fmt.Sprintf("rz-net-%08x", i)
+			if err := r.AddNetwork(name); err != nil {
+				fail(err)
+			}
+			report("+" + name)
+			networks = append(networks, name)
+		case n == 1 && len(networks) > 0:
+			name := networks[0]
+			report("-" + name)
+			if err := r.RemoveNetwork(name); err != nil {
+				fail(err)
+			}
+			networks = networks[1:]
+		}
+	}
+}
+
+// crashRun is one helper process and what it reported.
+type crashRun struct {
+	cmd    *exec.Cmd
+	stderr strings.Builder
+	ready  chan string // the run id, once
+	done   chan struct{}
+
+	mu      sync.Mutex
+	reports []string
+}
+
+func startCrashHelper(t *testing.T, cache string) *crashRun {
+	t.Helper()
+	c := &crashRun{ready: make(chan string, 1), done: make(chan struct{})}
+	c.cmd = exec.Command(os.Args[0], "-test.run=^TestCrashHelper$")
+	c.cmd.Env = append(os.Environ(), envCrashHelper+"="+cache)
+	c.cmd.Stderr = &c.stderr
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(c.done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			line := sc.Text()
+			if id, ok := strings.CutPrefix(line, "ready "); ok {
+				c.ready <- id
+				continue
+			}
+			c.mu.Lock()
+			c.reports = append(c.reports, line)
+			c.mu.Unlock()
+		}
+	}()
+	return c
+}
+
+// live replays the reports: the names reported added and not yet
+// reported leaving.
+func (c *crashRun) live() map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	live := map[string]bool{}
+	for _, r := range c.reports {
+		switch r[0] {
+		case '+':
+			live[r[1:]] = true
+		case '-':
+			delete(live, r[1:])
+		}
+	}
+	return live
+}
+
+func TestCrashConsistency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("100 SIGKILLed helper processes")
+	}
+	const kills = 100
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
+	started := time.Now()
+	var ops, pruned, tempLeft int
+	for k := range kills {
+		cache := filepath.Join(t.TempDir(), "cache")
+		c := startCrashHelper(t, cache)
+		killed := false
+		t.Cleanup(func() {
+			if !killed {
+				c.cmd.Process.Kill()
+				<-c.done
+				c.cmd.Wait()
+			}
+		})
+		var id string
+		select {
+		case id = <-c.ready:
+		case <-c.done:
+			c.cmd.Wait()
+			t.Fatalf("kill %d: helper ended before it was ready: %s", k, c.stderr.String())
+		case <-time.After(20 * time.Second):
+			t.Fatalf("kill %d: helper not ready after 20 s", k)
+		}
+		// A random moment in the helper's loop, not a synchronisation.
+		time.Sleep(time.Duration(1000+rng.IntN(49_000)) * time.Microsecond)
+		if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-c.done // stdout closed: every report written before the kill is in
+		werr := c.cmd.Wait()
+		killed = true
+		if ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+			t.Fatalf("kill %d: helper ended by itself (%v), not by SIGKILL:\n%s", k, werr, c.stderr.String())
+		}
+		live := c.live()
+		c.mu.Lock()
+		ops += len(c.reports)
+		c.mu.Unlock()
+
+		runs := filepath.Join(cache, ledger.RunsDir)
+		rec, sbxPath, netsPath := ledger.Paths(runs, id)
+		entries, err := os.ReadDir(runs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			p := filepath.Join(runs, e.Name())
+			switch {
+			case strings.HasPrefix(e.Name(), "."):
+				tempLeft++ // a temporary file the kill interrupted: never read
+			case p == rec:
+				b, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := ledger.ParseRecord(b)
+				if err != nil {
+					t.Errorf("kill %d: record does not parse: %v\n%q", k, err, b)
+				} else if r.PID != c.cmd.Process.Pid {
+					t.Errorf("kill %d: record names pid %d, the helper was %d", k, r.PID, c.cmd.Process.Pid)
+				}
+			case p == sbxPath || p == netsPath:
+				names, rejected, err := ledger.ReadLines(p)
+				if err != nil || len(rejected) != 0 {
+					t.Errorf("kill %d: %s: rejected %v, err %v", k, e.Name(), rejected, err)
+				}
+				seen := map[string]bool{}
+				for _, n := range names {
+					if seen[n] {
+						t.Errorf("kill %d: %s lists %q twice", k, e.Name(), n)
+					}
+					seen[n] = true
+				}
+			default:
+				t.Errorf("kill %d: unexpected file %s in runs/", k, e.Name())
+			}
+		}
+		sbx, _, _ := ledger.ReadLines(sbxPath)
+		nets, _, _ := ledger.ReadLines(netsPath)
+		if (len(sbx) > 0 || len(nets) > 0) && !exists(t, rec) {
+			t.Errorf("kill %d: line files without a record: the record is written before the first line and removed after the last", k)
+		}
+		if len(sbx) == 0 && len(nets) == 0 {
+			pruned++
+		}
+		onDisk := map[string]bool{}
+		for _, n := range append(sbx, nets...) {
+			onDisk[n] = true
+		}
+		for n := range live {
+			if !onDisk[n] {
+				t.Errorf("kill %d: %q was reported live but is not in the ledger: a sandbox the sweep could never reap", k, n)
+			}
+		}
+		rf, err := ledger.ReadRun(cache, id)
+		// A run killed before its record's rename may be only temporary
+		// files; with lines, it must have a readable record.
+		if err == nil && rf.RecordErr != nil && (rf.HasSandboxes || rf.HasNetworks || !errors.Is(rf.RecordErr, ledger.ErrNoRecord)) {
+			t.Errorf("kill %d: ListRuns: %v", k, rf.RecordErr)
+		}
+		// The sweep's clean-up of a dead run leaves nothing behind, not
+		// even the temporary files the kill interrupted.
+		if err == nil {
+			if err := rf.RemoveFiles(); err != nil {
+				t.Errorf("kill %d: RemoveFiles: %v", k, err)
+			}
+		}
+		if left, _ := os.ReadDir(runs); len(left) != 0 {
+			t.Errorf("kill %d: RemoveRunFiles left %d files, first %s", k, len(left), left[0].Name())
+		}
+		if t.Failed() {
+			t.Fatalf("kill %d: stopping at the first inconsistent ledger (reports: %d, live %d, on disk %q)", k, len(c.reports), len(live), slices.Sorted(maps.Keys(onDisk)))
+		}
+	}
+	if ops == 0 {
+		t.Fatal("the helpers never reported an operation: the kills tested nothing")
+	}
+	t.Logf("%d kills in %v: %d reported operations, %d ledgers found empty, %d temporary files left by kills", kills, time.Since(started).Round(time.Millisecond), ops, pruned, tempLeft)
+}

@@ -1,0 +1,108 @@
+package ledger
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// judge's decisions with a crafted process table: the order of the rules
+// and what each reason says, on every platform. The real-process rows are
+// in liveness_linux_test.go.
+func TestJudgeRules(t *testing.T) {
+	boot := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+	start := time.Date(2026, 11, 29, 20, 30, 38, 120_000_000, time.UTC)
+	me := Identity{PID: 100, Start: boot.Add(time.Minute), StartTicks: 6000, BootID: "boot-A", PidNamespace: "pid:[1]"}
+	live := func(pid int, st procState) func(int) (procState, error) {
+		return func(p int) (procState, error) {
+			if p == pid {
+				return st, nil
+			}
+			return procState{}, nil
+		}
+	}
+	running := procState{exists: true, start: start, ticks: 4500}
+	foreign := Record{PID: 4242, StartedISO: FormatISO(start), Backend: "docker"}
+	goRec := Record{PID: 4242, StartedISO: FormatISO(start), Backend: "docker", StartTicks: 4500, BootID: "boot-A", PidNamespace: "pid:[1]", Writer: "go"}
+	with := func(r Record, f func(*Record)) Record { f(&r); return r }
+
+	tests := []struct {
+		name   string
+		rec    Record
+		me     Identity
+		lookup func(int) (procState, error)
+		want   State
+		has    []string
+		reason string
+	}{
+		{"go exact ticks", goRec, me, live(4242, running), Alive, []string{"pid 4242", "4500"},
+			"same boot, same namespace, same ticks: the owner, exactly"},
+		{"go ticks differ", with(goRec, func(r *Record) { r.StartTicks = 4501 }), me, live(4242, running), Dead, []string{"reused", "4500", "4501"},
+			"one tick apart is another process, however close the wall-clock times"},
+		{"go ticks win over time", with(goRec, func(r *Record) { r.StartedISO = FormatISO(start.Add(time.Hour)) }), me, live(4242, running), Alive, []string{"recorded start"},
+			"with ticks, wall-clock drift in startedIso does not matter"},
+		{"go other boot", with(goRec, func(r *Record) { r.BootID = "boot-B" }), me, live(4242, running), Dead, []string{"boot-B", "boot-A"},
+			"a record from another boot is dead whatever its pid is now"},
+		{"go other namespace", with(goRec, func(r *Record) { r.PidNamespace = "pid:[2]" }), me, live(4242, running), Unknown, []string{"pid:[2]", "pid:[1]"},
+			"a pid of another namespace says nothing about the process with that number here"},
+		{"other boot beats namespace", with(goRec, func(r *Record) { r.BootID = "boot-B"; r.PidNamespace = "pid:[2]" }), me, live(4242, running), Dead, []string{"boot"},
+			"every process of an earlier boot is gone, whatever namespace it was in"},
+		{"go record, boot unknown here", goRec, with2(me, func(i *Identity) { i.BootID = "" }), live(4242, running), Alive, []string{"within"},
+			"without this boot's id, ticks cannot be compared on Linux; on other systems they are absolute: alive either way"},
+		{"no process", foreign, me, live(1, running), Dead, []string{"no process has pid 4242"},
+			"no process with the pid: dead"},
+		{"zombie", foreign, me, live(4242, procState{exists: true, exited: true}), Dead, []string{"exited"},
+			"a zombie has exited; only its parent has not reaped it"},
+		{"zombie without start", with(foreign, func(r *Record) { r.StartedISO = "" }), me, live(4242, procState{exists: true, exited: true}), Dead, []string{"exited"},
+			"an exited process is dead even when the record cannot be compared"},
+		{"foreign +2000ms", with(foreign, func(r *Record) { r.StartedISO = FormatISO(start.Add(2000 * time.Millisecond)) }), me, live(4242, running), Alive, []string{"within"},
+			"2000 ms apart is alive (Rust records whole seconds)"},
+		{"foreign -2001ms", with(foreign, func(r *Record) { r.StartedISO = FormatISO(start.Add(-2001 * time.Millisecond)) }), me, live(4242, running), Dead, []string{"reused", "2.001s"},
+			"2001 ms apart is dead"},
+		{"foreign no start time", with(foreign, func(r *Record) { r.StartedISO = "" }), me, live(4242, running), Alive, []string{"no start time"},
+			"contract §9: an unknown start time for a live pid is alive, and says so"},
+		{"start unknown here", foreign, me, live(4242, procState{exists: true, unknown: "hidepid"}), Alive, []string{"unknown", "hidepid"},
+			"a live pid whose start cannot be read is never called dead"},
+		{"before boot", with(foreign, func(r *Record) { r.StartedISO = FormatISO(boot.Add(-time.Hour)) }), me, live(4242, running), Dead, []string{"before this boot"},
+			"a process that started before this boot cannot still run"},
+		{"just before boot", with(foreign, func(r *Record) { r.StartedISO = FormatISO(boot.Add(-time.Second)) }), me, live(4242, procState{exists: true, start: boot}), Alive, []string{"within"},
+			"boot time is known to the second: a start within the window of it is not 'before boot'"},
+		{"lookup fails", foreign, me, func(int) (procState, error) { return procState{}, errors.New("EINVAL") }, Unknown, []string{"EINVAL"},
+			"a pid that cannot be looked up is Unknown, never dead"},
+		{"bad startedIso", with(foreign, func(r *Record) { r.StartedISO = "noon" }), me, live(4242, running), Unknown, []string{"noon"},
+			"a start time that cannot be read proves nothing"},
+	}
+	for _, tc := range tests {
+		got := judge(tc.rec, tc.me, tc.lookup, boot)
+		if tc.name == "go record, boot unknown here" && !ticksNeedSameBoot {
+			tc.has = []string{"recorded start"}
+		}
+		if got.State != tc.want {
+			t.Errorf("%s: judge = %v, want %v (%s)", tc.name, got, tc.want, tc.reason)
+			continue
+		}
+		for _, h := range tc.has {
+			if !strings.Contains(got.Reason, h) {
+				t.Errorf("%s: reason %q does not mention %q (%s)", tc.name, got.Reason, h, tc.reason)
+			}
+		}
+	}
+}
+
+func with2(i Identity, f func(*Identity)) Identity { f(&i); return i }
+
+func TestStateString(t *testing.T) {
+	for s, want := range map[State]string{Unknown: "unknown", Alive: "alive", Dead: "dead", State(9): "unknown"} {
+		if s.String() != want {
+			t.Errorf("State(%d).String() = %q, want %q", s, s.String(), want)
+		}
+	}
+	if got := (Liveness{Dead, "no process has pid 1"}).String(); got != "dead: no process has pid 1" {
+		t.Errorf("Liveness.String() = %q", got)
+	}
+	var zero Liveness
+	if zero.State != Unknown {
+		t.Error("the zero Liveness must be Unknown: an unset judgement never allows a removal")
+	}
+}
