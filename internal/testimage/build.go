@@ -1,32 +1,25 @@
 package testimage
 
 import (
-	"archive/tar"
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
-	"debug/elf"
 	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/gofrs/flock"
 	"github.com/moby/moby/client"
-	"github.com/moby/moby/client/pkg/jsonmessage"
 	"github.com/testcontainers/testcontainers-go"
+
+	"github.com/rightsize/rightsize-go/internal/image"
 )
 
 const (
@@ -38,10 +31,9 @@ const (
 	// assembled changes, so that the engine's older image is not reused.
 	layout = "1"
 
-	defaultBusybox = "/bin/busybox"
-	serverPackage  = "github.com/rightsize/rightsize-go/internal/testimage/server"
-	buildTimeout   = 3 * time.Minute
-	fixHint        = "run `make engine` (as root on Debian it installs and starts dockerd and busybox-static)"
+	serverPackage = "github.com/rightsize/rightsize-go/internal/testimage/server"
+	buildTimeout  = 3 * time.Minute
+	fixHint       = "run `make engine` (as root on Debian it installs and starts dockerd and busybox-static)"
 )
 
 // serverSource is hashed into every tag, so that a change to the server
@@ -50,8 +42,9 @@ const (
 //go:embed server/*.go
 var serverSource embed.FS
 
-// requiredApplets are linked even when `busybox --list` cannot run here (a
-// busybox for another architecture), and must be in its list when it can.
+// requiredApplets must be in the busybox's list of applets, and are linked
+// even when `busybox --list` cannot run here (a busybox for another
+// architecture).
 var requiredApplets = []string{
 	"sh", "sleep", "setsid", "kill", "cat", "echo", "nc", "yes", "ls", "ps",
 	"top", "wget", "env", "timeout", "true", "false", "test", "mkdir", "rm",
@@ -64,7 +57,7 @@ func ensure(kind string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
 
-	var bb *busyboxFile
+	var bb *image.Busybox
 	if kind == kindBusybox {
 		var err error
 		if bb, err = readBusybox(); err != nil {
@@ -77,28 +70,17 @@ func ensure(kind string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if ok, err := present(ctx, cli, ref); ok || err != nil {
-		return ref, err
-	}
-
 	// Test binaries of several packages get here at the same moment; one
 	// builds, the others wait and then find its image.
-	lock := flock.New(filepath.Join(os.TempDir(), "rightsize-testimage.lock"), flock.SetPermissions(0o666))
-	if _, err := lock.TryLockContext(ctx, 50*time.Millisecond); err != nil {
-		return "", fmt.Errorf("testimage: waiting for the build lock %s: %w", lock.Path(), err)
-	}
-	defer func() { _ = lock.Unlock() }()
-	if ok, err := present(ctx, cli, ref); ok || err != nil {
-		return ref, err
-	}
-
-	if err := build(ctx, cli, kind, ref, bb); err != nil {
-		return "", fmt.Errorf("testimage: building %s: %w", ref, err)
-	}
-	if ok, err := present(ctx, cli, ref); !ok && err == nil {
-		return "", fmt.Errorf("testimage: %s was imported but the engine does not list it", ref)
-	} else if err != nil {
-		return "", err
+	lockPath := filepath.Join(os.TempDir(), "rightsize-testimage.lock")
+	_, err = image.Ensure(ctx, cli, ref, lockPath, func(ctx context.Context) error {
+		return build(ctx, cli, kind, ref, bb)
+	})
+	switch {
+	case errors.Is(err, image.ErrNoEngine):
+		return "", noEngine(err)
+	case err != nil:
+		return "", fmt.Errorf("testimage: %w", err)
 	}
 	return ref, nil
 }
@@ -106,11 +88,11 @@ func ensure(kind string) (string, error) {
 // tag hashes what goes into an image of that kind. The server binary itself
 // is not hashed: building it costs a go build, and the fast path must not.
 // Its source and the Go version stand for it.
-func tag(kind string, bb *busyboxFile) string {
+func tag(kind string, bb *image.Busybox) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "layout %s\nkind %s\ngo %s\n", layout, kind, runtime.Version())
 	if bb != nil {
-		fmt.Fprintf(h, "busybox %x\n", sha256.Sum256(bb.content))
+		fmt.Fprintf(h, "busybox %x\n", sha256.Sum256(bb.Content))
 	}
 	// WalkDir visits in lexical order: the hash does not depend on the file
 	// system.
@@ -153,126 +135,58 @@ func noEngine(err error) error {
 	return fmt.Errorf("testimage: no Docker engine answers (%w); engine tests need one: %s, or point DOCKER_HOST at one, or set %s=1 to skip these tests", err, fixHint, EnvSkip)
 }
 
-func present(ctx context.Context, cli *client.Client, ref string) (bool, error) {
-	_, err := cli.ImageInspect(ctx, ref)
-	switch {
-	case err == nil:
-		return true, nil
-	case cerrdefs.IsNotFound(err):
-		return false, nil
-	case client.IsErrConnectionFailed(err):
-		return false, noEngine(err)
-	default:
-		return false, fmt.Errorf("testimage: inspecting %s: %w", ref, err)
-	}
-}
-
-type busyboxFile struct {
-	path    string
-	content []byte
-	machine elf.Machine
-}
-
-func readBusybox() (*busyboxFile, error) {
-	path := defaultBusybox
+// readBusybox reads the busybox the image is made of: RIGHTSIZE_BUSYBOX,
+// else /bin/busybox.
+func readBusybox() (*image.Busybox, error) {
+	path := image.DefaultBusybox
 	if p := os.Getenv(EnvBusybox); p != "" {
 		path = p
 	}
-	fail := func(format string, a ...any) error {
-		return fmt.Errorf("testimage: the busybox image needs a static Linux busybox at %s: %s; %s, or set %s to the path of one",
-			path, fmt.Sprintf(format, a...), fixHint, EnvBusybox)
-	}
-	b, err := os.ReadFile(path)
+	bb, err := image.ReadBusybox(path)
 	if err != nil {
-		return nil, fail("%v", err)
+		return nil, fmt.Errorf("testimage: the busybox image needs a static Linux busybox at %s: %v; %s, or set %s to the path of one",
+			path, err, fixHint, EnvBusybox)
 	}
-	f, err := elf.NewFile(bytes.NewReader(b))
-	if err != nil {
-		return nil, fail("not an ELF executable (%v)", err)
-	}
-	// A dynamic busybox (Debian's "busybox" package) finds no loader in an
-	// image built FROM scratch and fails with a baffling "no such file".
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return nil, fail("it is dynamically linked (install busybox-static, not busybox)")
-		}
-	}
-	return &busyboxFile{path: path, content: b, machine: f.Machine}, nil
+	return bb, nil
 }
 
-// goarch is the engine architecture (in GOARCH terms) a busybox runs on.
-var goarch = map[elf.Machine]string{
-	elf.EM_X86_64:  "amd64",
-	elf.EM_AARCH64: "arm64",
-	elf.EM_386:     "386",
-	elf.EM_ARM:     "arm",
-	elf.EM_RISCV:   "riscv64",
-	elf.EM_PPC64:   "ppc64le",
-	elf.EM_S390:    "s390x",
-}
-
-func build(ctx context.Context, cli *client.Client, kind, ref string, bb *busyboxFile) error {
-	ver, err := cli.ServerVersion(ctx, client.ServerVersionOptions{})
+func build(ctx context.Context, cli *client.Client, kind, ref string, bb *image.Busybox) error {
+	arch, err := image.EngineArch(ctx, cli)
 	if err != nil {
-		return fmt.Errorf("asking the engine its version: %w", err)
+		return err
 	}
-	if ver.Os != "linux" {
-		return fmt.Errorf("the engine runs %s containers; the test images are Linux images", ver.Os)
-	}
-	server, err := buildServer(ctx, ver.Arch)
+	server, err := buildServer(ctx, arch)
 	if err != nil {
 		return err
 	}
 
-	files := []entry{
-		{name: "server", mode: 0o755, content: server},
-		{name: "tmp", mode: 0o1777, dir: true},
+	files := []image.Entry{
+		{Name: "server", Mode: 0o755, Content: server},
+		{Name: "tmp", Mode: 0o1777, Dir: true},
 	}
 	changes := []string{"LABEL " + Label + "=1"}
 	switch kind {
 	case kindBusybox:
-		if arch := goarch[bb.machine]; arch != ver.Arch {
-			return fmt.Errorf("%s is built for %s (%s) but the engine runs %s containers", bb.path, bb.machine, arch, ver.Arch)
-		}
-		applets, err := appletsOf(ctx, bb.path)
-		if err != nil {
+		if err := bb.CheckArch(arch); err != nil {
 			return err
 		}
-		files = append(files,
-			entry{name: "bin", mode: 0o755, dir: true},
-			entry{name: "bin/busybox", mode: 0o755, content: bb.content},
-			entry{name: "etc", mode: 0o755, dir: true},
-		)
-		for _, a := range applets {
-			files = append(files, entry{name: "bin/" + a, link: "busybox"})
+		applets, err := bb.Applets(ctx, requiredApplets)
+		if err != nil {
+			return fmt.Errorf("%w, which the tests use", err)
 		}
-		changes = append(changes,
-			"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-			`CMD ["sleep", "3600"]`)
+		files = append(files, bb.Entries(applets)...)
+		changes = append(changes, image.PathEnv, `CMD ["sleep", "3600"]`)
 	case kindNoShell:
 		changes = append(changes, `CMD ["`+ServerPath+`"]`)
 	default:
 		return fmt.Errorf("no image kind %q", kind)
 	}
 
-	rootfs, err := tarball(files)
+	rootfs, err := image.Tarball(files)
 	if err != nil {
 		return err
 	}
-	// An import, not a build: one layer, no builder (BuildKit or legacy)
-	// involved, nothing pulled, and the same call from API 1.40 on.
-	resp, err := cli.ImageImport(ctx,
-		client.ImageImportSource{Source: bytes.NewReader(rootfs), SourceName: "-"},
-		ref,
-		client.ImageImportOptions{Changes: changes, Message: "rightsize-go internal/testimage"})
-	if err != nil {
-		return fmt.Errorf("importing the root file system: %w", err)
-	}
-	defer resp.Close()
-	if err := jsonmessage.DisplayStream(resp, io.Discard); err != nil {
-		return fmt.Errorf("importing the root file system: %w", err)
-	}
-	return nil
+	return image.Import(ctx, cli, ref, rootfs, changes, "rightsize-go internal/testimage")
 }
 
 // buildServer builds ./server for linux/arch and returns the executable.
@@ -313,66 +227,4 @@ func goCommand() (string, error) {
 		}
 	}
 	return "", errors.New("testimage: the go tool is not on the PATH; it builds the test images' /server")
-}
-
-// appletsOf lists the applets of the busybox at path, each to be a link in
-// /bin. A busybox that cannot run here (another architecture) gets the
-// required ones only.
-func appletsOf(ctx context.Context, path string) ([]string, error) {
-	out, err := exec.CommandContext(ctx, path, "--list").Output()
-	if err != nil {
-		return requiredApplets, nil
-	}
-	var applets []string
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		a := strings.TrimSpace(sc.Text())
-		if a != "" && a != "busybox" && !strings.Contains(a, "/") {
-			applets = append(applets, a)
-		}
-	}
-	for _, a := range requiredApplets {
-		if !slices.Contains(applets, a) {
-			return nil, fmt.Errorf("%s has no %q applet, which the tests use", path, a)
-		}
-	}
-	return applets, nil
-}
-
-// entry is one file, directory (dir) or symbolic link (link) of a root
-// file system.
-type entry struct {
-	name    string
-	mode    int64
-	dir     bool
-	link    string
-	content []byte
-}
-
-func tarball(entries []entry) ([]byte, error) {
-	// A fixed time, so that the same inputs give the same layer.
-	mtime := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range entries {
-		h := &tar.Header{Name: e.name, Mode: e.mode, ModTime: mtime, Typeflag: tar.TypeReg, Size: int64(len(e.content))}
-		switch {
-		case e.dir:
-			h.Typeflag, h.Name, h.Size = tar.TypeDir, e.name+"/", 0
-		case e.link != "":
-			h.Typeflag, h.Linkname, h.Mode, h.Size = tar.TypeSymlink, e.link, 0o777, 0
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, fmt.Errorf("tar %s: %w", e.name, err)
-		}
-		if h.Typeflag == tar.TypeReg {
-			if _, err := tw.Write(e.content); err != nil {
-				return nil, fmt.Errorf("tar %s: %w", e.name, err)
-			}
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }

@@ -1,15 +1,14 @@
 package testimage
 
 import (
-	"archive/tar"
-	"bytes"
 	"debug/elf"
 	"fmt"
-	"io"
 	"regexp"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/rightsize/rightsize-go/internal/image"
 )
 
 // recorder is a testing.TB whose Fatal ends only the goroutine that calls
@@ -26,7 +25,7 @@ func (r *recorder) Fatal(args ...any) {
 	runtime.Goexit()
 }
 
-func (r *recorder) get(im *image) string {
+func (r *recorder) get(im *lazyImage) string {
 	done := make(chan string)
 	go func() {
 		defer close(done)
@@ -38,7 +37,7 @@ func (r *recorder) get(im *image) string {
 func TestFailureIsMemoized(t *testing.T) {
 	t.Setenv(EnvSkip, "")
 	t.Setenv(EnvBusybox, t.TempDir()+"/nowhere")
-	im := &image{kind: kindBusybox}
+	im := &lazyImage{kind: kindBusybox}
 	var msgs []string
 	for range 2 {
 		r := &recorder{TB: t}
@@ -83,7 +82,7 @@ func TestDynamicBusyboxRefused(t *testing.T) {
 }
 
 func TestTag(t *testing.T) {
-	bb := &busyboxFile{content: []byte("one")}
+	bb := &image.Busybox{Content: []byte("one")}
 	cases := []struct {
 		name   string
 		a, b   string
@@ -92,7 +91,7 @@ func TestTag(t *testing.T) {
 	}{
 		{"stable", tag(kindBusybox, bb), tag(kindBusybox, bb), true, "the same inputs must find the image built before"},
 		{"kind", tag(kindBusybox, bb), tag(kindNoShell, nil), false, "two kinds must not share a tag"},
-		{"busybox", tag(kindBusybox, bb), tag(kindBusybox, &busyboxFile{content: []byte("two")}), false, "another busybox is another image"},
+		{"busybox", tag(kindBusybox, bb), tag(kindBusybox, &image.Busybox{Content: []byte("two")}), false, "another busybox is another image"},
 	}
 	hex12 := regexp.MustCompile(`^[0-9a-f]{12}$`)
 	for _, c := range cases {
@@ -102,37 +101,5 @@ func TestTag(t *testing.T) {
 		if (c.a == c.b) != c.same {
 			t.Errorf("%s: tags %q and %q; %s", c.name, c.a, c.b, c.reason)
 		}
-	}
-}
-
-func TestTarball(t *testing.T) {
-	b, err := tarball([]entry{
-		{name: "bin", mode: 0o755, dir: true},
-		{name: "bin/busybox", mode: 0o755, content: []byte("exe")},
-		{name: "bin/sh", link: "busybox"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	tr := tar.NewReader(bytes.NewReader(b))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(tr)
-		got = append(got, fmt.Sprintf("%c %s %o %q %s", h.Typeflag, h.Name, h.Mode, body, h.Linkname))
-	}
-	want := []string{
-		`5 bin/ 755 "" `,
-		`0 bin/busybox 755 "exe" `,
-		`2 bin/sh 777 "" busybox`,
-	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("tarball holds\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -1,9 +1,9 @@
 // Package testimage owns the container images the engine tests of
 // rightsize-go run. No registry can be reached where these tests run, so
 // nothing is ever pulled: each image is imported into the engine from a root
-// file system assembled here, FROM scratch, out of the host's static
-// /bin/busybox and /server, a small Go program built on the spot from
-// ./server.
+// file system assembled FROM scratch (with package internal/image, which
+// `rightsize demo` uses too) out of the host's static /bin/busybox and
+// /server, a small Go program built on the spot from ./server.
 //
 //   - [Busybox]: /bin/busybox with an applet link in /bin for every applet it
 //     has (sh, sleep, setsid, kill, nc, wget, …), /server, /tmp; its command

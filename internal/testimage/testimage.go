@@ -41,21 +41,21 @@ func NoShell(tb testing.TB) string {
 }
 
 var (
-	busybox = &image{kind: kindBusybox}
-	noShell = &image{kind: kindNoShell}
+	busybox = &lazyImage{kind: kindBusybox}
+	noShell = &lazyImage{kind: kindNoShell}
 )
 
-// image memoizes one kind of image for the life of the process; a failure
-// is memoized too, so that every test asking for it fails with the same
-// message instead of retrying a build that cannot work.
-type image struct {
+// lazyImage memoizes one kind of image for the life of the process; a
+// failure is memoized too, so that every test asking for it fails with the
+// same message instead of retrying a build that cannot work.
+type lazyImage struct {
 	kind string
 	once sync.Once
 	ref  string
 	err  error
 }
 
-func (im *image) get(tb testing.TB) string {
+func (im *lazyImage) get(tb testing.TB) string {
 	tb.Helper()
 	if skip, _ := strconv.ParseBool(os.Getenv(EnvSkip)); skip {
 		tb.Skip(EnvSkip + "=" + os.Getenv(EnvSkip) + ": engine tests skipped")
