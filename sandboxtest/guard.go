@@ -70,13 +70,16 @@ func (g *Guard) start(ctx context.Context) error {
 		return g.startReuse(ctx)
 	}
 	g.name = s.nextName()
-	if err := s.addSandbox(g.name); err != nil {
-		return err
-	}
+	// The watchdog first: killed between its first ledger write and the
+	// watchdog's spawn, a process would leave that write to the next
+	// process's sweep. A watchdog that finds no files has nothing to do.
 	if started, err := s.ensureWatchdog(); err != nil {
 		g.o.Logf("sandboxtest: no watchdog for this process (%v); a crash's leftovers will be removed by the next process's sweep", err)
 	} else if started {
 		g.o.Logf("sandboxtest: run %s, watchdog pid %d", s.runID, s.wd.PID)
+	}
+	if err := s.addSandbox(g.name); err != nil {
+		return err
 	}
 	sbx, err := g.create(ctx, g.name, s.runLabels())
 	if err != nil {

@@ -51,13 +51,14 @@ func (n *Network) create(ctx context.Context) error {
 		return err
 	}
 	n.s, n.name = s, "rz-net-"+hex.EncodeToString(b[:])
+	// The watchdog before the first ledger write, as in Guard.start.
+	if _, err := s.ensureWatchdog(); err != nil {
+		n.o.Logf("sandboxtest: no watchdog for this process (%v)", err)
+	}
 	if s.run != nil {
 		if err := s.run.AddNetwork(n.name); err != nil {
 			return err
 		}
-	}
-	if _, err := s.ensureWatchdog(); err != nil {
-		n.o.Logf("sandboxtest: no watchdog for this process (%v)", err)
 	}
 	if err := s.drv.CreateNetwork(ctx, n.name, s.runLabels()); err != nil {
 		cerr := fmt.Errorf("create %s: %w", n.name, err)

@@ -39,11 +39,12 @@ func (t tracker) Customize(req *testcontainers.GenericContainerRequest) error {
 	name := s.nextName()
 	g := &Guard{o: t.o, name: name, s: s, sbx: d.SandboxFor(name)}
 	t.o.Cleanup(g.cleanup)
-	if err := s.addSandbox(name); err != nil {
-		return fmt.Errorf("sandboxtest.Track: %w", err)
-	}
+	// The watchdog before the first ledger write, as in Guard.start.
 	if _, err := s.ensureWatchdog(); err != nil {
 		t.o.Logf("sandboxtest: no watchdog for this process (%v)", err)
+	}
+	if err := s.addSandbox(name); err != nil {
+		return fmt.Errorf("sandboxtest.Track: %w", err)
 	}
 	req.Name = name
 	if req.Labels == nil {

@@ -65,6 +65,11 @@ func (d *Driver) CreateWith(ctx context.Context, name string, spec backend.Spec,
 	d.Apply(&req)
 	ctr, err := testcontainers.GenericContainer(ctx, req)
 	if err != nil {
+		if d.imageMissing(ctx, req.Image) {
+			// Where no registry answers, the pull error alone reads like a
+			// network problem.
+			return nil, fmt.Errorf("create container %s: image %s is not on the engine and could not be pulled (build or load it first, or make its registry reachable): %w", name, req.Image, err)
+		}
 		return nil, fmt.Errorf("create container %s from %s: %w", name, spec.Image, err)
 	}
 	dc, _ := ctr.(*testcontainers.DockerContainer)
@@ -159,6 +164,12 @@ type hostTarget struct {
 }
 
 func (t hostTarget) Host(context.Context) (string, error) { return t.host, nil }
+
+// imageMissing reports whether the engine says it has no image ref.
+func (d *Driver) imageMissing(ctx context.Context, ref string) bool {
+	_, err := d.cli.ImageInspect(ctx, ref)
+	return err != nil && isNotFound(err)
+}
 
 // Adopt returns the running container named name, or backend.ErrNotFound
 // when there is none, or it is not running.

@@ -70,7 +70,37 @@ func Open(ctx context.Context) (*Driver, error) {
 		tc.Close()
 		return nil, fmt.Errorf("%w: %s: %v", backend.ErrUnreachable, tc.DaemonHost(), err)
 	}
+	if err := checkDockerHost(ctx, tc.DaemonHost()); err != nil {
+		tc.Close()
+		return nil, err
+	}
 	return newDriver(tc.Client), nil
+}
+
+// checkDockerHost fails when DOCKER_HOST names an engine that does not
+// answer. testcontainers-go passes over such a DOCKER_HOST and takes the
+// next engine it finds (the default socket, say): a user who named an
+// engine must not be given another one without a word. A DOCKER_HOST that
+// answers while testcontainers-go chose another engine (its tc.host
+// property comes first) is testcontainers-go's rule, and kept.
+func checkDockerHost(ctx context.Context, chosen string) error {
+	want := os.Getenv("DOCKER_HOST")
+	if want == "" {
+		return nil
+	}
+	w, _ := canonicalEndpoint(want)
+	if c, _ := canonicalEndpoint(chosen); c == w {
+		return nil
+	}
+	cli, err := client.New(client.FromEnv)
+	if err == nil {
+		defer cli.Close()
+		_, err = cli.Ping(ctx, client.PingOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("%w: DOCKER_HOST=%s: %v (an engine answers at %s: unset DOCKER_HOST to use it)", backend.ErrUnreachable, want, err, chosen)
+	}
+	return nil
 }
 
 func newDriver(cli *client.Client) *Driver {

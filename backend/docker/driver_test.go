@@ -1,0 +1,477 @@
+package docker_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/events"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/testimage"
+)
+
+// Engine tests of the driver. Containers are made through the driver when
+// that is what is tested, else with the API directly; every one is removed
+// by its test's cleanup.
+
+func init() {
+	// Ryuk's image cannot be pulled where these tests run, and the driver
+	// does not need it. testcontainers-go reads its configuration once, at
+	// first use: this must come before any test.
+	if _, ok := os.LookupEnv("TESTCONTAINERS_RYUK_DISABLED"); !ok {
+		os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	}
+}
+
+func openDocker(t *testing.T) *docker.Driver {
+	t.Helper()
+	d, err := docker.Open(context.Background())
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// uniqueName is a container or network name of this test's own.
+func uniqueName(t *testing.T, kind string) string {
+	var b [5]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return "rz-dtest-" + kind + "-" + hex.EncodeToString(b[:])
+}
+
+// apiContainer creates a container with the API (started unless created is
+// set), removed when the test ends.
+func apiContainer(t *testing.T, d *docker.Driver, name string, started bool, cfg container.Config, hc container.HostConfig) string {
+	t.Helper()
+	ctx := context.Background()
+	if cfg.Image == "" {
+		cfg.Image = testimage.Busybox(t)
+	}
+	res, err := d.Client().ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: &cfg, HostConfig: &hc})
+	if err != nil {
+		t.Fatalf("create %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		d.Client().ContainerRemove(context.Background(), name, client.ContainerRemoveOptions{Force: true})
+	})
+	if started {
+		if _, err := d.Client().ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
+			t.Fatalf("start %s: %v", name, err)
+		}
+	}
+	return res.ID
+}
+
+func exists(t *testing.T, d *docker.Driver, name string) bool {
+	t.Helper()
+	ok, err := d.Exists(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+func TestOpen(t *testing.T) {
+	d := openDocker(t)
+	if d.Name() != backend.Docker {
+		t.Errorf("Name() = %q", d.Name())
+	}
+	if ep := d.Endpoint(); strings.HasPrefix(ep, "unix://") {
+		p := strings.TrimPrefix(ep, "unix://")
+		if r, err := filepath.EvalSymlinks(p); err != nil || r != p {
+			t.Errorf("Endpoint() = %q is not the socket's canonical path (%q, %v)", ep, r, err)
+		}
+		want := "127.0.0.1"
+		if h := os.Getenv(docker.EnvHostOverride); h != "" {
+			want = h
+		}
+		if d.Host() != want {
+			t.Errorf("local engine: Host() = %q, want %q", d.Host(), want)
+		}
+	}
+
+	plan, err := d.WatchdogPlan()
+	if err != nil {
+		t.Fatalf("WatchdogPlan: %v", err)
+	}
+	for _, kv := range []string{"DOCKER_HOST=" + d.DaemonHost(), "DOCKER_CONTEXT="} {
+		if !slices.Contains(plan.Env, kv) {
+			t.Errorf("watchdog env %q lacks %q: its docker CLI could reach another engine", plan.Env, kv)
+		}
+	}
+	if len(plan.Steps) != 2 || plan.Steps[0].List != "sandboxes" || plan.Steps[1].List != "networks" {
+		t.Fatalf("watchdog steps %+v: want sandboxes, then networks", plan.Steps)
+	}
+	for _, s := range plan.Steps {
+		if !filepath.IsAbs(s.Command[0]) || filepath.Base(s.Command[0]) != "docker" {
+			t.Errorf("step %s runs %q, want the docker CLI by absolute path", s.List, s.Command)
+		}
+	}
+	if got := plan.Steps[0].Command[1:]; !slices.Equal(got, []string{"rm", "-f"}) || !plan.Steps[0].Batch {
+		t.Errorf("sandboxes step: %q batch %v, want one `docker rm -f` for all", got, plan.Steps[0].Batch)
+	}
+}
+
+// TestOpenDockerHostDoesNotAnswer: testcontainers-go passes over a
+// DOCKER_HOST that does not answer; the driver must not.
+func TestOpenDockerHostDoesNotAnswer(t *testing.T) {
+	working := openDocker(t).DaemonHost()
+
+	t.Setenv("DOCKER_HOST", "unix:///nonexistent.sock")
+	d, err := docker.Open(context.Background())
+	if err == nil {
+		d.Close()
+		t.Fatalf("DOCKER_HOST=unix:///nonexistent.sock: Open gave the engine at %s", d.DaemonHost())
+	}
+	if !errors.Is(err, backend.ErrUnreachable) {
+		t.Errorf("the error %v does not wrap backend.ErrUnreachable", err)
+	}
+	for _, want := range []string{"DOCKER_HOST=unix:///nonexistent.sock", "unset DOCKER_HOST"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error %q does not say %q", err, want)
+		}
+	}
+
+	t.Setenv("DOCKER_HOST", working)
+	d, err = docker.Open(context.Background())
+	if err != nil {
+		t.Fatalf("DOCKER_HOST=%s: %v", working, err)
+	}
+	d.Close()
+}
+
+func TestCreateWith(t *testing.T) {
+	t.Parallel()
+	d := openDocker(t)
+	img := testimage.Busybox(t)
+	ctx := context.Background()
+	name := uniqueName(t, "create")
+	t.Cleanup(func() { d.RemoveSandboxes(context.Background(), []string{name}) })
+	sbx, err := d.CreateWith(ctx, name, backend.Spec{
+		Image:         img,
+		Cmd:           []string{"sh", "-c", `cat /etc/rz/greeting; echo "env=$RZ_ENV"; exec /server 8080`},
+		Env:           map[string]string{"RZ_ENV": "set"},
+		Ports:         []string{"8080/tcp"},
+		Labels:        map[string]string{docker.LabelRunID: "dtest"},
+		MemoryLimitMB: 64,
+		Files:         []backend.File{{GuestPath: "/etc/rz/greeting", Content: []byte("hello from a file\n")}},
+	},
+		testcontainers.WithWaitStrategy(wait.ForLog("ready").WithPollInterval(10*time.Millisecond)),
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) { hc.ShmSize = 32 << 20 }),
+	)
+	if err != nil {
+		t.Fatalf("CreateWith: %v", err)
+	}
+	res, err := d.Client().ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Container
+	if sbx.ID() != c.ID || sbx.Name() != name {
+		t.Errorf("sandbox %s %s, container %s %s", sbx.Name(), sbx.ID(), c.Name, c.ID)
+	}
+	if c.Config.Labels[docker.LabelRunID] != "dtest" {
+		t.Errorf("labels %v", c.Config.Labels)
+	}
+	if c.HostConfig.Memory != 64<<20 {
+		t.Errorf("memory limit %d, want 64 MiB", c.HostConfig.Memory)
+	}
+	if c.HostConfig.ShmSize != 32<<20 {
+		t.Errorf("the request's own host config modifier was lost: shm size %d", c.HostConfig.ShmSize)
+	}
+	if !slices.Contains(c.HostConfig.ExtraHosts, "host.docker.internal:host-gateway") {
+		t.Errorf("ExtraHosts %q", c.HostConfig.ExtraHosts)
+	}
+	for p, bs := range c.NetworkSettings.Ports {
+		for _, b := range bs {
+			if b.HostIP != netip.MustParseAddr("127.0.0.1") {
+				t.Errorf("%s published on %s, want 127.0.0.1 only", p, b.HostIP)
+			}
+		}
+	}
+	logs, err := sbx.Logs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"hello from a file", "env=set", "ready"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("logs %q lack %q", logs, want)
+		}
+	}
+	port, err := sbx.MappedPort(ctx, "8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + net.JoinHostPort(sbx.Host(), port) + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "rightsize-test-server port=8080\n" {
+		t.Errorf("GET = %q", body)
+	}
+	if err := sbx.Stop(ctx, time.Second); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if exists(t, d, name) {
+		t.Errorf("%s exists after Stop", name)
+	}
+}
+
+func TestCreateMissingImage(t *testing.T) {
+	t.Parallel()
+	d := openDocker(t)
+	name := uniqueName(t, "missing")
+	t.Cleanup(func() { d.RemoveSandboxes(context.Background(), []string{name}) })
+	const img = "rightsize-test/does-not-exist:nope"
+	_, err := d.Create(context.Background(), name, backend.Spec{Image: img})
+	if err == nil {
+		t.Fatal("Create of an image that does not exist succeeded")
+	}
+	if want := "image " + img + " is not on the engine and could not be pulled"; !strings.Contains(err.Error(), want) {
+		t.Errorf("the error %q does not say %q", err, want)
+	}
+	if exists(t, d, name) {
+		t.Errorf("a container %s is left", name)
+	}
+}
+
+func TestStopGrace(t *testing.T) {
+	t.Parallel()
+	d := openDocker(t)
+	ctx := context.Background()
+	t.Run("PID 1 ignores SIGTERM", func(t *testing.T) {
+		t.Parallel()
+		name := uniqueName(t, "stop")
+		apiContainer(t, d, name, true, container.Config{}, container.HostConfig{}) // busybox sleep 3600
+		const grace = 300 * time.Millisecond
+		start := time.Now()
+		if err := d.Stop(ctx, name, grace); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		if took := time.Since(start); took < grace {
+			t.Errorf("Stop returned after %s, before the grace of %s was over", took, grace)
+		}
+		if exists(t, d, name) {
+			t.Errorf("%s exists after Stop", name)
+		}
+		if err := d.Stop(ctx, name, grace); err != nil {
+			t.Errorf("Stop of a container already gone: %v", err)
+		}
+	})
+	t.Run("PID 1 ends on SIGTERM", func(t *testing.T) {
+		t.Parallel()
+		name := uniqueName(t, "stop")
+		id := apiContainer(t, d, name, true, container.Config{Cmd: []string{testimage.ServerPath}}, container.HostConfig{})
+		since := time.Now().Add(-time.Second)
+		if err := d.Stop(ctx, name, time.Minute); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		if exists(t, d, name) {
+			t.Errorf("%s exists after Stop", name)
+		}
+		code := ""
+		for _, e := range engineEvents(t, d, id, since) {
+			if e.Action == events.ActionDie {
+				code = e.Actor.Attributes["exitCode"]
+			}
+		}
+		if code != "0" {
+			t.Errorf("/server died with exit code %q, want 0: it ends by itself on SIGTERM", code)
+		}
+	})
+	t.Run("not running", func(t *testing.T) {
+		t.Parallel()
+		name := uniqueName(t, "stop")
+		apiContainer(t, d, name, false, container.Config{}, container.HostConfig{})
+		if err := d.Stop(ctx, name, time.Minute); err != nil {
+			t.Fatalf("Stop of a created container: %v", err)
+		}
+		if exists(t, d, name) {
+			t.Errorf("%s exists after Stop", name)
+		}
+	})
+}
+
+func engineEvents(t *testing.T, d *docker.Driver, id string, since time.Time) []events.Message {
+	t.Helper()
+	ts := func(t time.Time) string { return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond()) }
+	res := d.Client().Events(context.Background(), client.EventsListOptions{
+		Since: ts(since), Until: ts(time.Now()), Filters: client.Filters{}.Add("container", id),
+	})
+	var out []events.Message
+	for {
+		select {
+		case m := <-res.Messages:
+			out = append(out, m)
+		case err := <-res.Err:
+			if err != nil && !errors.Is(err, io.EOF) {
+				t.Fatal(err)
+			}
+			return out
+		}
+	}
+}
+
+func TestRemoveOutcomes(t *testing.T) {
+	t.Parallel()
+	d := openDocker(t)
+	ctx := context.Background()
+	missing := uniqueName(t, "missing")
+	if err := d.RemoveSandboxes(ctx, []string{missing})[0]; !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("remove a container that does not exist: %v, want ErrNotFound", err)
+	}
+	if err := d.RemoveNetworks(ctx, []string{missing})[0]; !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("remove a network that does not exist: %v, want ErrNotFound", err)
+	}
+
+	net := uniqueName(t, "net")
+	if err := d.CreateNetwork(ctx, net, map[string]string{docker.LabelRunID: "dtest"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.RemoveNetworks(context.Background(), []string{net}) })
+	member := uniqueName(t, "member")
+	apiContainer(t, d, member, true, container.Config{}, container.HostConfig{NetworkMode: container.NetworkMode(net)})
+	if err := d.RemoveNetworks(ctx, []string{net})[0]; !errors.Is(err, backend.ErrInUse) {
+		t.Errorf("remove a network with a member: %v, want ErrInUse", err)
+	}
+	errs := d.RemoveSandboxes(ctx, []string{member, missing})
+	if errs[0] != nil || !errors.Is(errs[1], backend.ErrNotFound) {
+		t.Errorf("remove [member, missing] = %v, want [nil, ErrNotFound]", errs)
+	}
+	if err := d.RemoveNetworks(ctx, []string{net})[0]; err != nil {
+		t.Errorf("remove the network once empty: %v", err)
+	}
+}
+
+// TestCloseRun: the run-scoped close finds either spelling of the run label,
+// and nothing of another run.
+func TestCloseRun(t *testing.T) {
+	t.Parallel()
+	d := openDocker(t)
+	ctx := context.Background()
+	run, other := uniqueName(t, "run"), uniqueName(t, "run")
+	a, b, c := uniqueName(t, "a"), uniqueName(t, "b"), uniqueName(t, "c")
+	apiContainer(t, d, a, true, container.Config{Labels: map[string]string{docker.LabelRunID: run}}, container.HostConfig{})
+	apiContainer(t, d, b, false, container.Config{Labels: map[string]string{docker.LabelRunIDAlt: run}}, container.HostConfig{})
+	apiContainer(t, d, c, true, container.Config{Labels: map[string]string{docker.LabelRunID: other, docker.LabelRunIDAlt: other}}, container.HostConfig{})
+	net := uniqueName(t, "net")
+	if err := d.CreateNetwork(ctx, net, map[string]string{docker.LabelRunIDAlt: run}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.RemoveNetworks(context.Background(), []string{net}) })
+
+	cs, ns, err := d.RunResources(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := slices.Sorted(slices.Values([]string{a, b})); !slices.Equal(cs, want) || !slices.Equal(ns, []string{net}) {
+		t.Errorf("RunResources = %q, %q; want %q, %q", cs, ns, want, []string{net})
+	}
+	removed, err := d.CloseRun(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 3 {
+		t.Errorf("CloseRun removed %q, want 2 containers and a network", removed)
+	}
+	if exists(t, d, a) || exists(t, d, b) {
+		t.Errorf("a container of the run is left")
+	}
+	if !exists(t, d, c) {
+		t.Errorf("CloseRun removed %s, of another run", c)
+	}
+	if cs, ns, _ := d.RunResources(ctx, run); len(cs)+len(ns) > 0 {
+		t.Errorf("after CloseRun the run still has %q %q", cs, ns)
+	}
+}
+
+func TestAdopt(t *testing.T) {
+	t.Parallel()
+	d := openDocker(t)
+	ctx := context.Background()
+	if _, err := d.Adopt(ctx, uniqueName(t, "missing")); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("adopt a container that does not exist: %v, want ErrNotFound", err)
+	}
+	stopped := uniqueName(t, "stopped")
+	apiContainer(t, d, stopped, false, container.Config{}, container.HostConfig{})
+	if _, err := d.Adopt(ctx, stopped); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("adopt a container that does not run: %v, want ErrNotFound", err)
+	}
+	running := uniqueName(t, "running")
+	id := apiContainer(t, d, running, true, container.Config{}, container.HostConfig{})
+	s, err := d.Adopt(ctx, running)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Name() != running || s.ID() != id {
+		t.Errorf("adopted %s %s, want %s %s", s.Name(), s.ID(), running, id)
+	}
+}
+
+// TestMappedPort: a port published on both address families may get a host
+// port for each; MappedPort gives the IPv4 one, which a host name or
+// 127.0.0.1 reaches.
+func TestMappedPort(t *testing.T) {
+	t.Parallel()
+	d := openDocker(t)
+	ctx := context.Background()
+	p4, p6 := freePort(t), freePort(t)
+	name := uniqueName(t, "ports")
+	apiContainer(t, d, name, true, container.Config{
+		Cmd:          []string{testimage.ServerPath},
+		ExposedPorts: network.PortSet{network.MustParsePort("8080/tcp"): {}},
+	}, container.HostConfig{PortBindings: network.PortMap{network.MustParsePort("8080/tcp"): {
+		{HostIP: netip.IPv6Unspecified(), HostPort: p6},
+		{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: p4},
+	}}})
+	s := d.SandboxFor(name)
+	for _, port := range []string{"8080/tcp", "8080"} {
+		got, err := s.MappedPort(ctx, port)
+		if err != nil {
+			t.Fatalf("MappedPort(%q): %v", port, err)
+		}
+		if got != p4 {
+			t.Errorf("MappedPort(%q) = %s, want the IPv4 binding's %s (not the IPv6 %s)", port, got, p4, p6)
+		}
+	}
+	for _, port := range []string{"8080/udp", "9090", "not-a-port"} {
+		if got, err := s.MappedPort(ctx, port); err == nil {
+			t.Errorf("MappedPort(%q) = %s, want an error", port, got)
+		}
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, p, _ := net.SplitHostPort(l.Addr().String())
+	return p
+}

@@ -1,0 +1,922 @@
+package sandboxtest_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/events"
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/testimage"
+	"github.com/rightsize/rightsize-go/ledger"
+	"github.com/rightsize/rightsize-go/sandboxtest"
+)
+
+// This file tests what Start and the Guard promise, against the real engine,
+// and holds what the engine tests of the other files share: a rig that looks
+// at the engine and the ledger from outside the package, a recording
+// testing.TB, and the re-executed helper processes.
+
+const (
+	serverPort = "8080/tcp"
+	serverBody = "rightsize-test-server port=8080\n"
+	hostGW     = "host.docker.internal:host-gateway"
+)
+
+// serverSpec runs /server on 8080, published, ready once it listens.
+func serverSpec(img string) sandboxtest.Spec {
+	return sandboxtest.Spec{
+		Image:      img,
+		Cmd:        []string{testimage.ServerPath, "8080"},
+		Ports:      []string{serverPort},
+		WaitingFor: wait.ForListeningPort(serverPort).WithStartupTimeout(30 * time.Second),
+	}
+}
+
+func TestStartLifecycle(t *testing.T) {
+	img := testimage.Busybox(t)
+	r := newRig(t)
+	in := r.session()
+	ctx := t.Context()
+
+	g := sandboxtest.Start(t, serverSpec(img))
+	name := g.Name()
+	if want := regexp.MustCompile(`^rz-` + in.RunID + `-[0-9]+$`); !want.MatchString(name) {
+		t.Fatalf("Name() = %q, want rz-%s-<n>", name, in.RunID)
+	}
+
+	l := r.lines(in.CacheDir, in.RunID)
+	if !slices.Contains(l.sandboxes, name) {
+		t.Errorf("while it runs, %s is not a line of %s.sandboxes (lines: %q)", name, in.RunID, l.sandboxes)
+	}
+	if !l.record {
+		t.Errorf("while it runs, run %s has no record", in.RunID)
+	}
+
+	c, ok := r.inspect(name)
+	if !ok {
+		t.Fatalf("container %s does not exist after Start", name)
+	}
+	if !c.State.Running {
+		t.Errorf("container %s is %s, want running", name, c.State.Status)
+	}
+	for _, k := range []string{docker.LabelRunID, docker.LabelRunIDAlt} {
+		if got := c.Config.Labels[k]; got != in.RunID {
+			t.Errorf("label %s = %q, want the run id %q", k, got, in.RunID)
+		}
+	}
+	if _, ok := c.Config.Labels[docker.LabelReuse]; ok {
+		t.Errorf("an ordinary sandbox carries %s", docker.LabelReuse)
+	}
+	if !slices.Contains(c.HostConfig.ExtraHosts, hostGW) {
+		t.Errorf("ExtraHosts = %q, want %q among them", c.HostConfig.ExtraHosts, hostGW)
+	}
+	hostPort := r.loopbackOnly(c, serverPort)
+
+	wantHost := "127.0.0.1"
+	if h := os.Getenv(docker.EnvHostOverride); h != "" {
+		wantHost = h
+	}
+	if got := g.Host(); got != wantHost {
+		t.Errorf("Host() = %q, want %q", got, wantHost)
+	}
+	if got := g.MappedPort(serverPort); got != hostPort {
+		t.Errorf("MappedPort(%q) = %q, the engine says %q", serverPort, got, hostPort)
+	}
+	if got := g.MappedPort("8080"); got != hostPort {
+		t.Errorf("MappedPort(%q) = %q, the engine says %q", "8080", got, hostPort)
+	}
+	if body := httpGet(t, g.Endpoint(serverPort)); body != serverBody {
+		t.Errorf("GET %s = %q, want %q", g.Endpoint(serverPort), body, serverBody)
+	}
+	waitUntil(t, 10*time.Second, "Logs() to hold the server's \"ready\"", func() bool {
+		return strings.Contains(g.Logs(), "ready")
+	})
+
+	if err := g.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if _, ok := r.inspect(name); ok {
+		t.Errorf("container %s still exists after Stop", name)
+	}
+	l = r.lines(in.CacheDir, in.RunID)
+	if slices.Contains(l.sandboxes, name) {
+		t.Errorf("after Stop, %s is still a line of %s.sandboxes", name, in.RunID)
+	}
+	// Other tests of this process may have something live; when nothing
+	// is, the run's files must be gone (TestStartHostOverride checks it in
+	// a process of its own).
+	if len(l.sandboxes) == 0 && len(l.networks) == 0 && (l.record || l.sandboxFile || l.networkFile) {
+		t.Errorf("nothing is live in run %s, yet its files remain: %+v", in.RunID, l)
+	}
+
+	// A second Stop does nothing at all: a container that now has the
+	// name (anyone's) must survive it.
+	decoy := r.createDecoy(img, name)
+	if err := g.Stop(ctx); err != nil {
+		t.Errorf("second Stop: %v", err)
+	}
+	if c, ok := r.inspect(name); !ok || c.ID != decoy {
+		t.Errorf("the second Stop touched the container now named %s", name)
+	}
+}
+
+// TestStartHostOverride runs in a process of its own, as the backend
+// reads TESTCONTAINERS_HOST_OVERRIDE once per process; that process also
+// shows the run's files pruned once its only sandbox is stopped.
+func TestStartHostOverride(t *testing.T) {
+	t.Parallel()
+	testimage.Busybox(t)
+	h := startHelper(t, "host-override", t.TempDir(), docker.EnvHostOverride+"=localhost")
+	if got := h.get("host"); got != "localhost" {
+		t.Errorf("with %s=localhost, Host() = %q", docker.EnvHostOverride, got)
+	}
+	if got := h.get("body"); got != strconv.Quote(serverBody) {
+		t.Errorf("GET through the overridden host = %s, want %q", got, serverBody)
+	}
+	if got := h.get("files-while-running"); !strings.Contains(got, ".sandboxes") || !strings.Contains(got, ".json") {
+		t.Errorf("while the sandbox runs, runs/ holds %q, want its record and line file", got)
+	}
+	if got := h.get("files-after-stop"); got != "" {
+		t.Errorf("after its only sandbox stopped, runs/ still holds %q", got)
+	}
+	h.finish()
+}
+
+func helperHostOverride(t *testing.T) {
+	img := testimage.Busybox(t)
+	g := sandboxtest.Start(t, serverSpec(img))
+	in, err := sandboxtest.Session(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	say("host", g.Host())
+	say("body", strconv.Quote(httpGet(t, g.Endpoint(serverPort))))
+	runs := filepath.Join(in.CacheDir, ledger.RunsDir)
+	say("files-while-running", strings.Join(dirNames(t, runs), ","))
+	if err := g.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	say("files-after-stop", strings.Join(dirNames(t, runs), ","))
+	helperBlock()
+}
+
+func TestStartParallel(t *testing.T) {
+	t.Parallel()
+	img := testimage.Busybox(t)
+	r := newRig(t)
+	in := r.session()
+	const n = 20
+	var mu sync.Mutex
+	var names []string
+	t.Run("guards", func(t *testing.T) {
+		for i := range n {
+			t.Run(strconv.Itoa(i), func(t *testing.T) {
+				t.Parallel()
+				r := newRig(t)
+				g := sandboxtest.Start(t, sandboxtest.Spec{Image: img, Cmd: []string{testimage.ServerPath}})
+				c, ok := r.inspect(g.Name())
+				if !ok || !c.State.Running {
+					t.Fatalf("%s is not running after Start", g.Name())
+				}
+				if c.Config.Labels[docker.LabelRunID] != in.RunID {
+					t.Errorf("%s: label %s = %q", g.Name(), docker.LabelRunID, c.Config.Labels[docker.LabelRunID])
+				}
+				if l := r.lines(in.CacheDir, in.RunID); !slices.Contains(l.sandboxes, g.Name()) {
+					t.Errorf("%s is not a line of the ledger while it runs", g.Name())
+				}
+				mu.Lock()
+				names = append(names, g.Name())
+				mu.Unlock()
+			})
+		}
+	})
+	slices.Sort(names)
+	if len(slices.Compact(slices.Clone(names))) != n {
+		t.Fatalf("%d distinct names from %d guards: %q", len(slices.Compact(slices.Clone(names))), n, names)
+	}
+	l := r.lines(in.CacheDir, in.RunID)
+	for _, name := range names {
+		if slices.Contains(l.sandboxes, name) {
+			t.Errorf("%s is still a line after its test ended", name)
+		}
+		if _, ok := r.inspect(name); ok {
+			t.Errorf("container %s still exists after its test ended", name)
+		}
+	}
+}
+
+func TestStartMissingImage(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	in := r.session()
+	const img = "rightsize-test/does-not-exist:nope"
+	rec := &recordingTB{TB: t}
+	start := time.Now()
+	rec.run(func(tb testing.TB) {
+		sandboxtest.Start(tb, sandboxtest.Spec{Image: img, Cmd: []string{"true"}})
+		tb.Errorf("Start returned for an image that does not exist")
+	})
+	t.Logf("Start of a missing image failed in %s", time.Since(start).Round(time.Millisecond))
+
+	if len(rec.fatals) != 1 {
+		t.Fatalf("want one Fatalf, got %q (errors %q)", rec.fatals, rec.errors)
+	}
+	msg := rec.fatals[0]
+	t.Logf("the message: %s", msg)
+	for _, want := range []string{"sandboxtest: start " + img, "image " + img + " is not on the engine and could not be pulled"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the failure %q does not say %q", msg, want)
+		}
+	}
+	if len(rec.errors) > 0 {
+		t.Errorf("the cleanup reported %q", rec.errors)
+	}
+	name := regexp.MustCompile(`rz-` + in.RunID + `-[0-9]+`).FindString(msg)
+	if name == "" {
+		t.Fatalf("the failure does not name the sandbox rz-%s-<n>: %q", in.RunID, msg)
+	}
+	if _, ok := r.inspect(name); ok {
+		t.Errorf("a container %s is left behind", name)
+	}
+	if l := r.lines(in.CacheDir, in.RunID); slices.Contains(l.sandboxes, name) {
+		t.Errorf("%s is left in the ledger", name)
+	}
+}
+
+// TestStartResolutionErrors needs fresh processes: the backend is resolved
+// once per process.
+func TestStartResolutionErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		{
+			name: "unknown backend",
+			env:  []string{backend.EnvBackend + "=nonsense"},
+			want: []string{`RIGHTSIZE_BACKEND="nonsense"`, "docker", "msb"},
+		},
+		{
+			name: "no engine at DOCKER_HOST",
+			env:  []string{"DOCKER_HOST=unix:///nonexistent.sock"},
+			want: []string{"no sandbox engine answers", "/nonexistent.sock", "make engine", "DOCKER_HOST", backend.EnvBackend + "=msb"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := startHelper(t, "resolve-error", t.TempDir(), tt.env...)
+			msg, _ := strconv.Unquote(h.get("fatal"))
+			t.Logf("the failure: %s", msg)
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("the failure %q does not say %q", msg, w)
+				}
+			}
+			if got := h.get("files"); got != "" {
+				t.Errorf("a failed resolution wrote %s", got)
+			}
+			h.finish()
+		})
+	}
+}
+
+func helperResolveError(t *testing.T) {
+	rec := &recordingTB{TB: t}
+	rec.run(func(tb testing.TB) {
+		sandboxtest.Start(tb, sandboxtest.Spec{Image: "rightsize-test/unused:none"})
+	})
+	if len(rec.fatals) != 1 {
+		t.Fatalf("want one Fatalf, got %q", rec.fatals)
+	}
+	say("fatal", strconv.Quote(rec.fatals[0]))
+	say("files", strings.Join(dirNames(t, os.Getenv(ledger.EnvCacheDir)), ","))
+	helperBlock()
+}
+
+// TestStopIgnoringTerm: a PID 1 that ignores SIGTERM (busybox sleep) is
+// given the grace, then killed; how long that takes is the benchmark's.
+func TestStopIgnoringTerm(t *testing.T) {
+	t.Parallel()
+	img := testimage.Busybox(t)
+	r := newRig(t)
+	g := sandboxtest.Start(t, sandboxtest.Spec{Image: img})
+	id := g.Sandbox().ID()
+	grace := backend.DefaultStopGrace
+	if d, ok := t.Deadline(); ok {
+		grace = min(grace, time.Until(d)/10)
+	}
+	since := time.Now().Add(-time.Second)
+	if err := g.Stop(t.Context()); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if _, ok := r.inspect(g.Name()); ok {
+		t.Fatalf("container %s still exists after Stop", g.Name())
+	}
+	evs := r.events(id, since, time.Now())
+	var term, die *events.Message
+	for i, e := range evs {
+		switch {
+		case e.Action == events.ActionKill && e.Actor.Attributes["signal"] == "15" && term == nil:
+			term = &evs[i]
+		case e.Action == events.ActionDie:
+			die = &evs[i]
+		}
+	}
+	if term == nil || die == nil {
+		t.Fatalf("want a SIGTERM, then a death: events %s", describeEvents(evs))
+	}
+	if code := die.Actor.Attributes["exitCode"]; code != "137" {
+		t.Errorf("the container died with exit code %s, want 137 (SIGKILL after the grace): %s", code, describeEvents(evs))
+	}
+	// A lower bound only: it may not be killed before the grace is over.
+	if waited := time.Duration(die.TimeNano - term.TimeNano); waited < grace-100*time.Millisecond {
+		t.Errorf("killed %s after SIGTERM, before the grace of %s was over", waited, grace)
+	} else {
+		t.Logf("SIGTERM → SIGKILL: %s (grace %s)", waited.Round(time.Millisecond), grace)
+	}
+}
+
+// --- what the engine tests share ---
+
+// rig looks at the engine and the ledger from outside the package.
+type rig struct {
+	t   testing.TB
+	cli *client.Client
+}
+
+var (
+	rigOnce sync.Once
+	rigCli  *client.Client
+	rigErr  error
+)
+
+func newRig(t testing.TB) *rig {
+	t.Helper()
+	rigOnce.Do(func() {
+		d, err := docker.Open(context.Background())
+		if err != nil {
+			rigErr = err
+			return
+		}
+		rigCli = d.Client()
+	})
+	if rigErr != nil {
+		t.Fatalf("engine: %v", rigErr)
+	}
+	return &rig{t: t, cli: rigCli}
+}
+
+func (r *rig) session() sandboxtest.Info {
+	r.t.Helper()
+	in, err := sandboxtest.Session(r.t.Context())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return in
+}
+
+// inspect returns the container named name, and whether it exists.
+func (r *rig) inspect(name string) (container.InspectResponse, bool) {
+	r.t.Helper()
+	res, err := r.cli.ContainerInspect(context.Background(), name, client.ContainerInspectOptions{})
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return container.InspectResponse{}, false
+		}
+		r.t.Fatalf("inspect %s: %v", name, err)
+	}
+	return res.Container, true
+}
+
+func (r *rig) running(name string) bool {
+	r.t.Helper()
+	c, ok := r.inspect(name)
+	return ok && c.State != nil && c.State.Running
+}
+
+// networkExists reports whether the network exists, and the names of the
+// containers attached to it.
+func (r *rig) networkExists(name string) (bool, map[string]string, []string) {
+	r.t.Helper()
+	res, err := r.cli.NetworkInspect(context.Background(), name, client.NetworkInspectOptions{})
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return false, nil, nil
+		}
+		r.t.Fatalf("inspect network %s: %v", name, err)
+	}
+	var members []string
+	for _, ep := range res.Network.Containers {
+		members = append(members, ep.Name)
+	}
+	slices.Sort(members)
+	return true, res.Network.Labels, members
+}
+
+// loopbackOnly checks that port is published, on 127.0.0.1 only, and
+// returns its host port.
+func (r *rig) loopbackOnly(c container.InspectResponse, port string) string {
+	r.t.Helper()
+	hostPort := ""
+	for p, bs := range c.NetworkSettings.Ports {
+		if p.String() != port {
+			continue
+		}
+		for _, b := range bs {
+			if b.HostIP.String() != "127.0.0.1" {
+				r.t.Errorf("%s: %s is published on %s, want 127.0.0.1 only", c.Name, port, b.HostIP)
+			}
+			if hostPort == "" {
+				hostPort = b.HostPort
+			}
+		}
+	}
+	for p, bs := range c.HostConfig.PortBindings {
+		for _, b := range bs {
+			if b.HostIP.String() != "127.0.0.1" {
+				r.t.Errorf("%s: binding of %s asks for %s, want 127.0.0.1", c.Name, p, b.HostIP)
+			}
+		}
+	}
+	if hostPort == "" {
+		r.t.Fatalf("%s does not publish %s: %v", c.Name, port, c.NetworkSettings.Ports)
+	}
+	return hostPort
+}
+
+// createDecoy creates (and does not start) a container named name, removed
+// when the test ends; it returns its id.
+func (r *rig) createDecoy(img, name string) string {
+	r.t.Helper()
+	res, err := r.cli.ContainerCreate(context.Background(), client.ContainerCreateOptions{
+		Name:   name,
+		Config: &container.Config{Image: img, Labels: map[string]string{"dev.rightsize.test": "decoy"}},
+	})
+	if err != nil {
+		r.t.Fatalf("create decoy %s: %v", name, err)
+	}
+	r.t.Cleanup(func() { r.remove(name) })
+	return res.ID
+}
+
+// remove force-removes a container, for cleanups; gone already is fine.
+func (r *rig) remove(name string) {
+	_, err := r.cli.ContainerRemove(context.Background(), name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		r.t.Errorf("remove %s: %v", name, err)
+	}
+}
+
+// closeRun removes whatever carries run's label, for the cleanups of tests
+// whose helper processes own sandboxes: what a test expects to be gone is
+// checked before it runs.
+func (r *rig) closeRun(run string) {
+	r.t.Helper()
+	if run == "" {
+		return
+	}
+	r.t.Cleanup(func() {
+		d, err := docker.Open(context.Background())
+		if err != nil {
+			r.t.Errorf("engine: %v", err)
+			return
+		}
+		defer d.Close()
+		if removed, err := d.CloseRun(context.Background(), run); err != nil {
+			r.t.Errorf("close run %s: %v", run, err)
+		} else if len(removed) > 0 {
+			r.t.Logf("cleanup removed what run %s left: %q", run, removed)
+		}
+	})
+}
+
+// events returns the engine's events about container id in [since, until].
+func (r *rig) events(id string, since, until time.Time) []events.Message {
+	r.t.Helper()
+	ts := func(t time.Time) string { return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond()) }
+	res := r.cli.Events(context.Background(), client.EventsListOptions{
+		Since:   ts(since),
+		Until:   ts(until),
+		Filters: client.Filters{}.Add("container", id),
+	})
+	var out []events.Message
+	for {
+		select {
+		case m := <-res.Messages:
+			out = append(out, m)
+		case err := <-res.Err:
+			if err != nil && !errors.Is(err, io.EOF) {
+				r.t.Fatalf("events of %s: %v", id, err)
+			}
+			return out
+		}
+	}
+}
+
+func describeEvents(evs []events.Message) string {
+	var b strings.Builder
+	for _, e := range evs {
+		fmt.Fprintf(&b, "[%s %v] ", e.Action, e.Actor.Attributes["signal"]+e.Actor.Attributes["exitCode"])
+	}
+	return b.String()
+}
+
+// ledgerLines is what a run's files hold.
+type ledgerLines struct {
+	sandboxes, networks              []string
+	record, sandboxFile, networkFile bool
+}
+
+func (r *rig) lines(cache, run string) ledgerLines {
+	r.t.Helper()
+	rec, sbx, nets := ledger.Paths(filepath.Join(cache, ledger.RunsDir), run)
+	var l ledgerLines
+	var err error
+	if l.sandboxes, _, err = ledger.ReadLines(sbx); err != nil {
+		r.t.Fatal(err)
+	}
+	if l.networks, _, err = ledger.ReadLines(nets); err != nil {
+		r.t.Fatal(err)
+	}
+	l.record, l.sandboxFile, l.networkFile = exists(rec), exists(sbx), exists(nets)
+	return l
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// dirNames lists a folder's entries; a missing folder has none.
+func dirNames(t testing.TB, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// waitUntil polls cond until it holds, failing the test after timeout.
+func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > timeout {
+			t.Fatalf("waited %s for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+func httpGet(t testing.TB, hostPort string) string {
+	t.Helper()
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + hostPort + "/")
+	if err != nil {
+		t.Fatalf("GET http://%s/: %v", hostPort, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET http://%s/: %s %v", hostPort, resp.Status, err)
+	}
+	return string(b)
+}
+
+func nonce(t testing.TB) string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// recordingTB records what a call reports instead of failing the test, so
+// that a test can look at the failure Start reports. Run the call with run.
+type recordingTB struct {
+	testing.TB
+	mu       sync.Mutex
+	fatals   []string
+	errors   []string
+	logs     []string
+	cleanups []func()
+}
+
+func (r *recordingTB) Helper() {}
+
+func (r *recordingTB) Fatalf(format string, args ...any) {
+	r.add(&r.fatals, fmt.Sprintf(format, args...))
+	runtime.Goexit()
+}
+
+func (r *recordingTB) Fatal(args ...any) {
+	r.add(&r.fatals, fmt.Sprint(args...))
+	runtime.Goexit()
+}
+
+func (r *recordingTB) FailNow() {
+	r.add(&r.fatals, "FailNow")
+	runtime.Goexit()
+}
+
+func (r *recordingTB) Errorf(format string, args ...any) {
+	r.add(&r.errors, fmt.Sprintf(format, args...))
+}
+func (r *recordingTB) Error(args ...any)               { r.add(&r.errors, fmt.Sprint(args...)) }
+func (r *recordingTB) Logf(format string, args ...any) { r.add(&r.logs, fmt.Sprintf(format, args...)) }
+func (r *recordingTB) Log(args ...any)                 { r.add(&r.logs, fmt.Sprint(args...)) }
+
+func (r *recordingTB) Cleanup(fn func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cleanups = append(r.cleanups, fn)
+}
+
+func (r *recordingTB) add(to *[]string, s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	*to = append(*to, s)
+}
+
+// run calls fn in a goroutine of its own, so that Fatalf can end it, then
+// runs the cleanups it registered, last first.
+func (r *recordingTB) run(fn func(tb testing.TB)) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn(r)
+	}()
+	<-done
+	r.mu.Lock()
+	cl := r.cleanups
+	r.cleanups = nil
+	r.mu.Unlock()
+	for i := len(cl) - 1; i >= 0; i-- {
+		cl[i]()
+	}
+}
+
+// --- helper processes: this test binary, re-executed ---
+
+const envHelperRole = "RIGHTSIZE_TEST_GUARD_ROLE"
+
+// helperRoles are what a re-executed test binary can be asked to do. Each
+// reports with say and, unless it is killed, ends when its stdin closes.
+var helperRoles = map[string]func(*testing.T){
+	"host-override": helperHostOverride,
+	"resolve-error": helperResolveError,
+	"owner":         helperOwner,
+	"sweeper":       helperSweeper,
+	"reuse":         helperReuse,
+	"bench-first":   helperBenchFirst,
+}
+
+// TestGuardHelper is the helper process's entry point; it does nothing in
+// an ordinary run.
+func TestGuardHelper(t *testing.T) {
+	role := os.Getenv(envHelperRole)
+	if role == "" {
+		t.Skip("the helper process of the tests that re-execute this binary")
+	}
+	fn := helperRoles[role]
+	if fn == nil {
+		t.Fatalf("no helper role %q", role)
+	}
+	fn(t)
+}
+
+// say reports key=value to the parent test, one line.
+func say(key, value string) {
+	fmt.Printf("rz:%s=%s\n", key, value)
+}
+
+var helperIn = bufio.NewReader(os.Stdin)
+
+// helperBlock waits for the parent to close stdin.
+func helperBlock() { _, _ = io.Copy(io.Discard, helperIn) }
+
+// helperWaitGo waits for the parent's "go" line.
+func helperWaitGo(t *testing.T) {
+	say("waiting", "go")
+	if l, err := helperIn.ReadString('\n'); err != nil || strings.TrimSpace(l) != "go" {
+		t.Fatalf("want go on stdin, got %q, %v", l, err)
+	}
+}
+
+// helperProc is a running helper process.
+type helperProc struct {
+	t    testing.TB
+	role string
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+
+	mu     sync.Mutex
+	vals   map[string]string
+	other  []string
+	stderr lockedBuffer
+	change chan struct{} // closed and replaced when vals change or it exits
+	exited bool
+	err    error
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startHelper re-executes this test binary as role, with cache as its
+// RIGHTSIZE_CACHE_DIR, the RIGHTSIZE_ variables of this process dropped,
+// and env added. It is killed when the test ends, if it still runs.
+func startHelper(t testing.TB, role, cache string, env ...string) *helperProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestGuardHelper$", "-test.count=1", "-test.timeout=3m")
+	drop := func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "RIGHTSIZE_") || k == docker.EnvHostOverride {
+			return true
+		}
+		for _, e := range env {
+			if ek, _, _ := strings.Cut(e, "="); ek == k {
+				return true
+			}
+		}
+		return false
+	}
+	cmd.Env = slices.DeleteFunc(os.Environ(), drop)
+	cmd.Env = append(cmd.Env, envHelperRole+"="+role, "RIGHTSIZE_TEST_KEEP_ENV=1", ledger.EnvCacheDir+"="+cache)
+	cmd.Env = append(cmd.Env, env...)
+	h := &helperProc{t: t, role: role, cmd: cmd, vals: map[string]string{}, change: make(chan struct{})}
+	cmd.Stderr = &h.stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.in, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("helper %s: %v", role, err)
+	}
+	go h.read(out)
+	t.Cleanup(func() {
+		if !h.done() {
+			h.cmd.Process.Kill()
+			h.wait(time.Minute)
+		}
+	})
+	return h
+}
+
+func (h *helperProc) read(out io.Reader) {
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		l := sc.Text()
+		h.mu.Lock()
+		if kv, ok := strings.CutPrefix(l, "rz:"); ok {
+			k, v, _ := strings.Cut(kv, "=")
+			h.vals[k] = v
+		} else {
+			h.other = append(h.other, l)
+		}
+		close(h.change)
+		h.change = make(chan struct{})
+		h.mu.Unlock()
+	}
+	err := h.cmd.Wait()
+	h.mu.Lock()
+	h.exited, h.err = true, err
+	close(h.change)
+	h.change = make(chan struct{})
+	h.mu.Unlock()
+}
+
+func (h *helperProc) done() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.exited
+}
+
+// wait waits for the process to end.
+func (h *helperProc) wait(timeout time.Duration) bool {
+	deadline := time.After(timeout)
+	for {
+		h.mu.Lock()
+		exited, ch := h.exited, h.change
+		h.mu.Unlock()
+		if exited {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+// get waits for the helper to say key, and returns the value; it fails the
+// test, with what the helper printed, when the helper ends first.
+func (h *helperProc) get(key string) string {
+	h.t.Helper()
+	deadline := time.After(2 * time.Minute)
+	for {
+		h.mu.Lock()
+		v, ok := h.vals[key]
+		exited, ch := h.exited, h.change
+		h.mu.Unlock()
+		if ok {
+			return v
+		}
+		if exited {
+			h.t.Fatalf("helper %s ended (%v) without saying %s:\n%s", h.role, h.err, key, h.output())
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			h.t.Fatalf("helper %s did not say %s within 2m:\n%s", h.role, key, h.output())
+		}
+	}
+}
+
+func (h *helperProc) output() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return strings.Join(h.other, "\n") + "\n" + h.stderr.String()
+}
+
+func (h *helperProc) send(line string) {
+	h.t.Helper()
+	if _, err := io.WriteString(h.in, line+"\n"); err != nil {
+		h.t.Fatalf("helper %s: %v", h.role, err)
+	}
+}
+
+// finish closes the helper's stdin, waits for it to end, and checks that
+// it passed.
+func (h *helperProc) finish() {
+	h.t.Helper()
+	h.in.Close()
+	if !h.wait(time.Minute) {
+		h.t.Fatalf("helper %s did not end within 1m of its stdin closing", h.role)
+	}
+	if h.err != nil {
+		h.t.Errorf("helper %s: %v\n%s", h.role, h.err, h.output())
+	}
+}
+
+// kill SIGKILLs the helper and waits until it is reaped.
+func (h *helperProc) kill() {
+	h.t.Helper()
+	if err := h.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		h.t.Fatalf("kill helper %s: %v", h.role, err)
+	}
+	if !h.wait(time.Minute) {
+		h.t.Fatalf("helper %s did not die of SIGKILL", h.role)
+	}
+}

@@ -1,0 +1,330 @@
+package sandboxtest_test
+
+import (
+	"maps"
+	"os"
+	"regexp"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/testimage"
+	"github.com/rightsize/rightsize-go/ledger"
+	"github.com/rightsize/rightsize-go/sandboxtest"
+)
+
+func TestReuseIdentity(t *testing.T) {
+	// The family's pinned vector (contract §8).
+	base := sandboxtest.Spec{Image: "redis:7-alpine", Env: map[string]string{"A": "1", "B": "2"}, Ports: []string{"6379/tcp"}}
+	const (
+		canonical = `{"image":"redis:7-alpine","env":{"A":"1","B":"2"},"command":[],"exposedPorts":[6379],"memoryLimitMb":null,"copies":[]}`
+		pinned    = "799aad5a3338ce3d36999c7ff2733d4673c0592d417563f334544693ec1907a5"
+		name      = "rz-reuse-799aad5a3338"
+	)
+	id := sandboxtest.ReuseIdentity(base)
+	if got := string(id.CanonicalJSON()); got != canonical {
+		t.Errorf("canonical JSON of the pinned vector:\n got %s\nwant %s", got, canonical)
+	}
+	if got := id.Hash(); got != pinned {
+		t.Errorf("hash of the pinned vector = %s, want %s", got, pinned)
+	}
+	if got := ledger.ReuseName(id.Hash()); got != name {
+		t.Errorf("name of the pinned vector = %s, want %s", got, name)
+	}
+
+	with := func(f func(*sandboxtest.Spec)) sandboxtest.Spec {
+		s := base
+		s.Env = maps.Clone(base.Env)
+		s.Ports = slices.Clone(base.Ports)
+		f(&s)
+		return s
+	}
+	envBA := map[string]string{}
+	envBA["B"] = "2"
+	envBA["A"] = "1"
+	tests := []struct {
+		name   string
+		a, b   sandboxtest.Spec
+		same   bool
+		reason string
+	}{
+		{
+			name: "port without protocol", a: base, b: with(func(s *sandboxtest.Spec) { s.Ports = []string{"6379"} }), same: true,
+			reason: "a port with no protocol is tcp, and tcp ports hash as numbers",
+		},
+		{
+			name: "env built in the other order", a: base, b: with(func(s *sandboxtest.Spec) { s.Env = envBA }), same: true,
+			reason: "env keys are sorted before hashing",
+		},
+		{
+			name: "ports in another order",
+			a:    with(func(s *sandboxtest.Spec) { s.Ports = []string{"8080/tcp", "6379"} }),
+			b:    with(func(s *sandboxtest.Spec) { s.Ports = []string{"6379/tcp", "8080"} }), same: true,
+			reason: "exposed ports are sorted before hashing",
+		},
+		{
+			name: "no env and an empty env",
+			a:    with(func(s *sandboxtest.Spec) { s.Env = nil }),
+			b:    with(func(s *sandboxtest.Spec) { s.Env = map[string]string{} }), same: true,
+			reason: "both are the empty object",
+		},
+		{
+			name: "how it is started, waited for and stopped", a: base,
+			b: with(func(s *sandboxtest.Spec) {
+				s.Reuse, s.StopGrace, s.WaitingFor = true, 5*time.Second, wait.ForLog("ready")
+			}), same: true,
+			reason: "only what the sandbox is counts, not how a test handles it",
+		},
+		{
+			name: "another image", a: base, b: with(func(s *sandboxtest.Spec) { s.Image = "redis:7" }),
+			reason: "the image is the first thing a sandbox is",
+		},
+		{
+			name: "another env value", a: base, b: with(func(s *sandboxtest.Spec) { s.Env["A"] = "2" }),
+			reason: "env values are hashed",
+		},
+		{
+			name: "one more env var", a: base, b: with(func(s *sandboxtest.Spec) { s.Env["C"] = "" }),
+			reason: "an empty value is still a variable",
+		},
+		{
+			name: "a command", a: base, b: with(func(s *sandboxtest.Spec) { s.Cmd = []string{"redis-server"} }),
+			reason: "no command hashes as [], any command differs",
+		},
+		{
+			name: "udp instead of tcp", a: base, b: with(func(s *sandboxtest.Spec) { s.Ports = []string{"6379/udp"} }),
+			reason: "a udp port hashes as the string \"6379/udp\", not the number",
+		},
+		{
+			name: "a memory limit", a: base, b: with(func(s *sandboxtest.Spec) { s.MemoryLimitMB = 64 }),
+			reason: "no limit hashes as null",
+		},
+		{
+			name: "a file", a: base,
+			b:      with(func(s *sandboxtest.Spec) { s.Files = []sandboxtest.File{{GuestPath: "/etc/x", Content: []byte("x")}} }),
+			reason: "copies are part of the identity",
+		},
+		{
+			name:   "a file's content",
+			a:      with(func(s *sandboxtest.Spec) { s.Files = []sandboxtest.File{{GuestPath: "/etc/x", Content: []byte("x")}} }),
+			b:      with(func(s *sandboxtest.Spec) { s.Files = []sandboxtest.File{{GuestPath: "/etc/x", Content: []byte("y")}} }),
+			reason: "a copy is hashed by the sha256 of its content",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ha, hb := sandboxtest.ReuseIdentity(tt.a).Hash(), sandboxtest.ReuseIdentity(tt.b).Hash()
+			if (ha == hb) != tt.same {
+				t.Errorf("same hash = %v, want %v (%s):\n a %s\n b %s", ha == hb, tt.same, tt.reason,
+					sandboxtest.ReuseIdentity(tt.a).CanonicalJSON(), sandboxtest.ReuseIdentity(tt.b).CanonicalJSON())
+			}
+		})
+	}
+}
+
+// reuseSpec is a keep-alive /server; the nonce keeps a test's identity its
+// own.
+func reuseSpec(img, nonce string) sandboxtest.Spec {
+	return sandboxtest.Spec{
+		Image: img,
+		Cmd:   []string{testimage.ServerPath, "8080"},
+		Ports: []string{serverPort},
+		Env:   map[string]string{"RZ_TEST_NONCE": nonce},
+		Reuse: true,
+	}
+}
+
+// TestReuseAcrossProcesses: the keep-alive sandbox one process creates is
+// adopted by the next, and survives its owner's SIGKILL and its watchdog.
+func TestReuseAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	img := testimage.Busybox(t)
+	r := newRig(t)
+	cache := t.TempDir()
+	n := nonce(t)
+	hash := sandboxtest.ReuseIdentity(reuseSpec(img, n)).Hash()
+	name := ledger.ReuseName(hash)
+	t.Cleanup(func() { r.remove(name) })
+	env := []string{sandboxtest.EnvReuse + "=1", "RZ_TEST_REUSE_NONCE=" + n}
+
+	first := startHelper(t, "reuse", cache, append(env, "RZ_TEST_REUSE_ORDINARY=1")...)
+	if got := first.get("name"); got != name {
+		t.Fatalf("keep-alive name = %q, want %q", got, name)
+	}
+	if !regexp.MustCompile(`^rz-reuse-[0-9a-f]{12}$`).MatchString(name) {
+		t.Fatalf("keep-alive name %q is not rz-reuse-<12 hex>", name)
+	}
+	id := first.get("id")
+	run := first.get("run")
+	r.closeRun(run)
+	ordinary := first.get("ordinary")
+
+	c, ok := r.inspect(name)
+	if !ok || !c.State.Running {
+		t.Fatalf("keep-alive %s is not running", name)
+	}
+	if c.ID != id {
+		t.Errorf("the guard's id %s is not the container's %s", id, c.ID)
+	}
+	if got := c.Config.Labels[docker.LabelReuse]; got != hash[:12] {
+		t.Errorf("label %s = %q, want %q", docker.LabelReuse, got, hash[:12])
+	}
+	for _, k := range []string{docker.LabelRunID, docker.LabelRunIDAlt} {
+		if v, ok := c.Config.Labels[k]; ok {
+			t.Errorf("keep-alive %s carries the run label %s=%s", name, k, v)
+		}
+	}
+	hostPort := r.loopbackOnly(c, serverPort)
+	if l := r.lines(cache, run); !slices.Contains(l.sandboxes, ordinary) || slices.Contains(l.sandboxes, name) {
+		t.Errorf("run %s lists %q: want the ordinary %s and never the keep-alive %s", run, l.sandboxes, ordinary, name)
+	}
+	runs, err := ledger.ListRuns(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rf := range runs {
+		if l := rf.ReadLists(); slices.Contains(l.Sandboxes, name) {
+			t.Errorf("run %s lists the keep-alive %s", rf.ID, name)
+		}
+	}
+	e, err := ledger.ReadReuseEntry(cache, hash)
+	if err != nil {
+		t.Fatalf("registry entry: %v", err)
+	}
+	if e.Name != name || e.Image != img || e.Backend != "docker" || e.Ports[serverPort] != hostPort {
+		t.Errorf("registry entry %+v, want name %s, image %s, backend docker, ports %s→%s", e, name, img, serverPort, hostPort)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, e.CreatedISO); err != nil {
+		t.Errorf("registry entry createdIso %q: %v", e.CreatedISO, err)
+	}
+
+	first.kill()
+	waitUntil(t, 10*time.Second, "the killed owner's watchdog to reap its run", func() bool {
+		l := r.lines(cache, run)
+		return !l.record && !l.sandboxFile
+	})
+	if _, ok := r.inspect(ordinary); ok {
+		t.Errorf("the watchdog reaped run %s and left its sandbox %s", run, ordinary)
+	}
+	if !r.running(name) {
+		t.Fatalf("the keep-alive %s did not survive its owner's SIGKILL and watchdog", name)
+	}
+
+	second := startHelper(t, "reuse", cache, env...)
+	if got := second.get("name"); got != name {
+		t.Errorf("the second process's keep-alive is %q, want %q", got, name)
+	}
+	if got := second.get("id"); got != id {
+		t.Errorf("the second process got container %s, want the first one's %s adopted", got, id)
+	}
+	second.finish()
+	if c, ok := r.inspect(name); !ok || c.ID != id || !c.State.Running {
+		t.Errorf("the keep-alive %s did not survive its second user's clean exit", name)
+	}
+}
+
+// TestReuseConcurrentCreate: two processes asking at once create it once.
+func TestReuseConcurrentCreate(t *testing.T) {
+	t.Parallel()
+	img := testimage.Busybox(t)
+	r := newRig(t)
+	cache := t.TempDir()
+	n := nonce(t)
+	hash := sandboxtest.ReuseIdentity(reuseSpec(img, n)).Hash()
+	name := ledger.ReuseName(hash)
+	t.Cleanup(func() { r.remove(name) })
+	env := []string{sandboxtest.EnvReuse + "=1", "RZ_TEST_REUSE_NONCE=" + n, "RZ_TEST_REUSE_WAIT=1"}
+
+	a := startHelper(t, "reuse", cache, env...)
+	b := startHelper(t, "reuse", cache, env...)
+	a.get("waiting")
+	b.get("waiting")
+	a.send("go")
+	b.send("go")
+	ida, idb := a.get("id"), b.get("id")
+	if ida != idb {
+		t.Errorf("two processes starting at once got containers %s and %s", ida, idb)
+	}
+	list, err := r.cli.ContainerList(t.Context(), client.ContainerListOptions{
+		All: true, Filters: client.Filters{}.Add("label", docker.LabelReuse+"="+hash[:12]),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 {
+		t.Errorf("%d containers carry %s=%s, want 1", len(list.Items), docker.LabelReuse, hash[:12])
+	}
+	a.finish()
+	b.finish()
+	if !r.running(name) {
+		t.Errorf("the keep-alive %s did not outlive its users", name)
+	}
+}
+
+// TestReuseDisabled: reuse needs both RIGHTSIZE_REUSE and Spec.Reuse;
+// otherwise the sandbox is an ordinary one.
+func TestReuseDisabled(t *testing.T) {
+	img := testimage.Busybox(t)
+	r := newRig(t)
+	in := r.session()
+	tests := []struct {
+		name, env string
+		reuse     bool
+	}{
+		{"Spec.Reuse, RIGHTSIZE_REUSE empty", "", true},
+		{"Spec.Reuse, RIGHTSIZE_REUSE=0", "0", true},
+		{"RIGHTSIZE_REUSE=1, no Spec.Reuse", "1", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			t.Setenv(sandboxtest.EnvReuse, tt.env)
+			spec := reuseSpec(img, nonce(t))
+			spec.Reuse = tt.reuse
+			g := sandboxtest.Start(t, spec)
+			if !regexp.MustCompile(`^rz-` + in.RunID + `-[0-9]+$`).MatchString(g.Name()) {
+				t.Fatalf("name %q, want an ordinary rz-%s-<n>", g.Name(), in.RunID)
+			}
+			c, _ := r.inspect(g.Name())
+			if c.Config.Labels[docker.LabelRunID] != in.RunID || c.Config.Labels[docker.LabelReuse] != "" {
+				t.Errorf("labels %v, want the run's and no %s", c.Config.Labels, docker.LabelReuse)
+			}
+			if l := r.lines(in.CacheDir, in.RunID); !slices.Contains(l.sandboxes, g.Name()) {
+				t.Errorf("%s is not a line of the ledger", g.Name())
+			}
+			if err := g.Stop(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := r.inspect(g.Name()); ok {
+				t.Errorf("Stop left %s running, as if it were a keep-alive", g.Name())
+			}
+		})
+	}
+}
+
+// helperReuse starts the keep-alive of RZ_TEST_REUSE_NONCE (after a "go"
+// when RZ_TEST_REUSE_WAIT=1), and an ordinary sandbox too when
+// RZ_TEST_REUSE_ORDINARY=1, and says what they are.
+func helperReuse(t *testing.T) {
+	img := testimage.Busybox(t)
+	in, err := sandboxtest.Session(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("RZ_TEST_REUSE_WAIT") == "1" {
+		helperWaitGo(t)
+	}
+	g := sandboxtest.Start(t, reuseSpec(img, os.Getenv("RZ_TEST_REUSE_NONCE")))
+	say("name", g.Name())
+	say("id", g.Sandbox().ID())
+	if os.Getenv("RZ_TEST_REUSE_ORDINARY") == "1" {
+		o := sandboxtest.Start(t, sandboxtest.Spec{Image: img, Cmd: []string{testimage.ServerPath}})
+		say("ordinary", o.Name())
+	}
+	say("run", in.RunID)
+	helperBlock()
+}
