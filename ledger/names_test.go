@@ -16,8 +16,13 @@ func TestValidName(t *testing.T) {
 		{"rz-1a2b3c4d-1", true, "the family's container name"},
 		{"rz-net-0badcafe", true, "the family's network name"},
 		{"rz-reuse-799aad5a3338", true, "a keep-alive container name"},
-		{"a", true, "one letter is a name"},
-		{"0", true, "a leading digit is fine (docker ids are hex)"},
+		{"z", true, "one letter that is not a hex digit is a name"},
+		{"0rz", true, "a leading digit is fine"},
+		{"a", false, "hex digits only, fewer than 12: docker would take it for an id prefix and remove another container"},
+		{"0", false, "hex digits only, fewer than 12"},
+		{"DEADbeef0", false, "hex digits in either case, fewer than 12"},
+		{"0123456789a", false, "11 hex digits: still shorter than a short id"},
+		{"0123456789ab", true, "12 hex digits: a short id, as `docker network ls` shows"},
 		{"A.b_c-9", true, "letters, digits, '.', '_' and '-' after the first character"},
 		{"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", true, "a full docker network id (64 hex)"},
 		{strings.Repeat("a", 128), true, "128 characters is the limit, inclusive"},
@@ -53,9 +58,13 @@ func TestValidName(t *testing.T) {
 }
 
 // refValidName is written independently of the package (no regexp): a byte
-// loop over the contract's [A-Za-z0-9][A-Za-z0-9_.-]{0,127}.
+// loop over the contract's [A-Za-z0-9][A-Za-z0-9_.-]{0,127}, less the
+// strings of fewer than 12 hex digits only.
 func refValidName(s string) bool {
 	if len(s) < 1 || len(s) > 128 {
+		return false
+	}
+	if len(s) < 12 && strings.Trim(s, "0123456789abcdefABCDEF") == "" {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

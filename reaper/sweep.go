@@ -57,7 +57,7 @@ func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.l
 // younger than an hour (they may be mid-write). A name leaves the ledger
 // only when b confirmed it gone or never there; anything else keeps it, and
 // the record, for a later sweep. Sibling processes sweeping at the same
-// moment each claim a run with a lock before reaping it.
+// moment each claim a run with a lock before removing what it lists.
 //
 // The error is for a ledger that cannot be read at all; everything about a
 // single run is in its RunReport.
@@ -151,6 +151,26 @@ func (c *config) preview(rf ledger.RunFiles, rr RunReport) RunReport {
 }
 
 func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles, rr RunReport) RunReport {
+	if !rf.HasSandboxes && !rf.HasNetworks && len(rf.Problems) == 0 {
+		// A run that lists nothing leaves siblings nothing to share out,
+		// and deleting its files twice is harmless: no claim. A lock file
+		// is two metadata writes (create, unlink), most of the time of a
+		// sweep of many such runs.
+		if l := rf.ReadLists(); len(l.Sandboxes)+len(l.Networks)+len(l.Rejected)+len(l.Problems) == 0 {
+			if !runExists(rf) {
+				rr.Decision = LeftAlone
+				rr.Reason += "; already reaped by another process"
+				return rr
+			}
+			if err := rf.RemoveFiles(); err != nil {
+				rr.Problems = append(rr.Problems, "delete files: "+err.Error())
+				rr.Decision = Kept
+				return rr
+			}
+			rr.Decision = Reaped
+			return rr
+		}
+	}
 	lockPath := filepath.Join(rf.Dir, rf.ID+ledger.LockExt)
 	lock := flock.New(lockPath, flock.SetPermissions(0o600))
 	got, err := lock.TryLock()
@@ -160,6 +180,18 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 		return rr
 	}
 	if !got {
+		rr.Decision = LeftAlone
+		rr.Reason += "; another process is reaping it"
+		return rr
+	}
+	// A holder removes the lock file before unlocking it, so a lock taken
+	// on a file opened just before that removal guards nothing: the next
+	// sweeper creates and locks a new file at the path. Only a lock on the
+	// file now at the path is a claim, and only its holder removes it.
+	held, herr := lock.Stat()
+	now, nerr := os.Lstat(lockPath)
+	if herr != nil || nerr != nil || !os.SameFile(held, now) {
+		lock.Unlock()
 		rr.Decision = LeftAlone
 		rr.Reason += "; another process is reaping it"
 		return rr
@@ -218,7 +250,7 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 	_, sbxPath, netPath := ledger.Paths(rf.Dir, rf.ID)
 	switch {
 	case len(keptS) == 0 && len(keptN) == 0 && len(l.Problems) == 0:
-		if err := ledger.RemoveRunFiles(rf.Dir, rf.ID); err != nil {
+		if err := rf.RemoveFiles(); err != nil {
 			rr.Problems = append(rr.Problems, "delete files: "+err.Error())
 			rr.Decision = Kept
 			return rr

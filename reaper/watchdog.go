@@ -34,6 +34,8 @@ type Watchdog struct {
 
 	exited chan struct{}
 	err    error
+	// lease is the write end of its stdin, also held in leases.
+	lease *os.File
 }
 
 // Exited is closed when the watchdog process ends (which, while this
@@ -110,6 +112,7 @@ func StartWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan) (*Wa
 	leases = append(leases, w)
 	leasesMu.Unlock()
 	wd.PID = cmd.Process.Pid
+	wd.lease = w
 	go func() {
 		wd.err = cmd.Wait()
 		if wd.err == nil {

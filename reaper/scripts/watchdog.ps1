@@ -267,7 +267,7 @@ function Read-NameList([string]$Path) {
         if ($name.Length -eq 0) {
             continue
         }
-        if ($name.Length -le 128 -and $name -cmatch $script:NameRegex) {
+        if ($name.Length -le 128 -and $name -cmatch $script:NameRegex -and $name -cnotmatch '\A[0-9A-Fa-f]{1,11}\z') {
             [void]$names.Add($name)
         } else {
             $bad++

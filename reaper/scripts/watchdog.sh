@@ -28,7 +28,9 @@
 # Earlier steps for the same list are best effort.
 #
 # File content is data, never code: names are filtered with tr, grep and sed
-# to ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$ before the shell sees them, no eval,
+# to ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$, and not fewer than 12 hex digits
+# only (an engine would read those as an id prefix), before the shell sees
+# them, no eval,
 # no unquoted expansion of anything read from a file.
 
 set -u
@@ -139,6 +141,7 @@ fi
 # Names.
 
 valid_re='[A-Za-z0-9][A-Za-z0-9_.-]{0,127}'
+hex_re='[0-9A-Fa-f]{1,11}'
 
 # normalize maps NUL to an invalid character (so rz-a<NUL>b is rejected, not
 # read as rz-ab) and the other trimmable bytes to spaces; an inner tab, like an
@@ -167,10 +170,14 @@ read_list() {
 	fi
 	list_state='read'
 	# grep first, anchored: it bounds the work sed does on hostile long lines.
-	list_names=$(normalize "$1" | grep -E "^ *$valid_re *\$" | sed -e 's/^ *//' -e 's/ *$//' | sort -u)
+	# Fewer than 12 hex digits only is refused too: the engine would read it
+	# as the prefix of some other container's id.
+	list_names=$(normalize "$1" | grep -E "^ *$valid_re *\$" | grep -v -E "^ *$hex_re *\$" | sed -e 's/^ *//' -e 's/ *$//' | sort -u)
 	_bad=$(normalize "$1" | grep -c -v -E "^ *($valid_re)? *\$")
+	_hex=$(normalize "$1" | grep -E "^ *$valid_re *\$" | grep -c -E "^ *$hex_re *\$")
+	_bad=$((${_bad:-0} + ${_hex:-0}))
 	case $_bad in
-	'' | 0) ;;
+	0) ;;
 	*) log "$1: skipped $_bad invalid line(s); they are dropped from the ledger" ;;
 	esac
 }

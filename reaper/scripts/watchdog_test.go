@@ -567,7 +567,12 @@ func hostileCorpus(dir string) (content []byte, valid []string, invalid int) {
 	add("  rz-ok2\t\r", true)
 	add("\v\frz-ok3 \f", true)
 	add("rz-ok4\r", true)
-	add(strings.Repeat("b", 128), true)
+	add(strings.Repeat("z", 128), true)
+	// Hex digits only: Docker would read them as the prefix of another
+	// container's id and remove that one.
+	add("34", false)
+	add("e", false)
+	add("DEADbeef0", false)
 	add("", false)
 	add(" \t ", false)
 	add("$(touch "+pw+")", false)

@@ -1,0 +1,375 @@
+package reaper_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/testimage"
+	"github.com/rightsize/rightsize-go/ledger"
+)
+
+// Helpers shared by the tests of this package. The engine tests use the
+// real Docker backend against the engine that runs here; every container
+// and network a test makes is named by the test (prefix rz-rt) and removed
+// by name in its cleanup, whatever the reaper did with it.
+
+func init() {
+	// Nothing here starts Ryuk, whose image could not be pulled anyway; set
+	// before testcontainers-go reads its configuration, at first use.
+	if _, ok := os.LookupEnv("TESTCONTAINERS_RYUK_DISABLED"); !ok {
+		os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	}
+}
+
+// labelTest marks what these tests create, for a person looking at the
+// engine; cleanups go by name.
+const labelTest = "dev.rightsize.test"
+
+func randHex(t testing.TB, n int) string {
+	t.Helper()
+	b := make([]byte, (n+1)/2)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)[:n]
+}
+
+// uniqueName is a sandbox or network name of the calling test's own.
+func uniqueName(t testing.TB, kind string) string {
+	return "rz-rt" + kind + "-" + randHex(t, 10)
+}
+
+var (
+	engineOnce sync.Once
+	engineDrv  *docker.Driver
+	engineErr  error
+)
+
+// openDocker returns the real Docker backend, shared by the tests of this
+// binary (its client is safe for concurrent use).
+func openDocker(t testing.TB) *docker.Driver {
+	t.Helper()
+	testimage.Busybox(t) // skips or fails as every engine test here should
+	engineOnce.Do(func() { engineDrv, engineErr = docker.Open(context.Background()) })
+	if engineErr != nil {
+		t.Fatalf("docker engine: %v", engineErr)
+	}
+	return engineDrv
+}
+
+// startContainer creates and starts a busybox container named name
+// (sleep 3600) on network net ("" for none: no test here needs one, and
+// the default bridge is one more thing that could fail), removed by name
+// when the test ends.
+func startContainer(t testing.TB, d *docker.Driver, name, net string) {
+	t.Helper()
+	ctx := context.Background()
+	hc := container.HostConfig{NetworkMode: "none"}
+	if net != "" {
+		hc.NetworkMode = container.NetworkMode(net)
+	}
+	t.Cleanup(func() { removeContainer(t, d, name) })
+	_, err := d.Client().ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name:       name,
+		Config:     &container.Config{Image: testimage.Busybox(t), Labels: map[string]string{labelTest: "reaper"}},
+		HostConfig: &hc,
+	})
+	if err != nil {
+		t.Fatalf("create container %s: %v", name, err)
+	}
+	if _, err := d.Client().ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
+		t.Fatalf("start container %s: %v", name, err)
+	}
+}
+
+// startContainers starts n containers at once and returns their names.
+func startContainers(t testing.TB, d *docker.Driver, kind string, n int) []string {
+	t.Helper()
+	names := make([]string, n)
+	for i := range names {
+		names[i] = uniqueName(t, kind)
+		t.Cleanup(func() { removeContainer(t, d, names[i]) })
+	}
+	img := testimage.Busybox(t)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for i, name := range names {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			ctx := context.Background()
+			_, err := d.Client().ContainerCreate(ctx, client.ContainerCreateOptions{
+				Name:       name,
+				Config:     &container.Config{Image: img, Labels: map[string]string{labelTest: "reaper"}},
+				HostConfig: &container.HostConfig{NetworkMode: "none"},
+			})
+			if err == nil {
+				_, err = d.Client().ContainerStart(ctx, name, client.ContainerStartOptions{})
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("start containers: %v", err)
+	}
+	return names
+}
+
+// removeContainer is for cleanups: gone already is fine.
+func removeContainer(t testing.TB, d *docker.Driver, name string) {
+	if err := d.RemoveSandboxes(context.Background(), []string{name})[0]; err != nil && !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("cleanup: %v", err)
+	}
+}
+
+// createNetwork creates a bridge network named name, removed by name when
+// the test ends (after the containers started later, which use it).
+func createNetwork(t testing.TB, d *docker.Driver, name string) {
+	t.Helper()
+	t.Cleanup(func() {
+		if err := d.RemoveNetworks(context.Background(), []string{name})[0]; err != nil && !errors.Is(err, backend.ErrNotFound) {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	if err := d.CreateNetwork(context.Background(), name, map[string]string{labelTest: "reaper"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func containerExists(t testing.TB, d *docker.Driver, name string) bool {
+	t.Helper()
+	ok, err := d.Exists(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+func networkExists(t testing.TB, d *docker.Driver, name string) bool {
+	t.Helper()
+	_, err := d.Client().NetworkInspect(context.Background(), name, client.NetworkInspectOptions{})
+	if err == nil {
+		return true
+	}
+	if strings.Contains(err.Error(), "not found") || strings.Contains(err.Error(), "No such network") {
+		return false
+	}
+	t.Fatalf("inspect network %s: %v", name, err)
+	return false
+}
+
+// recorder is a Backend that delegates to another and records every name
+// it is asked to remove.
+type recorder struct {
+	backend.Backend
+	mu        sync.Mutex
+	sandboxes []string
+	networks  []string
+}
+
+func (r *recorder) RemoveSandboxes(ctx context.Context, names []string) []error {
+	r.mu.Lock()
+	r.sandboxes = append(r.sandboxes, names...)
+	r.mu.Unlock()
+	return r.Backend.RemoveSandboxes(ctx, names)
+}
+
+func (r *recorder) RemoveNetworks(ctx context.Context, names []string) []error {
+	r.mu.Lock()
+	r.networks = append(r.networks, names...)
+	r.mu.Unlock()
+	return r.Backend.RemoveNetworks(ctx, names)
+}
+
+func (r *recorder) asked() (sandboxes, networks []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.sandboxes), slices.Clone(r.networks)
+}
+
+// stubBackend stands for an engine that is not Docker (msb): every removal
+// succeeds.
+type stubBackend struct{ name, endpoint string }
+
+func (s stubBackend) Name() string     { return s.name }
+func (s stubBackend) Endpoint() string { return s.endpoint }
+func (s stubBackend) RemoveSandboxes(_ context.Context, names []string) []error {
+	return make([]error, len(names))
+}
+func (s stubBackend) RemoveNetworks(_ context.Context, names []string) []error {
+	return make([]error, len(names))
+}
+func (s stubBackend) WatchdogPlan() (backend.WatchdogPlan, error) {
+	return backend.WatchdogPlan{}, errors.New("stub: no watchdog")
+}
+
+// self is this process's identity.
+func self(t testing.TB) ledger.Identity {
+	t.Helper()
+	me, err := ledger.Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return me
+}
+
+var (
+	deadOnce sync.Once
+	deadID   ledger.Identity
+	deadErr  error
+)
+
+// deadProcess is the identity of a process of this boot that has exited
+// (and been waited for): no process has its pid any more, and were the pid
+// reused, the start recorded would not match.
+func deadProcess(t testing.TB) ledger.Identity {
+	t.Helper()
+	deadOnce.Do(func() {
+		cmd := exec.Command("sleep", "60")
+		if deadErr = cmd.Start(); deadErr != nil {
+			return
+		}
+		id, ok, err := ledger.Lookup(cmd.Process.Pid)
+		cmd.Process.Kill()
+		cmd.Wait()
+		switch {
+		case err != nil:
+			deadErr = err
+		case !ok:
+			deadErr = errors.New("the child vanished before it was looked up")
+		default:
+			deadID = id
+		}
+	})
+	if deadErr != nil {
+		t.Fatal(deadErr)
+	}
+	return deadID
+}
+
+// recordOf is the record rightsize-go writes for a process.
+func recordOf(id ledger.Identity, backendName, endpoint string) ledger.Record {
+	return ledger.Record{
+		PID: id.PID, StartedISO: ledger.FormatISO(id.Start), Backend: backendName,
+		StartTicks: id.StartTicks, BootID: id.BootID, PidNamespace: id.PidNamespace,
+		Endpoint: endpoint, Writer: "go",
+	}
+}
+
+// writeRun writes a run's files into runs: the record as given (nil: none),
+// and a line file per non-nil list.
+func writeRun(t testing.TB, runs, id string, record []byte, sandboxes, networks []string) {
+	t.Helper()
+	rec, sbx, nets := ledger.Paths(runs, id)
+	if record != nil {
+		must(t, os.WriteFile(rec, record, 0o600))
+	}
+	for _, f := range []struct {
+		path  string
+		names []string
+	}{{sbx, sandboxes}, {nets, networks}} {
+		if f.names != nil {
+			must(t, os.WriteFile(f.path, []byte(lines(f.names)), 0o600))
+		}
+	}
+}
+
+func lines(names []string) string {
+	var b strings.Builder
+	for _, n := range names {
+		b.WriteString(n + "\n")
+	}
+	return b.String()
+}
+
+// runsDir creates cache/runs as the ledger would.
+func runsDir(t testing.TB, cache string) string {
+	t.Helper()
+	dir, err := ledger.EnsureSubdir(cache, ledger.RunsDir)
+	must(t, err)
+	return dir
+}
+
+// listDir returns the names in dir, sorted.
+func listDir(t testing.TB, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	must(t, err)
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// snapshot reads every file of dir, symbolic links as their target, with
+// its modification time: equal snapshots mean nothing was touched.
+func snapshot(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, name := range listDir(t, dir) {
+		p := filepath.Join(dir, name)
+		fi, err := os.Lstat(p)
+		must(t, err)
+		if fi.Mode()&os.ModeSymlink != 0 {
+			target, err := os.Readlink(p)
+			must(t, err)
+			out[name] = "-> " + target
+			continue
+		}
+		b, err := os.ReadFile(p)
+		must(t, err)
+		out[name] = fi.Mode().String() + " " + fi.ModTime().Format(time.RFC3339Nano) + " " + string(b)
+	}
+	return out
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitUntil polls cond until it holds or d passes (cut short to leave time
+// for cleanups before go test's -timeout).
+func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	if tt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if dl, ok := tt.Deadline(); ok {
+			if left := time.Until(dl) - 10*time.Second; left < d {
+				d = left
+			}
+		}
+	}
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > d {
+			t.Fatalf("waited %s for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(start)
+}
