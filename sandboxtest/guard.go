@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"sync"
 	"testing"
@@ -97,12 +98,17 @@ func (g *Guard) start(ctx context.Context) error {
 
 // create asks the backend for the sandbox.
 func (g *Guard) create(ctx context.Context, name string, labels map[string]string) (backend.Sandbox, error) {
+	all := maps.Clone(g.spec.Labels)
+	if all == nil {
+		all = map[string]string{}
+	}
+	maps.Copy(all, labels)
 	bs := backend.Spec{
 		Image:         g.spec.Image,
 		Cmd:           g.spec.Cmd,
 		Env:           g.spec.Env,
 		Ports:         g.spec.Ports,
-		Labels:        labels,
+		Labels:        all,
 		MemoryLimitMB: g.spec.MemoryLimitMB,
 	}
 	for _, f := range g.spec.Files {

@@ -69,8 +69,25 @@ func Main(m *testing.M, setup ...func(*Suite)) {
 // runner is the part of *testing.M that Main uses.
 type runner interface{ Run() int }
 
+// Run gives a program that is not a test binary — a demo, a development
+// tool started with `go run` that needs a database while it runs — what
+// Main gives a test binary: it sweeps what dead runs left, runs setup (a
+// failure prints one line and returns 1, after removing what setup
+// started), runs body, then removes everything of this run and returns
+// body's code (1 when stopping something failed). A process that dies
+// before Run returns leaves its sandboxes to the watchdog, as a test binary
+// does. Guards started by setup report failures after setup by panicking,
+// as a Suite's do in tests.
+func Run(body func() int, setup ...func(*Suite)) int {
+	return runMain(runnerFunc(body), setup)
+}
+
+type runnerFunc func() int
+
+func (f runnerFunc) Run() int { return f() }
+
 func runMain(m runner, setup []func(*Suite)) int {
-	if !flag.Parsed() {
+	if testing.Testing() && !flag.Parsed() {
 		flag.Parse()
 	}
 	if testFlag("test.list") != "" {
@@ -387,7 +404,7 @@ func (s *Suite) context() context.Context {
 func (s *Suite) deadline() time.Time { return time.Time{} }
 
 func verbose() bool {
-	if flag.Parsed() {
+	if testing.Testing() && flag.Parsed() {
 		return testing.Verbose()
 	}
 	for _, a := range os.Args[1:] {

@@ -16,6 +16,9 @@ type Spec struct {
 	// Cmd replaces the image's command.
 	Cmd []string
 	Env map[string]string
+	// Labels are added to the sandbox's own (Docker labels; ignored by msb).
+	// The labels rightsize sets itself cannot be replaced.
+	Labels map[string]string
 	// Ports to publish, as "8080/tcp" (or "8080"). On a local engine they are
 	// published on 127.0.0.1 only; MappedPort tells the host port.
 	Ports []string
