@@ -97,16 +97,21 @@ func (r *Report) Run(id string) (RunReport, bool) {
 // indented line per sandbox or network.
 func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	var b strings.Builder
-	mode := ""
-	if r.DryRun {
-		mode = " (dry run: nothing touched)"
-	}
 	ep := r.Endpoint
 	if ep == "" {
 		ep = "-"
 	}
-	fmt.Fprintf(&b, "sweep of %s for %s at %s%s: %d runs, %d reaped, %d kept back, %d left alone, in %s\n",
-		r.CacheDir, r.Backend, ep, mode, len(r.Runs), r.Count(Reaped)+r.Count(WouldReap), r.Count(Kept), r.Count(LeftAlone), r.Took.Round(time.Millisecond))
+	runs := "runs"
+	if len(r.Runs) == 1 {
+		runs = "run"
+	}
+	if r.DryRun {
+		fmt.Fprintf(&b, "sweep of %s for %s at %s (dry run: nothing touched): %d %s, %d would be reaped, %d left alone, in %s\n",
+			r.CacheDir, r.Backend, ep, len(r.Runs), runs, r.Count(WouldReap), r.Count(LeftAlone), r.Took.Round(time.Millisecond))
+	} else {
+		fmt.Fprintf(&b, "sweep of %s for %s at %s: %d %s, %d reaped, %d kept back, %d left alone, in %s\n",
+			r.CacheDir, r.Backend, ep, len(r.Runs), runs, r.Count(Reaped), r.Count(Kept), r.Count(LeftAlone), r.Took.Round(time.Millisecond))
+	}
 	for _, rr := range r.Runs {
 		fmt.Fprintf(&b, "  %s  %s  %s\n", rr.ID, rr.Decision, rr.Reason)
 		for _, it := range rr.Removed {
