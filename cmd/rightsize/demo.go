@@ -50,7 +50,7 @@ const (
 // demo is one run of `rightsize demo`.
 type demo struct {
 	c     *cli
-	id    string // the demo's id: value of demoLabel on everything
+	id    string // the demo's id: value of demoLabel on its containers
 	exe   string
 	drv   *docker.Driver
 	api   *client.Client
@@ -183,7 +183,7 @@ func (d *demo) steps(ctx context.Context) error {
 	fmt.Fprintf(tw, "engine\t%s\n", quoteIfNeeded(drv.Endpoint()))
 	fmt.Fprintf(tw, "image\t%s (FROM scratch: a static busybox; %s)\n", ref, how)
 	fmt.Fprintf(tw, "ledger\t%s (a cache dir of its own, removed at the end)\n", quoteIfNeeded(d.cache))
-	fmt.Fprintf(tw, "label\t%s=%s (on everything the demo starts)\n", demoLabel, d.id)
+	fmt.Fprintf(tw, "label\t%s=%s (on the containers the demo starts)\n", demoLabel, d.id)
 	if earlier != "" {
 		fmt.Fprintf(tw, "before\t%s\n", earlier)
 	}
@@ -227,8 +227,12 @@ func (d *demo) steps(ctx context.Context) error {
 	if err := d.list(ctx, p.runID); err != nil {
 		return err
 	}
-	d.step(5, fmt.Sprintf("SIGKILL it (pid %d): this time nothing is watching", p.pid()))
+	// Killed before it is announced: a demo that dies at this line (a
+	// test kills it there) leaves these leftovers to the next demo's
+	// sweep, rather than racing the test process's own removal, which
+	// its stdin's end of file would start.
 	d.kill(p)
+	d.step(5, fmt.Sprintf("SIGKILL it (pid %d): this time nothing is watching", p.pid()))
 	if err := sleep(ctx, leftoverPause); err != nil {
 		return err
 	}
@@ -348,14 +352,7 @@ func (d *demo) startOwner(ctx context.Context, mode reaper.Mode) (*ownerProc, er
 				<-p.done
 				return nil, fmt.Errorf("the test process failed (%v): %s", p.waitErr, firstNonEmpty(lastLine(p.stderr.String()), "no output"))
 			}
-			word, arg, _ := strings.Cut(line, " ")
-			switch word {
-			case "run":
-				p.runID = arg
-			case "watchdog":
-				p.watchdog, _ = strconv.Atoi(arg)
-			case "ready":
-				p.ready = true
+			if p.read(line) {
 				wd := "no watchdog"
 				if p.watchdog != 0 {
 					wd = fmt.Sprintf("watchdog pid %d", p.watchdog)
@@ -363,6 +360,40 @@ func (d *demo) startOwner(ctx context.Context, mode reaper.Mode) (*ownerProc, er
 				d.printf("   pid %d, run %s, %s: ready in %s\n", p.pid(), quoteIfNeeded(p.runID), wd, ms(time.Since(started)))
 				return p, nil
 			}
+		}
+	}
+}
+
+// read takes in a line of the test process's protocol; true for "ready".
+func (p *ownerProc) read(line string) bool {
+	word, arg, _ := strings.Cut(line, " ")
+	switch word {
+	case "run":
+		p.runID = arg
+	case "watchdog":
+		p.watchdog, _ = strconv.Atoi(arg)
+	case "ready":
+		p.ready = true
+	}
+	return p.ready
+}
+
+// drain reads what an exited test process wrote that the demo had not
+// read yet: interrupted while it started, the demo may not have seen its
+// run id, which is how its network is found. The lines end with the
+// process; a descendant holding its stdout does not hold the demo up.
+func (p *ownerProc) drain() {
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case line, ok := <-p.lines:
+			if !ok {
+				return
+			}
+			p.read(line)
+		case <-t.C:
+			return
 		}
 	}
 }
@@ -404,7 +435,7 @@ func (d *demo) waitGone(ctx context.Context, runID string, since time.Time) (las
 	deadline := time.Now().Add(goneTimeout)
 	ctrGone, netGone := false, false
 	for {
-		ctrs, nets, err := d.resources(ctx, docker.LabelRunID, runID)
+		ctrs, nets, err := d.resources(ctx, runLabel(runID))
 		if err != nil {
 			return 0, 0, err
 		}
@@ -446,24 +477,59 @@ func (d *demo) waitWatchdog(ctx context.Context, p *ownerProc) error {
 }
 
 // resources lists the containers (running or not) and networks carrying
-// label=value.
-func (d *demo) resources(ctx context.Context, label, value string) ([]container.Summary, []network.Summary, error) {
-	f := client.Filters{}.Add("label", label+"="+value)
-	cl, err := d.api.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
-	if err != nil {
-		return nil, nil, fmt.Errorf("listing containers: %w", err)
+// any of labels ("key=value"), each once.
+func (d *demo) resources(ctx context.Context, labels ...string) (ctrs []container.Summary, nets []network.Summary, err error) {
+	seen := map[string]bool{}
+	fresh := func(id string) bool {
+		was := seen[id]
+		seen[id] = true
+		return !was
 	}
-	nl, err := d.api.NetworkList(ctx, client.NetworkListOptions{Filters: f})
-	if err != nil {
-		return nil, nil, fmt.Errorf("listing networks: %w", err)
+	for _, l := range labels {
+		// The engine ANDs label filters: one request per label.
+		f := client.Filters{}.Add("label", l)
+		cl, err := d.api.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+		if err != nil {
+			return nil, nil, fmt.Errorf("listing containers: %w", err)
+		}
+		for _, c := range cl.Items {
+			if fresh(c.ID) {
+				ctrs = append(ctrs, c)
+			}
+		}
+		nl, err := d.api.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+		if err != nil {
+			return nil, nil, fmt.Errorf("listing networks: %w", err)
+		}
+		for _, n := range nl.Items {
+			if fresh(n.ID) {
+				nets = append(nets, n)
+			}
+		}
 	}
-	return cl.Items, nl.Items, nil
+	return ctrs, nets, nil
+}
+
+// runLabel selects what sandboxtest started for run id.
+func runLabel(runID string) string { return docker.LabelRunID + "=" + runID }
+
+// labels select everything of this demo on the engine: its containers by
+// the demo's label, its networks (which carry only their run's labels) by
+// the runs its test processes announced.
+func (d *demo) labels() []string {
+	out := []string{demoLabel + "=" + d.id}
+	for _, p := range d.owners {
+		if p.runID != "" {
+			out = append(out, runLabel(p.runID))
+		}
+	}
+	return out
 }
 
 // list prints what the engine has of run id, as `docker ps` and `docker
 // network ls` would.
 func (d *demo) list(ctx context.Context, runID string) error {
-	ctrs, nets, err := d.resources(ctx, docker.LabelRunID, runID)
+	ctrs, nets, err := d.resources(ctx, runLabel(runID))
 	if err != nil {
 		return err
 	}
@@ -507,10 +573,11 @@ func (d *demo) cleanup() (string, error) {
 			did = append(did, fmt.Sprintf("killed the test process (pid %d)", p.pid()))
 		}
 		p.stdin.Close()
+		p.drain()
 	}
 	if d.api != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), goneTimeout)
-		nc, nn, err := d.removeLabelled(ctx, d.id, d.killedEarly)
+		nc, nn, err := d.removeLabelled(ctx, d.labels(), d.killedEarly)
 		cancel()
 		if err != nil {
 			errs = append(errs, err)
@@ -534,16 +601,20 @@ func (d *demo) cleanup() (string, error) {
 	return strings.Join(did, ", "), errors.Join(errs...)
 }
 
-// removeLabelled removes every container, then every network, labelled
-// with demo id. When a test process was killed while it was still creating
-// them (lookTwice), the engine may finish a creation after the first pass:
-// it looks again until two passes in a row find nothing.
-func (d *demo) removeLabelled(ctx context.Context, id string, lookTwice bool) (containers, networks int, err error) {
+// removeLabelled removes every container, then every network, carrying
+// any of labels. When a test process was killed while it was still
+// creating them (lookTwice), the engine may finish a creation after the
+// first pass: it looks again until two passes in a row find nothing. A
+// removal that fails (one the watchdog or an interrupted sweep has in
+// progress, a network a container still holds) is tried again at the next
+// pass, until ctx ends; its error is returned only if it is still there.
+func (d *demo) removeLabelled(ctx context.Context, labels []string, lookTwice bool) (containers, networks int, err error) {
 	quiet := 0
+	var last error
 	for quiet < 2 {
-		ctrs, nets, err := d.resources(ctx, demoLabel, id)
+		ctrs, nets, err := d.resources(ctx, labels...)
 		if err != nil {
-			return containers, networks, err
+			return containers, networks, errors.Join(last, err)
 		}
 		if len(ctrs)+len(nets) == 0 {
 			if !lookTwice {
@@ -553,6 +624,7 @@ func (d *demo) removeLabelled(ctx context.Context, id string, lookTwice bool) (c
 		} else {
 			quiet = 0
 		}
+		last = nil
 		var names []string
 		for _, c := range ctrs {
 			names = append(names, c.ID)
@@ -561,7 +633,7 @@ func (d *demo) removeLabelled(ctx context.Context, id string, lookTwice bool) (c
 			if err == nil {
 				containers++
 			} else if !errors.Is(err, backend.ErrNotFound) {
-				return containers, networks, fmt.Errorf("removing container %s: %w", short(names[i]), err)
+				last = fmt.Errorf("removing container %s: %w", short(names[i]), err)
 			}
 		}
 		names = names[:0]
@@ -571,12 +643,12 @@ func (d *demo) removeLabelled(ctx context.Context, id string, lookTwice bool) (c
 		for i, err := range d.drv.RemoveNetworks(ctx, names) {
 			if err == nil {
 				networks++
-			} else if !errors.Is(err, backend.ErrNotFound) && !errors.Is(err, backend.ErrInUse) {
-				return containers, networks, fmt.Errorf("removing network %s: %w", short(names[i]), err)
+			} else if !errors.Is(err, backend.ErrNotFound) {
+				last = fmt.Errorf("removing network %s: %w", short(names[i]), err)
 			}
 		}
 		if err := sleep(ctx, 250*time.Millisecond); err != nil {
-			return containers, networks, err
+			return containers, networks, errors.Join(last, err)
 		}
 	}
 	return containers, networks, nil
@@ -589,12 +661,13 @@ func (d *demo) verify() (left string, err error) {
 	if d.api != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), goneTimeout)
 		defer cancel()
-		ctrs, nets, err := d.resources(ctx, demoLabel, d.id)
+		labels := d.labels()
+		ctrs, nets, err := d.resources(ctx, labels...)
 		if err != nil {
 			return "", err
 		}
 		if len(ctrs)+len(nets) > 0 {
-			parts = append(parts, fmt.Sprintf("the engine still lists %d containers and %d networks labelled %s=%s", len(ctrs), len(nets), demoLabel, d.id))
+			parts = append(parts, fmt.Sprintf("the engine still lists %d containers and %d networks labelled %s", len(ctrs), len(nets), strings.Join(labels, " or ")))
 		}
 	}
 	if d.cache != "" {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -50,7 +49,7 @@ func (d *demo) sweepEarlier(ctx context.Context) (string, error) {
 	var demos, containers, networks int
 	for _, dir := range dirs {
 		id, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(dir), demoDirPrefix), "-")
-		if b, err := hex.DecodeString(id); err != nil || len(b) != 4 || id == d.id {
+		if !validDemoID(id) || id == d.id {
 			continue
 		}
 		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
@@ -71,7 +70,10 @@ func (d *demo) sweepEarlier(ctx context.Context) (string, error) {
 		if !rep.Clean() || rep.Count(reaper.LeftAlone) > 0 {
 			continue // something may still run: the dir keeps it listed
 		}
+		labels := []string{demoLabel + "=" + id}
 		for _, rr := range rep.Runs {
+			// A network carries only its run's labels.
+			labels = append(labels, runLabel(rr.ID))
 			for _, it := range rr.Removed {
 				if it.Note != "removed" {
 					continue
@@ -83,7 +85,9 @@ func (d *demo) sweepEarlier(ctx context.Context) (string, error) {
 				}
 			}
 		}
-		c, n, err := d.removeLabelled(ctx, id, true)
+		rctx, cancel := context.WithTimeout(ctx, goneTimeout)
+		c, n, err := d.removeLabelled(rctx, labels, true)
+		cancel()
 		if err != nil {
 			return "", err
 		}

@@ -40,11 +40,12 @@
 //	rightsize demo
 //
 // The first thing to run (`make demo`): a child process (this binary,
-// re-executed) starts two guarded containers and a network on the local
-// Docker engine, is SIGKILLed, and its watchdog removes everything; then
-// the same with the watchdog off (RIGHTSIZE_REAPER=sweep), where the
-// leftovers stay until the next process's sweep removes them. Every step is
-// listed from the engine and timed. It builds its own image FROM scratch
+// re-executed, a program on sandboxtest.Run) starts two guarded containers
+// and a network on the local Docker engine, is SIGKILLed, and its watchdog
+// removes everything; then the same with the watchdog off
+// (RIGHTSIZE_REAPER=sweep), where the leftovers stay until the next
+// process's sweep removes them. Every step is listed from the engine and
+// timed. It builds its own image FROM scratch
 // from the static /bin/busybox (`make engine` installs it), uses a cache
 // dir of its own, sets TESTCONTAINERS_RYUK_DISABLED=true for its child
 // unless it is set, and leaves nothing behind, even when interrupted.

@@ -91,7 +91,7 @@ func (c *cli) dispatch(args []string) error {
 	case "help", "-h", "-help", "--help":
 		return c.help(rest)
 	case demoOwnerCommand:
-		return demoOwner(rest, c.stdout, c.stderr)
+		return demoOwner(rest, c.stdout)
 	}
 	if strings.HasPrefix(name, "-") {
 		return &usageError{msg: fmt.Sprintf("unknown flag %s (flags come after the command)", termSafe(name))}
