@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/testcontainers/testcontainers-go"
 
@@ -84,7 +85,12 @@ func (g *Guard) start(ctx context.Context) error {
 	}
 	sbx, err := g.create(ctx, g.name, s.runLabels())
 	if err != nil {
-		// The line goes only once no sandbox of that name exists.
+		// The line goes only once no sandbox of that name exists. A create
+		// cut short by the context may still be finished by the engine a
+		// moment later: give it that moment before looking.
+		if ctx.Err() != nil {
+			time.Sleep(lateCreateSettle)
+		}
 		if ferr := g.forgetIfGone(); ferr != nil {
 			err = fmt.Errorf("%w; and %v", err, ferr)
 		}
@@ -136,6 +142,10 @@ func (g *Guard) create(ctx context.Context, name string, labels map[string]strin
 	}
 	return g.s.drv.Create(ctx, name, bs)
 }
+
+// lateCreateSettle is how long a create interrupted by its context is given
+// to be finished by the engine anyway, as the watchdog's second pass does.
+const lateCreateSettle = 2 * time.Second
 
 // forgetIfGone removes the sandbox's ledger line if the backend confirms no
 // sandbox of that name exists (removing one if it does).

@@ -401,22 +401,42 @@ function Invoke-Step($Step, [string[]]$Names) {
     return @{ Runnable = $true; Kept = [string[]]$kept.ToArray() }
 }
 
-$kept = @{ sandboxes = [string[]]@(); networks = [string[]]@() }
-$forced = @{ sandboxes = $false; networks = $false }
-foreach ($step in $steps) {
-    $names = $lists[$step.List].Names
-    if ($names.Length -eq 0) {
-        Write-Log ('step {0} ({1} {2}): no names' -f $step.Index, $step.List, $step.Mode)
-        continue
+# Invoke-Pass runs every step once over the lists; returns @{ Kept; Forced }.
+function Invoke-Pass {
+    $passKept = @{ sandboxes = [string[]]@(); networks = [string[]]@() }
+    $passForced = @{ sandboxes = $false; networks = $false }
+    foreach ($step in $steps) {
+        $names = $lists[$step.List].Names
+        if ($names.Length -eq 0) {
+            Write-Log ('step {0} ({1} {2}): no names' -f $step.Index, $step.List, $step.Mode)
+            continue
+        }
+        $outcome = Invoke-Step $step $names
+        if (-not $outcome.Runnable) {
+            $passForced[$step.List] = $true
+        }
+        if ($step.Index -eq $lastStep[$step.List]) {
+            $passKept[$step.List] = $outcome.Kept
+        }
     }
-    $outcome = Invoke-Step $step $names
-    if (-not $outcome.Runnable) {
-        $forced[$step.List] = $true
-    }
-    if ($step.Index -eq $lastStep[$step.List]) {
-        $kept[$step.List] = $outcome.Kept
-    }
+    return @{ Kept = $passKept; Forced = $passForced }
 }
+
+# Two passes, RIGHTSIZE_WATCHDOG_SETTLE seconds apart (default 2, 0 for one):
+# a create the owner sent just before it died may be finished by the engine
+# after the first pass found no such name. The second pass decides.
+$pass = Invoke-Pass
+$settle = 2.0
+if ($env:RIGHTSIZE_WATCHDOG_SETTLE -match '\A[0-9]+(\.[0-9]+)?\z') {
+    $settle = [double]$env:RIGHTSIZE_WATCHDOG_SETTLE
+}
+if ($settle -gt 0 -and ($lists['sandboxes'].Names.Length + $lists['networks'].Names.Length) -gt 0) {
+    Write-Log "second pass in ${settle}s: a create sent just before the owner died may finish after the first"
+    Start-Sleep -Milliseconds ([int]($settle * 1000))
+    $pass = Invoke-Pass
+}
+$kept = $pass.Kept
+$forced = $pass.Forced
 
 # A list whose names were never decided by a runnable last step keeps them all.
 foreach ($list in @('sandboxes', 'networks')) {

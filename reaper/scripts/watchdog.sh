@@ -23,6 +23,12 @@
 #   N WORDS   the command (WORD1 an absolute program path) and its leading
 #             arguments; names are appended as separate arguments
 #
+# The steps run twice: a second pass, RIGHTSIZE_WATCHDOG_SETTLE seconds
+# (default 2; 0 for none) after the first, over the same names. A create the
+# owner sent just before it died may be finished by the engine after the
+# first pass found no such name; without the second pass that sandbox or
+# network would be forgotten, still running. The second pass decides.
+#
 # The last step given for a list decides each of its names: success or GONE
 # removes the name from the ledger, anything else keeps it (and the record).
 # Earlier steps for the same list are best effort.
@@ -315,50 +321,71 @@ run_step() {
 }
 
 call_batch=no
-sb_kept=
-net_kept=
-sb_forced=no
-net_forced=no
-step_i=0
-while [ "$#" -gt 0 ]; do
-	step_i=$((step_i + 1))
-	step_list=$1
-	step_mode=$2
-	step_gone=$3
-	step_retry=$4
-	step_n=$5
-	shift 5
-	case $step_list in
-	sandboxes)
-		step_names=$sb_names
-		step_last=$last_sandboxes
-		;;
-	*)
-		step_names=$net_names
-		step_last=$last_networks
-		;;
-	esac
-	step_label="step $step_i ($step_list $step_mode)"
-	if [ -z "$step_names" ]; then
-		log "$step_label: no names"
+
+# run_steps STEP...: one pass of every step over sb_names and net_names; sets
+# sb_kept, net_kept, sb_forced, net_forced.
+run_steps() {
+	sb_kept=
+	net_kept=
+	sb_forced=no
+	net_forced=no
+	step_i=0
+	while [ "$#" -gt 0 ]; do
+		step_i=$((step_i + 1))
+		step_list=$1
+		step_mode=$2
+		step_gone=$3
+		step_retry=$4
+		step_n=$5
+		shift 5
+		case $step_list in
+		sandboxes)
+			step_names=$sb_names
+			step_last=$last_sandboxes
+			;;
+		*)
+			step_names=$net_names
+			step_last=$last_networks
+			;;
+		esac
+		step_label="step $step_i ($step_list $step_mode)"
+		if [ -z "$step_names" ]; then
+			log "$step_label: no names"
+			shift "$step_n"
+			continue
+		fi
+		run_step "$@"
 		shift "$step_n"
-		continue
+		if [ "$step_unrunnable" = yes ]; then
+			case $step_list in
+			sandboxes) sb_forced=yes ;;
+			*) net_forced=yes ;;
+			esac
+		fi
+		if [ "$step_i" -eq "$step_last" ]; then
+			case $step_list in
+			sandboxes) sb_kept=$step_kept ;;
+			*) net_kept=$step_kept ;;
+			esac
+		fi
+	done
+}
+
+run_steps "$@"
+settle=${RIGHTSIZE_WATCHDOG_SETTLE:-2}
+case $settle in
+'' | *[!0-9.]* | .*) settle=2 ;;
+esac
+case $settle in
+0 | 0.0) ;;
+*)
+	if [ -n "$sb_names$net_names" ]; then
+		log "second pass in ${settle}s: a create sent just before the owner died may finish after the first"
+		sleep "$settle" 2>/dev/null || sleep 2
+		run_steps "$@"
 	fi
-	run_step "$@"
-	shift "$step_n"
-	if [ "$step_unrunnable" = yes ]; then
-		case $step_list in
-		sandboxes) sb_forced=yes ;;
-		*) net_forced=yes ;;
-		esac
-	fi
-	if [ "$step_i" -eq "$step_last" ]; then
-		case $step_list in
-		sandboxes) sb_kept=$step_kept ;;
-		*) net_kept=$step_kept ;;
-		esac
-	fi
-done
+	;;
+esac
 
 # A list whose names were never decided by a runnable last step keeps them all.
 if [ "$sb_forced" = yes ] || [ "$last_sandboxes" -eq 0 ]; then

@@ -63,6 +63,7 @@ type harness struct {
 	runs   string // the ledger's runs folder
 	fake   string // fake-rm, in a folder whose name holds a space
 	log    string // fake-rm's call log
+	state  string // fake-rm's state folder
 	script string // watchdog.sh as embedded
 	env    []string
 }
@@ -80,6 +81,7 @@ func newHarness(t *testing.T, sh shell) *harness {
 		script: filepath.Join(dir, "reaper", "watchdog.sh"),
 	}
 	state := filepath.Join(dir, "fake-state")
+	h.state = state
 	for _, d := range []string{h.runs, filepath.Dir(h.fake), filepath.Dir(h.script), state} {
 		must(t, os.MkdirAll(d, 0o755))
 	}
@@ -99,7 +101,8 @@ func newHarness(t *testing.T, sh shell) *harness {
 		}
 		path = bin
 	}
-	h.env = append(os.Environ(), "PATH="+path, "FAKE_RM_LOG="+h.log, "FAKE_RM_STATE="+state, "LANG=C.UTF-8")
+	// No second pass unless a test asks for one: every call is asserted.
+	h.env = append(os.Environ(), "PATH="+path, "FAKE_RM_LOG="+h.log, "FAKE_RM_STATE="+state, "LANG=C.UTF-8", "RIGHTSIZE_WATCHDOG_SETTLE=0")
 	return h
 }
 
@@ -479,6 +482,39 @@ func TestEverythingRemovedDeletesTheRun(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(h.dir, "PWNED")); err == nil {
 			t.Errorf("%s: stdin content was executed", h.sh.name)
 		}
+	})
+}
+
+// A create the owner sent just before it died may be finished by the engine
+// after the first pass found no such name: the second pass, a moment later,
+// removes it, and decides what stays.
+func TestSecondPassCatchesLateCreates(t *testing.T) {
+	forEachShell(t, func(t *testing.T, h *harness) {
+		h.env = append(h.env, "RIGHTSIZE_WATCHDOG_SETTLE=0.2")
+		h.writeRun([]byte("rz-late-1\nrz-ok-2\nrz-latestuck-3\n"), []byte("rz-net-late\n"))
+		p := h.start(args(h.runs, runID, h.dockerSteps("rmf")...)...)
+		p.assertWaiting(h.snapshot())
+		p.finish()
+
+		h.assertCalls(
+			[]string{"rmf", "rz-late-1", "rz-latestuck-3", "rz-ok-2"},
+			[]string{"netrm", "rz-net-late"},
+			// The second pass, over the same names.
+			[]string{"rmf", "rz-late-1", "rz-latestuck-3", "rz-ok-2"},
+			[]string{"rmf", "rz-late-1"},
+			[]string{"rmf", "rz-latestuck-3"},
+			[]string{"rmf", "rz-ok-2"},
+			[]string{"netrm", "rz-net-late"},
+		)
+		for _, n := range []string{"rz-late-1", "rz-net-late"} {
+			if _, err := os.Stat(filepath.Join(h.state, "removed-"+n)); err != nil {
+				t.Errorf("%s: %s, created after the first pass, was not removed by the second: %v", h.sh.name, n, err)
+			}
+		}
+		// Not found at first, then a real failure: the second pass decides.
+		h.assertContent(".sandboxes", "rz-latestuck-3\n")
+		h.assertContent(".networks", "")
+		h.assertContent(".json", `{"pid":4242,"startedIso":"2026-11-29T20:30:38Z","backend":"docker"}`)
 	})
 }
 
