@@ -67,6 +67,14 @@ func (e *fakeEngine) gate(t *testing.T) string {
 	copyFile(t, filepath.Join("testdata", "gated-rm"), gated)
 	fifo := filepath.Join(t.TempDir(), "gate")
 	must(t, syscall.Mkfifo(fifo, 0o600))
+	// Whatever happens to the test, the gate opens at its end: a watchdog
+	// left waiting at it would outlive the test.
+	t.Cleanup(func() {
+		if g, err := os.OpenFile(fifo, os.O_RDWR|syscall.O_NONBLOCK, 0); err == nil {
+			g.WriteString("go\n")
+			g.Close()
+		}
+	})
 	e.prog = gated
 	e.env = append(e.env, "GATE="+fifo, "FAKE_RM="+e.fake)
 	return fifo

@@ -1,0 +1,39 @@
+// Package e2e is the crash matrix of rightsize-go: proof, on the real
+// engine with real processes and real signals, that nothing a test started
+// is left behind however the test dies, and that nothing of a live process
+// is ever touched.
+//
+// Every row starts real sandboxes from a real owner process (this test
+// binary re-executed as TestOwner with a plan in RZ_E2E_PLAN, or `go test`
+// on the fixture package testdata/timeoutfixture), ends it the way the row
+// says, and polls, with a deadline, until every container and network
+// carrying the run's label and every file of the run in the ledger is
+// gone. A bystander owner with a sandbox and a network of its own lives in
+// the same cache dir through each row and must come out untouched. Each
+// row uses a cache dir of its own (RIGHTSIZE_CACHE_DIR in a temp dir) and
+// TESTCONTAINERS_RYUK_DISABLED=true.
+//
+//	row  test                            how the owner ends
+//	 1   TestRow01SIGKILL                SIGKILL, 1, 5 and 20 containers, 2 networks
+//	 2   TestRow02GoTestTimeout          `go test -timeout 3s` panics
+//	 3   TestRow03TestDies               panic, panic in a goroutine, os.Exit(1), log.Fatal
+//	 4   TestRow04CtrlC                  SIGINT to the process group (binary, and `go test`)
+//	 5   TestRow05OOMKill                the kernel's OOM killer, in a memory cgroup
+//	 6   TestRow06SessionKilled          owner and watchdog SIGKILLed: the next first use sweeps
+//	 7   TestRow07EngineUnreachable      sweeps with the engine gone keep everything
+//	 8   TestRow08LiveOwnersUntouched    two live owners, a third process sweeping N rounds
+//	 9   TestRow09PIDReuse               records of a live pid with another start time
+//	10   TestRow10PidNamespace           an owner in another pid namespace
+//	11   TestRow11SecondEngine           a second dockerd: never reaped through the first
+//	12   TestRow12RandomKills            SIGKILL at a random moment of a start/stop loop
+//	13   TestRow13HostileLedger          hostile ledger files through sweep and watchdog
+//
+// `go test ./e2e/` runs rows 8 and 12 with reduced counts (10 rounds; 3
+// kills at the first ledger write and 10 at random); `-args -full` (make
+// e2e) or RIGHTSIZE_E2E_FULL=1 runs 100 rounds and 3 + 200 kills. Rows
+// skip, saying why, where the machine cannot give what they need (a
+// writable memory cgroup, unshare, dockerd).
+//
+// The benchmark harness of the same promise is ./bench (`go run
+// ./e2e/bench -h`).
+package e2e
