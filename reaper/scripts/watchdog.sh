@@ -179,6 +179,12 @@ read_list() {
 	# Fewer than 12 hex digits only is refused too: the engine would read it
 	# as the prefix of some other container's id.
 	list_names=$(normalize "$1" | grep -E "^ *$valid_re *\$" | grep -v -E "^ *$hex_re *\$" | sed -e 's/^ *//' -e 's/ *$//' | sort -u)
+}
+
+# log_rejected FILE: says how many lines of FILE were not names. Only a log
+# line, so it runs after the calls and never delays them.
+log_rejected() {
+	[ -f "$1" ] && [ ! -L "$1" ] && [ -r "$1" ] || return 0
 	_bad=$(normalize "$1" | grep -c -v -E "^ *($valid_re)? *\$")
 	_hex=$(normalize "$1" | grep -E "^ *$valid_re *\$" | grep -c -E "^ *$hex_re *\$")
 	_bad=$((${_bad:-0} + ${_hex:-0}))
@@ -188,12 +194,20 @@ read_list() {
 	esac
 }
 
+# The sandboxes are read at once, the networks only when their first step
+# comes: the first removal starts as early as it can.
 read_list "$sb_file"
 sb_names=$list_names
 sb_state=$list_state
-read_list "$net_file"
-net_names=$list_names
-net_state=$list_state
+net_names=
+net_state=unread
+load_networks() {
+	[ "$net_state" = unread ] || return 0
+	read_list "$net_file"
+	net_names=$list_names
+	net_state=$list_state
+	log "networks: $(count_names "$net_names") name(s)"
+}
 
 count_names() {
 	_c=0
@@ -204,7 +218,7 @@ $1
 EOF
 	printf '%s' "$_c"
 }
-log "sandboxes: $(count_names "$sb_names") name(s); networks: $(count_names "$net_names") name(s)"
+log "sandboxes: $(count_names "$sb_names") name(s)"
 
 # ---------------------------------------------------------------------------
 # Calls.
@@ -344,6 +358,7 @@ run_steps() {
 			step_last=$last_sandboxes
 			;;
 		*)
+			load_networks
 			step_names=$net_names
 			step_last=$last_networks
 			;;
@@ -372,6 +387,7 @@ run_steps() {
 }
 
 run_steps "$@"
+load_networks
 settle=${RIGHTSIZE_WATCHDOG_SETTLE:-2}
 case $settle in
 '' | *[!0-9.]* | .*) settle=2 ;;
@@ -399,6 +415,9 @@ fi
 
 # ---------------------------------------------------------------------------
 # Ledger files.
+
+log_rejected "$sb_file"
+log_rejected "$net_file"
 
 if [ -z "$sb_kept" ] && [ -z "$net_kept" ] && [ "$sb_state" != unsafe ] && [ "$net_state" != unsafe ]; then
 	# Line files before the record: a reader never sees names without a record.
