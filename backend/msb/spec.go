@@ -193,16 +193,17 @@ func freePorts(ports []guestPort) (_ []string, err error) {
 // --mount-file values for them. The files must outlive the sandbox's boot,
 // so the folder is removed when the sandbox is.
 func writeFiles(name string, files []backend.File) (mounts []string, dir string, err error) {
-	dir, err = os.MkdirTemp("", "rightsize-msb-"+name+"-")
+	tmp, err := os.MkdirTemp("", "rightsize-msb-"+name+"-")
 	if err != nil {
 		return nil, "", fmt.Errorf("files for the sandbox: %w", err)
 	}
+	// tmp, not dir: a failing return has already set dir to "".
 	defer func() {
 		if err != nil {
-			os.RemoveAll(dir)
-			dir = ""
+			os.RemoveAll(tmp)
 		}
 	}()
+	dir = tmp
 	if strings.ContainsAny(dir, ",") || (runtime.GOOS != "windows" && strings.Contains(dir, ":")) {
 		return nil, "", fmt.Errorf("files for the sandbox: temporary folder %q holds a ',' or ':', which msb's SOURCE:DEST[:OPTIONS] cannot carry; set TMPDIR elsewhere", dir)
 	}
