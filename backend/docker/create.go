@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -52,14 +53,14 @@ func (d *Driver) CreateWith(ctx context.Context, name string, spec backend.Spec,
 		}
 		req.Files = append(req.Files, testcontainers.ContainerFile{Reader: bytes.NewReader(f.Content), ContainerFilePath: f.GuestPath, FileMode: mode})
 	}
-	if spec.MemoryLimitMB > 0 {
-		mem := int64(spec.MemoryLimitMB) << 20
-		req.HostConfigModifier = func(hc *container.HostConfig) { hc.Memory = mem }
-	}
 	for _, c := range extra {
 		if err := c.Customize(&req); err != nil {
 			return nil, fmt.Errorf("create container %s: customize: %w", name, err)
 		}
+	}
+	if spec.MemoryLimitMB > 0 {
+		mem := int64(spec.MemoryLimitMB) << 20
+		chainHostConfig(&req, func(hc *container.HostConfig) { hc.Memory = mem })
 	}
 	req.Name = name
 	d.Apply(&req)
@@ -81,24 +82,23 @@ func (d *Driver) CreateWith(ctx context.Context, name string, spec backend.Spec,
 // the host, and wait strategies that reach published ports where this
 // process can. The caller sets the name and the labels.
 func (d *Driver) Apply(req *testcontainers.GenericContainerRequest) {
-	prev := req.HostConfigModifier
-	local := d.local
-	req.HostConfigModifier = func(hc *container.HostConfig) {
-		if prev != nil {
-			prev(hc)
-		} else {
-			legacyHostConfig(&req.ContainerRequest, hc)
-		}
+	chainHostConfig(req, func(hc *container.HostConfig) {
 		if !slices.Contains(hc.ExtraHosts, hostGateway) {
 			hc.ExtraHosts = append(hc.ExtraHosts, hostGateway)
 		}
-		if !local {
+		if !d.local || hc.NetworkMode.IsContainer() || hc.NetworkMode.IsHost() {
 			return
+		}
+		ports := req.ExposedPorts
+		if len(ports) == 0 {
+			// testcontainers-go then publishes every port the image
+			// exposes, on every interface: bind those to loopback too.
+			ports = d.imagePorts(req.Image)
 		}
 		if hc.PortBindings == nil {
 			hc.PortBindings = network.PortMap{}
 		}
-		for _, spec := range req.ExposedPorts {
+		for _, spec := range ports {
 			pr, err := network.ParsePortRange(spec)
 			if err != nil {
 				continue // testcontainers-go reports it
@@ -109,7 +109,7 @@ func (d *Driver) Apply(req *testcontainers.GenericContainerRequest) {
 				}
 			}
 		}
-	}
+	})
 	host := d.host
 	req.LifecycleHooks = append(req.LifecycleHooks, testcontainers.ContainerLifecycleHooks{
 		// Runs before testcontainers-go's own readiness hook, whatever order
@@ -125,8 +125,35 @@ func (d *Driver) Apply(req *testcontainers.GenericContainerRequest) {
 	})
 }
 
+// chainHostConfig runs fn after the request's host-config modifier, or, when
+// there is none, after what testcontainers-go does without one (the
+// deprecated request fields), which setting a modifier would otherwise
+// turn off.
+func chainHostConfig(req *testcontainers.GenericContainerRequest, fn func(*container.HostConfig)) {
+	prev := req.HostConfigModifier
+	req.HostConfigModifier = func(hc *container.HostConfig) {
+		if prev != nil {
+			prev(hc)
+		} else {
+			legacyHostConfig(&req.ContainerRequest, hc)
+		}
+		fn(hc)
+	}
+}
+
+// imagePorts returns the ports image exposes, nil when it cannot tell.
+func (d *Driver) imagePorts(image string) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := d.cli.ImageInspect(ctx, image)
+	if err != nil || res.Config == nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(res.Config.ExposedPorts))
+}
+
 // legacyHostConfig applies the deprecated request fields exactly as
-// testcontainers-go does when no modifier is set, since Apply sets one.
+// testcontainers-go does when no modifier is set.
 func legacyHostConfig(r *testcontainers.ContainerRequest, hc *container.HostConfig) {
 	hc.AutoRemove = r.AutoRemove
 	hc.CapAdd = r.CapAdd

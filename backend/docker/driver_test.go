@@ -241,6 +241,40 @@ func TestCreateWith(t *testing.T) {
 	}
 }
 
+// An image's own EXPOSEd ports are published by testcontainers-go when the
+// spec names none: they too must be on loopback only.
+func TestImagePortsOnLoopback(t *testing.T) {
+	t.Parallel()
+	d := openDocker(t)
+	ctx := context.Background()
+	base := uniqueName(t, "exposer")
+	apiContainer(t, d, base, false, container.Config{}, container.HostConfig{})
+	ref := "rightsize-test/exposes:" + strings.TrimPrefix(base, "rz-dtest-exposer-")
+	if _, err := d.Client().ContainerCommit(ctx, base, client.ContainerCommitOptions{Reference: ref, Changes: []string{"EXPOSE 8080/tcp"}}); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	t.Cleanup(func() { d.Client().ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true}) })
+
+	name := uniqueName(t, "imgports")
+	t.Cleanup(func() { d.RemoveSandboxes(context.Background(), []string{name}) })
+	if _, err := d.CreateWith(ctx, name, backend.Spec{Image: ref, Cmd: []string{"/server", "8080"}}); err != nil {
+		t.Fatalf("CreateWith: %v", err)
+	}
+	res, err := d.Client().ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := res.Container.HostConfig.PortBindings[network.MustParsePort("8080/tcp")]
+	if len(bs) == 0 {
+		t.Fatalf("the image's port 8080 is not published at all: %v", res.Container.HostConfig.PortBindings)
+	}
+	for _, b := range bs {
+		if b.HostIP != netip.MustParseAddr("127.0.0.1") {
+			t.Errorf("the image's port 8080 is bound on %v, want 127.0.0.1 only", b.HostIP)
+		}
+	}
+}
+
 func TestCreateMissingImage(t *testing.T) {
 	t.Parallel()
 	d := openDocker(t)
