@@ -100,7 +100,7 @@ func (r ReuseIdentity) Hash() string {
 
 // ReuseName is the keep-alive sandbox's name for a hash: "rz-reuse-" and
 // the first 12 hex characters.
-func ReuseName(hash string) string { return "rz-reuse-" + hash[:12] }
+func ReuseName(hash string) string { return "rz-reuse-" + hash[:min(12, len(hash))] }
 
 // sortedPorts renders ports as JSON values: tcp ports as numbers, in
 // numeric order, then other protocols as strings.

@@ -78,7 +78,7 @@ func (g *Guard) start(ctx context.Context) error {
 	if started, err := s.ensureWatchdog(); err != nil {
 		g.o.Logf("sandboxtest: no watchdog for this process (%v); a crash's leftovers will be removed by the next process's sweep", err)
 	} else if started {
-		g.o.Logf("sandboxtest: run %s, watchdog pid %d", s.runID, s.wd.PID)
+		g.o.Logf("sandboxtest: run %s, watchdog pid %d", s.runID, s.wd.Load().PID)
 	}
 	if err := s.addSandbox(g.name); err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rightsize/rightsize-go/backend"
 )
@@ -62,7 +63,12 @@ func (n *Network) create(ctx context.Context) error {
 	}
 	if err := s.drv.CreateNetwork(ctx, n.name, s.runLabels()); err != nil {
 		cerr := fmt.Errorf("create %s: %w", n.name, err)
-		if ferr := n.forgetIfGone(context.Background()); ferr != nil {
+		if ctx.Err() != nil {
+			time.Sleep(lateCreateSettle) // as for a sandbox: the engine may finish it
+		}
+		fctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+		defer cancel()
+		if ferr := n.forgetIfGone(fctx); ferr != nil {
 			cerr = fmt.Errorf("%w; and %v", cerr, ferr)
 		}
 		return cerr

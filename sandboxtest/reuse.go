@@ -22,9 +22,10 @@ import (
 // ask for it with Reuse.
 const EnvReuse = "RIGHTSIZE_REUSE"
 
+// reuseEnabled: exactly "true" or "1", as the rest of the family reads it.
 func reuseEnabled() bool {
 	v := strings.TrimSpace(os.Getenv(EnvReuse))
-	return v == "1" || strings.EqualFold(v, "true")
+	return v == "1" || v == "true"
 }
 
 // ReuseIdentity is the identity a keep-alive sandbox of spec is found by,

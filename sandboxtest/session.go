@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/backend/docker"
@@ -28,8 +29,8 @@ type session struct {
 	seq   atomic.Uint64
 
 	wdOnce sync.Once
-	wd     *reaper.Watchdog
-	wdErr  error
+	wd     atomic.Pointer[reaper.Watchdog]
+	wdErr  error // set once, inside wdOnce
 }
 
 var (
@@ -38,14 +39,22 @@ var (
 	sessErr error
 )
 
+// sessionTimeout bounds the set-up of the session: finding the engine,
+// sweeping, writing nothing yet.
+const sessionTimeout = 2 * time.Minute
+
 // getSession resolves the backend and sweeps dead runs, once per process.
-// A failure is remembered: every later call reports it again.
+// A failure is remembered: every later call reports it again. The set-up
+// does not take the caller's cancellation: it serves every later test, and
+// a first test whose context had already ended must not fail them all.
 func getSession(ctx context.Context) (*session, error) {
 	sessMu.Lock()
 	defer sessMu.Unlock()
 	if sess != nil || sessErr != nil {
 		return sess, sessErr
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sessionTimeout)
+	defer cancel()
 	sess, sessErr = newSession(ctx)
 	return sess, sessErr
 }
@@ -71,9 +80,11 @@ func newSession(ctx context.Context) (*session, error) {
 		return s, nil
 	}
 	// The sweep comes before this process's own record, as in the family.
+	// A sweep that cannot finish leaves what it did not reach for the next
+	// one; this process's sandboxes do not depend on it.
 	rep, err := reaper.Sweep(ctx, drv, reaper.WithCacheDir(cache))
 	if err != nil {
-		return nil, fmt.Errorf("sweep of %s: %w", cache, err)
+		warnf("sandboxtest: the sweep of dead runs in %s stopped: %v; what it did not reach stays for a later sweep", cache, err)
 	}
 	s.sweep = rep
 	owner := ledger.Owner{Backend: drv.Name(), Endpoint: drv.Endpoint()}
@@ -109,11 +120,17 @@ func (s *session) ensureWatchdog() (started bool, err error) {
 	s.wdOnce.Do(func() {
 		first = true
 		plan, err := s.drv.WatchdogPlan()
+		if err == nil {
+			var wd *reaper.Watchdog
+			wd, err = reaper.StartWatchdog(s.cache, s.run.RunsDir(), s.run.ID(), plan)
+			s.wd.Store(wd)
+		}
 		if err != nil {
 			s.wdErr = err
-			return
+			// Once per process, where it is seen without -v too: a crash's
+			// leftovers now wait for the next process's sweep.
+			warnf("sandboxtest: no watchdog for run %s (%v); if this process is killed, its sandboxes stay until the next process's sweep", s.runID, err)
 		}
-		s.wd, s.wdErr = reaper.StartWatchdog(s.cache, s.run.RunsDir(), s.run.ID(), plan)
 	})
 	if !first {
 		return false, nil
@@ -135,6 +152,12 @@ func (s *session) forgetSandbox(name string) error {
 		return nil
 	}
 	return s.run.RemoveSandbox(name)
+}
+
+// warnf reports something the user must know though no test failed, on
+// stderr (where `go test` shows it for a failing package, or with -v).
+func warnf(format string, args ...any) {
+	fmt.Fprintf(stderr(), format+"\n", args...)
 }
 
 // Info describes this process's session, for logs and tests.
@@ -159,8 +182,8 @@ func Session(ctx context.Context) (Info, error) {
 		return Info{}, err
 	}
 	in := Info{Backend: s.drv.Name(), Endpoint: s.drv.Endpoint(), CacheDir: s.cache, RunID: s.runID, Mode: s.mode.String(), Sweep: s.sweep}
-	if s.wd != nil {
-		in.WatchdogPID = s.wd.PID
+	if wd := s.wd.Load(); wd != nil {
+		in.WatchdogPID = wd.PID
 	}
 	return in, nil
 }

@@ -1,6 +1,7 @@
 package sandboxtest
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"testing"
@@ -52,5 +53,15 @@ func (t tracker) Customize(req *testcontainers.GenericContainerRequest) error {
 	}
 	maps.Copy(req.Labels, s.runLabels())
 	d.Apply(req)
+	// An option after Track that renamed the container would create one
+	// the ledger does not list: refuse before it is created.
+	req.LifecycleHooks = append(req.LifecycleHooks, testcontainers.ContainerLifecycleHooks{
+		PreCreates: []testcontainers.ContainerRequestHook{func(_ context.Context, r testcontainers.ContainerRequest) error {
+			if r.Name != name {
+				return fmt.Errorf("sandboxtest.Track must be the last option: a later one renamed the container %s to %q, which the ledger does not list", name, r.Name)
+			}
+			return nil
+		}},
+	})
 	return nil
 }

@@ -153,3 +153,24 @@ func TestTrackTerminateToo(t *testing.T) {
 		}
 	}
 }
+
+// An option after Track that renames the container would create one the
+// ledger does not list: Track refuses before anything is created.
+func TestTrackRefusesARenameAfterIt(t *testing.T) {
+	t.Parallel()
+	img := testimage.Busybox(t)
+	r := newRig(t)
+	other := "rz-renamed-after-track-" + strings.ReplaceAll(t.Name(), "/", "-")
+	r.remove(other)
+	t.Cleanup(func() { r.remove(other) })
+	_, err := testcontainers.Run(t.Context(), img,
+		sandboxtest.Track(t),
+		testcontainers.WithName(other),
+	)
+	if err == nil || !strings.Contains(err.Error(), "Track must be the last option") {
+		t.Errorf("testcontainers.Run with an option renaming after Track: err = %v, want Track's refusal", err)
+	}
+	if _, ok := r.inspect(other); ok {
+		t.Errorf("%s was created though the ledger does not list it", other)
+	}
+}
