@@ -17,6 +17,13 @@ var (
 	// ErrUnreachable: the engine did not answer (no daemon, wrong socket,
 	// permission denied on the socket).
 	ErrUnreachable = errors.New("engine unreachable")
+	// ErrStarting: Adopt found a sandbox of that name that is being created
+	// or started, by someone else or a process that died doing it.
+	ErrStarting = errors.New("being started")
+	// ErrStopped: Adopt found a sandbox of that name that has stopped.
+	ErrStopped = errors.New("stopped")
+	// ErrNameTaken: Create found a sandbox of that name already there.
+	ErrNameTaken = errors.New("name already in use")
 )
 
 // Names of the backends as the ledger records them.
@@ -141,10 +148,13 @@ type Sandbox interface {
 type Driver interface {
 	Backend
 	// Create creates and starts a sandbox named name. On error, a sandbox of
-	// that name may or may not exist: the caller removes it by name.
+	// that name may or may not exist: the caller removes it by name. The
+	// error wraps ErrNameTaken when one of that name was already there.
 	Create(ctx context.Context, name string, spec Spec) (Sandbox, error)
 	// Adopt returns the running sandbox of that name, or an error wrapping
-	// ErrNotFound when there is none running.
+	// ErrNotFound when there is none running; it wraps ErrStarting as well
+	// when one of that name is being created or started, ErrStopped when
+	// one has stopped.
 	Adopt(ctx context.Context, name string) (Sandbox, error)
 	// CreateNetwork creates a network named name with the given labels.
 	CreateNetwork(ctx context.Context, name string, labels map[string]string) error

@@ -135,7 +135,11 @@ func (g *Guard) create(ctx context.Context, name string, labels map[string]strin
 			extra = append(extra, testcontainers.WithWaitStrategy(g.spec.WaitingFor))
 		}
 		extra = append(extra, g.spec.Customize...)
-		return d.CreateWith(ctx, name, bs, extra...)
+		sbx, err := d.CreateWith(ctx, name, bs, extra...)
+		if err != nil {
+			return nil, err // not a nil *docker.Sandbox in a non-nil interface
+		}
+		return sbx, nil
 	}
 	if g.spec.WaitingFor != nil || len(g.spec.Customize) > 0 {
 		return nil, fmt.Errorf("Spec.WaitingFor and Spec.Customize need the docker backend; this process uses %s", g.s.drv.Name())

@@ -39,6 +39,14 @@ func ReuseIdentity(spec Spec) ledger.ReuseIdentity {
 	return id
 }
 
+// How a keep-alive sandbox that someone else is starting is waited for:
+// polled every reusePoll; one still not running after reuseStartWait was
+// left half-started by a process that died, and is replaced.
+const (
+	reusePoll      = 100 * time.Millisecond
+	reuseStartWait = 30 * time.Second
+)
+
 // startReuse adopts the running keep-alive sandbox of this identity, or
 // creates it. Creation happens under a file lock, so two processes never
 // create it twice. It is never listed in the ledger and carries no run
@@ -62,20 +70,49 @@ func (g *Guard) startReuse(ctx context.Context) error {
 	}
 	defer lock.Unlock()
 
-	if sbx, err := g.s.drv.Adopt(ctx, g.name); err == nil {
-		g.sbx = sbx
-		g.o.Logf("sandboxtest: adopted keep-alive %s", g.name)
-		return nil
-	} else if !errors.Is(err, backend.ErrNotFound) {
-		return err
-	}
-	// None running: a stopped one of that name is in the way.
-	if err := g.s.drv.RemoveSandboxes(ctx, []string{g.name})[0]; err != nil && !errors.Is(err, backend.ErrNotFound) {
-		return fmt.Errorf("keep-alive %s: remove the stopped one: %w", g.name, err)
-	}
-	sbx, err := g.create(ctx, g.name, map[string]string{docker.LabelReuse: hash[:12]})
-	if err != nil {
-		return err
+	// The lock keeps processes sharing this cache dir apart; the name keeps
+	// apart those that do not (another cache dir, another user): a create
+	// that finds the name taken waits for that container instead.
+	var sbx backend.Sandbox
+	var startingSince time.Time
+	for {
+		sbx, err = g.s.drv.Adopt(ctx, g.name)
+		switch {
+		case err == nil:
+			g.sbx = sbx
+			g.o.Logf("sandboxtest: adopted keep-alive %s", g.name)
+			return nil
+		case errors.Is(err, backend.ErrStarting) && startingSince.IsZero():
+			startingSince = time.Now()
+		case errors.Is(err, backend.ErrStarting) && time.Since(startingSince) < reuseStartWait:
+			// Someone is starting it: adopt it once it runs.
+		case errors.Is(err, backend.ErrNotFound):
+			// None, a stopped one, or one left half-started by a process
+			// that died: the last two are in the way.
+			if errors.Is(err, backend.ErrStopped) || errors.Is(err, backend.ErrStarting) {
+				if err := g.s.drv.RemoveSandboxes(ctx, []string{g.name})[0]; err != nil && !errors.Is(err, backend.ErrNotFound) {
+					return fmt.Errorf("keep-alive %s: remove the one not running: %w", g.name, err)
+				}
+			}
+			sbx, err = g.create(ctx, g.name, map[string]string{docker.LabelReuse: hash[:12]})
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, backend.ErrNameTaken) {
+				return err
+			}
+			sbx, startingSince = nil, time.Time{}
+		default:
+			return err
+		}
+		if sbx != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("keep-alive %s: waiting for it to run: %w", g.name, ctx.Err())
+		case <-time.After(reusePoll):
+		}
 	}
 	g.sbx = sbx
 	entry := ledger.ReuseEntry{Name: g.name, Image: g.spec.Image, Backend: g.s.drv.Name(), Ports: map[string]string{}}

@@ -265,6 +265,36 @@ func TestReuseConcurrentCreate(t *testing.T) {
 	}
 }
 
+// TestReuseConcurrentCreateSeparateLedgers: two processes with different
+// cache dirs (so no shared lock) asking at once still create it once, and
+// neither removes the one the other is starting.
+func TestReuseConcurrentCreateSeparateLedgers(t *testing.T) {
+	t.Parallel()
+	img := testimage.Busybox(t)
+	r := newRig(t)
+	n := nonce(t)
+	hash := sandboxtest.ReuseIdentity(reuseSpec(img, n)).Hash()
+	name := ledger.ReuseName(hash)
+	t.Cleanup(func() { r.remove(name) })
+	env := []string{sandboxtest.EnvReuse + "=1", "RZ_TEST_REUSE_NONCE=" + n, "RZ_TEST_REUSE_WAIT=1"}
+
+	a := startHelper(t, "reuse", t.TempDir(), env...)
+	b := startHelper(t, "reuse", t.TempDir(), env...)
+	a.get("waiting")
+	b.get("waiting")
+	a.send("go")
+	b.send("go")
+	ida, idb := a.get("id"), b.get("id")
+	if ida != idb {
+		t.Errorf("two processes with separate ledgers got containers %s and %s", ida, idb)
+	}
+	if c, ok := r.inspect(name); !ok || c.ID != ida || !c.State.Running {
+		t.Errorf("the keep-alive %s (%s) is not the one both adopted", name, ida)
+	}
+	a.finish()
+	b.finish()
+}
+
 // TestReuseDisabled: reuse needs both RIGHTSIZE_REUSE and Spec.Reuse;
 // otherwise the sandbox is an ordinary one.
 func TestReuseDisabled(t *testing.T) {

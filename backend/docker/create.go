@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
@@ -65,6 +66,9 @@ func (d *Driver) CreateWith(ctx context.Context, name string, spec backend.Spec,
 	req.Name = name
 	d.Apply(&req)
 	ctr, err := testcontainers.GenericContainer(ctx, req)
+	if err != nil && cerrdefs.IsConflict(err) {
+		return nil, fmt.Errorf("create container %s: %w: %w", name, backend.ErrNameTaken, err)
+	}
 	if err != nil {
 		if d.imageMissing(ctx, req.Image) {
 			// Where no registry answers, the pull error alone reads like a
@@ -207,7 +211,15 @@ func (d *Driver) Adopt(ctx context.Context, name string) (backend.Sandbox, error
 	}
 	c := res.Container
 	if c.State == nil || !c.State.Running {
-		return nil, fmt.Errorf("container %s exists but is not running: %w", name, backend.ErrNotFound)
+		why := backend.ErrStopped
+		if c.State != nil && (c.State.Status == container.StateCreated || c.State.Status == container.StateRestarting) {
+			why = backend.ErrStarting
+		}
+		status := "unknown"
+		if c.State != nil {
+			status = string(c.State.Status)
+		}
+		return nil, fmt.Errorf("container %s exists but is not running (%s): %w: %w", name, status, why, backend.ErrNotFound)
 	}
 	return &Sandbox{d: d, name: name, id: c.ID}, nil
 }

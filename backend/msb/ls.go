@@ -7,9 +7,13 @@ import (
 	"strings"
 )
 
-// statusRunning is how `msb ls --format json` spells a running sandbox
-// (msb's enum name, capitalised).
-const statusRunning = "Running"
+// How `msb ls --format json` spells a sandbox's status (msb's enum names,
+// capitalised): running, and on its way there.
+const (
+	statusRunning  = "Running"
+	statusCreated  = "Created"
+	statusStarting = "Starting"
+)
 
 // lsEntry is one object of `msb ls --format json`. msb also prints
 // created_at and image; only these two are read. Both are pointers so that

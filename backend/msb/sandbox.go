@@ -206,7 +206,11 @@ func (d *Driver) Adopt(ctx context.Context, name string) (backend.Sandbox, error
 		return nil, fmt.Errorf("msb: adopt %s: msb lists no sandbox of that name: %w", name, backend.ErrNotFound)
 	}
 	if st != statusRunning {
-		return nil, fmt.Errorf("msb: adopt %s: the sandbox is %s, not %s: %w", name, st, statusRunning, backend.ErrNotFound)
+		why := backend.ErrStopped
+		if st == statusCreated || st == statusStarting {
+			why = backend.ErrStarting
+		}
+		return nil, fmt.Errorf("msb: adopt %s: the sandbox is %s, not %s: %w: %w", name, st, statusRunning, why, backend.ErrNotFound)
 	}
 	if s := d.tracked(name); s != nil {
 		return s, nil
