@@ -54,6 +54,13 @@ type Backend interface {
 	// string means the backend has no notion of an endpoint.
 	Endpoint() string
 
+	// DefaultEndpoint reports whether Endpoint is the engine a process with
+	// no configuration reaches. The other members of the family record no
+	// endpoint; their runs are reaped only through such a backend, since
+	// through another engine every name would answer "not found" and be
+	// forgotten while it still runs. A backend without endpoints says true.
+	DefaultEndpoint() bool
+
 	// RemoveSandboxes forcefully removes the named sandboxes and returns one
 	// outcome per name, in the order given: nil when the sandbox is gone, an
 	// error wrapping ErrNotFound when none of that name existed, any other

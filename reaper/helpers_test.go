@@ -178,8 +178,9 @@ func (r *recorder) asked() (sandboxes, networks []string) {
 // succeeds.
 type stubBackend struct{ name, endpoint string }
 
-func (s stubBackend) Name() string     { return s.name }
-func (s stubBackend) Endpoint() string { return s.endpoint }
+func (s stubBackend) Name() string          { return s.name }
+func (s stubBackend) Endpoint() string      { return s.endpoint }
+func (s stubBackend) DefaultEndpoint() bool { return true }
 func (s stubBackend) RemoveSandboxes(_ context.Context, names []string) []error {
 	return make([]error, len(names))
 }

@@ -26,8 +26,8 @@ func TestSweepPrintsOnlyWhenAsked(t *testing.T) {
 	setup := func() string {
 		cache := t.TempDir()
 		runs := runsDir(t, cache)
-		writeRun(t, runs, "0000dd01", recordOf(f.dead, backend.Docker, "").Marshal(), []string{"rz-rtkept-1"}, nil)
-		writeRun(t, runs, "0000dd02", recordOf(f.me, backend.Docker, "").Marshal(), []string{"rz-rtlive-1"}, nil)
+		writeRun(t, runs, "0000dd01", recordOf(f.dead, backend.Docker, dead.Endpoint()).Marshal(), []string{"rz-rtkept-1"}, nil)
+		writeRun(t, runs, "0000dd02", recordOf(f.me, backend.Docker, dead.Endpoint()).Marshal(), []string{"rz-rtlive-1"}, nil)
 		return cache
 	}
 

@@ -124,6 +124,16 @@ func (c *config) decide(b backend.Backend, rf ledger.RunFiles, now time.Time) Ru
 		rr.Reason = fmt.Sprintf("recorded for backend %s, this sweep uses %s", rec.Backend, b.Name())
 		return rr
 	}
+	if rec.Endpoint == "" && b.Endpoint() != "" {
+		// Another member of the family, which records no engine: its run is
+		// on the engine a process without configuration reaches. Swept
+		// through another one, every name would answer "not found" and be
+		// forgotten while it still runs.
+		if !b.DefaultEndpoint() {
+			rr.Reason = fmt.Sprintf("recorded without an engine (as the other languages write it), so taken to be on the default one; this sweep uses %s, named explicitly", b.Endpoint())
+			return rr
+		}
+	}
 	if rec.Endpoint != "" && b.Endpoint() != "" && rec.Endpoint != b.Endpoint() {
 		rr.Reason = fmt.Sprintf("recorded against engine %s, this sweep uses %s", rec.Endpoint, b.Endpoint())
 		return rr

@@ -257,6 +257,26 @@ func TestSweepDecisions(t *testing.T) {
 			check:    func(t *testing.T, f *fixture, _ *reaper.Report, n []string) { f.alive(t, n[0]) },
 		},
 		{
+			name:   "foreign record, engine named explicitly",
+			reason: "another language's record names no engine, so it is taken to be on the default one: a sweep through an engine named explicitly must not forget its names as not found",
+			prepare: func(t *testing.T, f *fixture, runs, id string) []string {
+				c := uniqueName(t, "fx")
+				startContainer(t, f.drv, c, "")
+				writeRun(t, runs, id, []byte(fmt.Sprintf(`{"pid":%d,"startedIso":"2026-11-29T20:36:06.950Z","backend":"docker"}`, f.dead.PID)), []string{c}, nil)
+				return []string{c}
+			},
+			sweeper: func(t *testing.T, f *fixture) backend.Backend {
+				named, err := docker.OpenHost(f.drv.DaemonHost())
+				must(t, err)
+				t.Cleanup(func() { named.Close() })
+				return named
+			},
+			decision: reaper.LeftAlone,
+			because:  []string{"recorded without an engine", "named explicitly"},
+			files:    []string{".json", ".sandboxes"},
+			check:    func(t *testing.T, f *fixture, _ *reaper.Report, n []string) { f.alive(t, n[0]) },
+		},
+		{
 			name:   "unknown, another pid namespace",
 			reason: "a pid of another pid namespace cannot be looked up from here: left alone, and the reason says so",
 			prepare: func(t *testing.T, f *fixture, runs, id string) []string {

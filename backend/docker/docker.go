@@ -53,6 +53,9 @@ type Driver struct {
 	// its loopback address only and reached at 127.0.0.1.
 	local bool
 	host  string
+	// chosen: the engine was named (DOCKER_HOST, OpenHost), not the one a
+	// process with no configuration reaches.
+	chosen bool
 
 	cliOnce sync.Once
 	cliPath string
@@ -74,7 +77,9 @@ func Open(ctx context.Context) (*Driver, error) {
 		tc.Close()
 		return nil, err
 	}
-	return newDriver(tc.Client), nil
+	d := newDriver(tc.Client)
+	d.chosen = os.Getenv("DOCKER_HOST") != ""
+	return d, nil
 }
 
 // checkDockerHost fails when DOCKER_HOST names an engine that does not
@@ -156,6 +161,11 @@ func publishedHost(daemonHost string, local bool) string {
 
 // Name is backend.Docker.
 func (d *Driver) Name() string { return backend.Docker }
+
+// DefaultEndpoint reports whether this is the engine a process with no
+// configuration reaches: DOCKER_HOST is not set (and the driver was not
+// made by OpenHost).
+func (d *Driver) DefaultEndpoint() bool { return !d.chosen }
 
 // Endpoint is the engine, canonical: "unix:///run/docker.sock".
 func (d *Driver) Endpoint() string { return d.endpoint }

@@ -16,5 +16,7 @@ func OpenHost(host string) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker engine %s: %w", host, err)
 	}
-	return newDriver(cli), nil
+	d := newDriver(cli)
+	d.chosen = true
+	return d, nil
 }

@@ -89,6 +89,9 @@ func (d *Driver) Name() string { return backend.Msb }
 // state of the user running it.
 func (d *Driver) Endpoint() string { return "" }
 
+// DefaultEndpoint is true: msb has no engine to choose.
+func (d *Driver) DefaultEndpoint() bool { return true }
+
 // MsbPath is the absolute path of the msb binary this driver runs, as the
 // ledger records it in a run's record (msbPath).
 func (d *Driver) MsbPath() string { return d.path }
