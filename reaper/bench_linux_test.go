@@ -17,7 +17,7 @@ import (
 	"github.com/rightsize/rightsize-go/reaper"
 )
 
-// Speed targets of issue 3, measured (not asserted: a loaded machine is
+// The reaper's speed targets, measured (not asserted: a loaded machine is
 // slow, not wrong). Figures and commands are in BENCHMARKS.md:
 //
 //	go test -run '^$' -bench . -benchtime 20x ./reaper/
@@ -114,7 +114,7 @@ func reportCPU(b *testing.B, cpu time.Duration) {
 
 // BenchmarkSweepNotFound: dead runs listing one sandbox each that no
 // longer exists, so the engine is asked, and answers "not found", once per
-// run. Issue 5's harness reuses these figures.
+// run. The crash-matrix harness (e2e/bench) measures the same shape.
 func BenchmarkSweepNotFound(b *testing.B) {
 	drv := openDocker(b)
 	rec := recordOf(deadProcess(b), backend.Docker, drv.Endpoint()).Marshal()
