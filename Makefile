@@ -1,8 +1,9 @@
 # Developer and CI entry points. CI runs .ci/run, which runs `make test`.
 #
 # Engine tests run against a real Docker engine: `engine` makes sure one
-# answers (and that /bin/busybox, which the test images are made of, is
-# there), starting one as root on Debian; see scripts/engine.sh.
+# answers, starting one as root on Debian (with busybox-static, which the
+# test images are made of; elsewhere they take busybox from an image); see
+# scripts/engine.sh.
 
 # Root shells may lack the Go toolchain on their PATH.
 export PATH := $(PATH):/usr/local/go/bin

@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# engine.sh: make sure a Docker engine answers and a static /bin/busybox
-# exists, for the tests and the demo (`make engine`).
+# engine.sh: make sure a Docker engine answers, and that the tests and the
+# demo have a static busybox to build their images of (`make engine`).
 #
-# When `docker info` answers, it does nothing else. Otherwise, as root on
-# Debian or Ubuntu, it installs docker.io and busybox-static with apt-get and
-# starts dockerd in the background, detached (its log goes to $LOG), then
-# waits until the engine answers. Anywhere else it says what is missing and
-# exits 1. Safe to run twice at once: the second waits on a lock.
+# When `docker info` answers and /bin/busybox is static, it does nothing
+# else. When no engine answers, as root on Debian or Ubuntu, it installs
+# docker.io and busybox-static with apt-get and starts dockerd in the
+# background, detached (its log goes to $LOG), then waits until the engine
+# answers; anywhere else it says what is missing and exits 1.
+#
+# A static busybox is installed (busybox-static) only as root on Debian or
+# Ubuntu. Elsewhere (a laptop: not root, or macOS) its absence is not an
+# error: the tests and the demo then copy /bin/busybox out of the official
+# busybox:1.37.0-musl image the first time they need it, and keep the copy
+# (internal/image, FindBusybox; the tag must match its BusyboxImage).
+#
+# Safe to run twice at once: the second waits on a lock.
 #
 # Environment (all optional):
 #   DOCKER_HOST                 the engine to ask; dockerd is started only on
@@ -70,29 +78,17 @@ is_root() { [ "$(id -u)" -eq 0 ]; }
 is_debian() { [ -f /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; }
 can_install() { is_root && is_debian; }
 
-# cannot_install WHAT: say what is missing (engine or busybox), how to get
-# it, and exit 1.
-cannot_install() {
-	local what=$1 pkgs thing how
-	case $what in
-	engine) pkgs="docker.io busybox-static" thing="Docker and a static busybox" ;;
-	busybox) pkgs="busybox-static" thing="a static busybox" ;;
-	esac
+# no_engine: say that no engine answers, how to get one, and exit 1.
+no_engine() {
+	local how
 	if ! is_debian; then
-		how="This script installs packages only on Debian or Ubuntu: install $thing with your system's tools"
+		how="This script installs packages only on Debian or Ubuntu: install Docker with your system's tools"
 	elif command -v sudo >/dev/null 2>&1; then
-		how="Installing it (apt-get install $pkgs) needs root: run \`sudo make engine\`"
+		how="Installing it (apt-get install docker.io busybox-static) needs root: run \`sudo make engine\`"
 	else
-		how="Installing it (apt-get install $pkgs) needs root: run \`make engine\` as root"
+		how="Installing it (apt-get install docker.io busybox-static) needs root: run \`make engine\` as root"
 	fi
-	case $what in
-	engine)
-		die "no Docker engine answers (\`docker info\`: $ENGINE_ERR). Start one (Docker Desktop, \`systemctl start docker\`, …) or point DOCKER_HOST at one. $how."
-		;;
-	busybox)
-		die "the test images need a static busybox at $BUSYBOX, and there is none (or it is dynamically linked). $how, or set RIGHTSIZE_BUSYBOX to a static Linux busybox."
-		;;
-	esac
+	die "no Docker engine answers (\`docker info\`: $ENGINE_ERR). Start one (Docker Desktop, \`systemctl start docker\`, …) or point DOCKER_HOST at one. $how."
 }
 
 # apt_install PACKAGE...: apt-get install, updating the package lists first only
@@ -117,10 +113,17 @@ apt_install() {
 	fi
 }
 
+# ensure_busybox: a static busybox where the tests look first. One named by
+# RIGHTSIZE_BUSYBOX must be right: the tests take no other then. Without
+# one, root on Debian installs busybox-static; anyone else is told where the
+# tests will take it from instead, and that is not a failure.
 ensure_busybox() {
 	busybox_ok && return 0
-	can_install || cannot_install busybox
-	[ "$BUSYBOX" = /bin/busybox ] || die "RIGHTSIZE_BUSYBOX=$BUSYBOX is not a static busybox"
+	[ "$BUSYBOX" = /bin/busybox ] || die "RIGHTSIZE_BUSYBOX=$BUSYBOX is not a static busybox: point it at one, or unset it"
+	if ! can_install; then
+		say "no static busybox at /bin/busybox (busybox-static is installed from here only as root on Debian or Ubuntu): the tests and the demo will take busybox from the busybox:1.37.0-musl image when they first need it"
+		return 0
+	fi
 	apt_install busybox-static
 	busybox_ok || die "busybox-static is installed but /bin/busybox is not a static executable"
 }
@@ -233,7 +236,7 @@ main() {
 		return 0
 	fi
 	check_docker_host
-	can_install || cannot_install engine
+	can_install || no_engine
 	ensure_packages
 	if dockerd_running; then
 		say "dockerd (pid $(cat "$PIDFILE")) is running but does not answer yet; waiting"

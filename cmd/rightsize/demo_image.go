@@ -23,22 +23,22 @@ const (
 	// demoImageLayout is hashed into the tag: change it whenever the way
 	// the image is assembled changes.
 	demoImageLayout = "1"
-	// envBusybox names another static busybox than /bin/busybox, as for
-	// the test images.
-	envBusybox = "RIGHTSIZE_BUSYBOX"
 )
 
 // demoImage returns the reference of the demo's image, importing it into
-// the engine when it is not there: /bin/busybox, a link per applet, /tmp,
-// FROM scratch. built says whether this call built it.
+// the engine when it is not there: a static busybox (found as the test
+// images' is, see image.FindBusybox), a link per applet, /tmp, FROM
+// scratch. built says whether this call built it.
 func demoImage(ctx context.Context, cli *client.Client) (ref string, built bool, err error) {
-	path := image.DefaultBusybox
-	if p := os.Getenv(envBusybox); p != "" {
-		path = p
+	noEngine := func(err error) error {
+		return fmt.Errorf("no Docker engine answers (%v); run `make engine`, or point DOCKER_HOST at one", err)
 	}
-	bb, err := image.ReadBusybox(path)
-	if err != nil {
-		return "", false, fmt.Errorf("the demo's image is made of a static Linux busybox at %s: %v; run `make engine` (as root on Debian it installs busybox-static), or set %s to the path of one", path, err, envBusybox)
+	bb, err := image.FindBusybox(ctx, func() (*client.Client, error) { return cli, nil })
+	switch {
+	case errors.Is(err, image.ErrNoEngine):
+		return "", false, noEngine(err)
+	case err != nil:
+		return "", false, fmt.Errorf("the demo's image: %w", err)
 	}
 	sum := sha256.New()
 	fmt.Fprintf(sum, "layout %s\n", demoImageLayout)
@@ -67,7 +67,7 @@ func demoImage(ctx context.Context, cli *client.Client) (ref string, built bool,
 		return image.Import(ctx, cli, ref, rootfs, changes, "rightsize demo")
 	})
 	if errors.Is(err, image.ErrNoEngine) {
-		return "", false, fmt.Errorf("no Docker engine answers (%v); run `make engine`, or point DOCKER_HOST at one", err)
+		return "", false, noEngine(err)
 	}
 	return ref, built, err
 }

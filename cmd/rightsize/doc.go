@@ -45,8 +45,9 @@
 // removes everything; then the same with the watchdog off
 // (RIGHTSIZE_REAPER=sweep), where the leftovers stay until the next
 // process's sweep removes them. Every step is listed from the engine and
-// timed. It builds its own image FROM scratch
-// from the static /bin/busybox (`make engine` installs it), uses a cache
+// timed. It builds its own image FROM scratch from a static busybox
+// (RIGHTSIZE_BUSYBOX, /bin/busybox, or a copy out of busybox:1.37.0-musl
+// where a registry answers), uses a cache
 // dir of its own, sets TESTCONTAINERS_RYUK_DISABLED=true for its child
 // unless it is set, and leaves nothing behind, even when interrupted.
 //

@@ -98,8 +98,9 @@ Shows rightsize at work on the local Docker engine, with timings:
   4-6. the same with the watchdog off (RIGHTSIZE_REAPER=sweep): the
      leftovers stay, and the next process's sweep removes them.
 
-It builds its own image FROM scratch out of the static /bin/busybox
-(RIGHTSIZE_BUSYBOX names another; ` + "`make engine`" + ` installs one), keeps its
+It builds its own image FROM scratch out of a static busybox
+(RIGHTSIZE_BUSYBOX, else /bin/busybox, else a copy out of the
+busybox:1.37.0-musl image where a registry answers), keeps its
 ledger in a temporary cache dir, and leaves no container, network or file
 behind, even when interrupted with Ctrl-C (exit 130). The image stays on the
 engine for the next run. The test processes get

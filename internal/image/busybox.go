@@ -16,11 +16,15 @@ import (
 // busybox.
 const DefaultBusybox = "/bin/busybox"
 
-// Busybox is a static Linux busybox read from this machine.
+// Busybox is a static Linux busybox: read from this machine, or copied out
+// of BusyboxImage (see FindBusybox).
 type Busybox struct {
 	Path    string
 	Content []byte
 	Machine elf.Machine
+	// Source says which of FindBusybox's places it came from (one of the
+	// From… constants); "" when read with ReadBusybox directly.
+	Source string
 }
 
 // ReadBusybox reads the busybox at path and checks that it can run in an
@@ -32,6 +36,12 @@ func ReadBusybox(path string) (*Busybox, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseBusybox(path, b)
+}
+
+// parseBusybox is ReadBusybox's check, for content read from anywhere: a
+// file of this machine or a copy out of an image.
+func parseBusybox(path string, b []byte) (*Busybox, error) {
 	f, err := elf.NewFile(bytes.NewReader(b))
 	if err != nil {
 		return nil, fmt.Errorf("not an ELF executable (%v)", err)
@@ -74,7 +84,12 @@ func (b *Busybox) CheckArch(arch string) error {
 // of required must be among them. A busybox that cannot run here (another
 // architecture) gets the required ones only.
 func (b *Busybox) Applets(ctx context.Context, required []string) ([]string, error) {
-	out, err := exec.CommandContext(ctx, b.Path, "--list").Output()
+	cmd := exec.CommandContext(ctx, b.Path, "--list")
+	// busybox takes the applet from its name: a copy named otherwise (the
+	// cached 1.37.0-musl-amd64, a RIGHTSIZE_BUSYBOX of any name) answers
+	// "applet not found" unless told it is busybox.
+	cmd.Args[0] = "busybox"
+	out, err := cmd.Output()
 	if err != nil {
 		return slices.Clone(required), nil
 	}

@@ -111,25 +111,17 @@ func Import(ctx context.Context, cli *client.Client, ref string, rootfs []byte, 
 
 // Ensure makes sure the engine has ref, calling build when it does not.
 // Processes that get here at the same moment serialize on the file lock at
-// lockPath: one builds, the others wait, then find its image. built tells
-// whether this call built it.
-//
-// The lock file is deleted while still held, so that none is left behind:
-// a process that opened it before then gets its lock on a deleted file,
-// and one that comes later on a new one; both look for the image again
-// before building, which is what makes this safe.
+// lockPath (see lockFile): one builds, the others wait, then find its
+// image. built tells whether this call built it.
 func Ensure(ctx context.Context, cli *client.Client, ref, lockPath string, build func(context.Context) error) (built bool, err error) {
 	if ok, err := Present(ctx, cli, ref); ok || err != nil {
 		return false, err
 	}
-	lock := flock.New(lockPath, flock.SetPermissions(0o666))
-	if _, err := lock.TryLockContext(ctx, 50*time.Millisecond); err != nil {
-		return false, fmt.Errorf("waiting for the build lock %s: %w", lock.Path(), err)
+	unlock, err := lockFile(ctx, lockPath)
+	if err != nil {
+		return false, err
 	}
-	defer func() {
-		_ = os.Remove(lockPath)
-		_ = lock.Unlock()
-	}()
+	defer unlock()
 	if ok, err := Present(ctx, cli, ref); ok || err != nil {
 		return false, err
 	}
@@ -142,4 +134,23 @@ func Ensure(ctx context.Context, cli *client.Client, ref, lockPath string, build
 		return true, err
 	}
 	return true, nil
+}
+
+// lockFile takes an exclusive lock on the file at path, waiting for it
+// until ctx ends, and returns its release.
+//
+// The release deletes the lock file while still holding it, so that none
+// is left behind: a process that opened it before then gets its lock on a
+// deleted file, and one that comes later on a new one. Both are safe only
+// because every caller looks again, once it holds the lock, for what
+// another holder may have made meanwhile.
+func lockFile(ctx context.Context, path string) (unlock func(), err error) {
+	lock := flock.New(path, flock.SetPermissions(0o666))
+	if _, err := lock.TryLockContext(ctx, 50*time.Millisecond); err != nil {
+		return nil, fmt.Errorf("waiting for the lock %s: %w", lock.Path(), err)
+	}
+	return func() {
+		_ = os.Remove(path)
+		_ = lock.Unlock()
+	}, nil
 }

@@ -117,6 +117,15 @@ func TestApplets(t *testing.T) {
 	if len(applets) < 2 {
 		t.Errorf("Applets = %q; want at least sh and sleep", applets)
 	}
+	// A copy under another name, as FindBusybox caches it, lists the same.
+	renamed := filepath.Join(t.TempDir(), cacheName(BusyboxImage, "amd64"))
+	if err := os.WriteFile(renamed, bb.Content, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	again, err := (&Busybox{Path: renamed, Content: bb.Content}).Applets(t.Context(), nil)
+	if err != nil || len(again) != len(applets) {
+		t.Errorf("Applets of a copy named %s: %d applets (%v); want the %d of %s", filepath.Base(renamed), len(again), err, len(applets), DefaultBusybox)
+	}
 	if _, err := bb.Applets(t.Context(), []string{"no-such-applet"}); err == nil {
 		t.Error("Applets with a required applet busybox lacks = nil error")
 	}

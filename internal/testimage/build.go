@@ -60,7 +60,7 @@ func ensure(kind string) (string, error) {
 	var bb *image.Busybox
 	if kind == kindBusybox {
 		var err error
-		if bb, err = readBusybox(); err != nil {
+		if bb, err = findBusybox(ctx); err != nil {
 			return "", err
 		}
 	}
@@ -68,7 +68,7 @@ func ensure(kind string) (string, error) {
 
 	cli, err := engine()
 	if err != nil {
-		return "", err
+		return "", noEngine(err)
 	}
 	// Test binaries of several packages get here at the same moment; one
 	// builds, the others wait and then find its image.
@@ -116,14 +116,15 @@ var engineOnce struct {
 
 // engine connects to the engine testcontainers-go would use (DOCKER_HOST,
 // the Docker context, ~/.testcontainers.properties, the default sockets), so
-// that the images are where the tests' containers will be created.
+// that the images are where the tests' containers will be created. Its
+// error is the bare cause: noEngine adds the advice.
 func engine() (*client.Client, error) {
 	engineOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		c, err := testcontainers.NewDockerClientWithOpts(ctx)
 		if err != nil {
-			engineOnce.err = noEngine(err)
+			engineOnce.err = err
 			return
 		}
 		engineOnce.cli = c.Client
@@ -135,17 +136,17 @@ func noEngine(err error) error {
 	return fmt.Errorf("testimage: no Docker engine answers (%w); engine tests need one: %s, or point DOCKER_HOST at one, or set %s=1 to skip these tests", err, fixHint, EnvSkip)
 }
 
-// readBusybox reads the busybox the image is made of: RIGHTSIZE_BUSYBOX,
-// else /bin/busybox.
-func readBusybox() (*image.Busybox, error) {
-	path := image.DefaultBusybox
-	if p := os.Getenv(EnvBusybox); p != "" {
-		path = p
-	}
-	bb, err := image.ReadBusybox(path)
-	if err != nil {
-		return nil, fmt.Errorf("testimage: the busybox image needs a static Linux busybox at %s: %v; %s, or set %s to the path of one",
-			path, err, fixHint, EnvBusybox)
+// findBusybox finds the busybox the image is made of (see
+// image.FindBusybox: RIGHTSIZE_BUSYBOX, /bin/busybox, a cached copy, or a
+// copy out of the busybox image). The engine is connected to only when
+// the host has no busybox.
+func findBusybox(ctx context.Context) (*image.Busybox, error) {
+	bb, err := image.FindBusybox(ctx, engine)
+	switch {
+	case errors.Is(err, image.ErrNoEngine):
+		return nil, noEngine(err)
+	case err != nil:
+		return nil, fmt.Errorf("testimage: the busybox image: %w", err)
 	}
 	return bb, nil
 }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+
+	"github.com/rightsize/rightsize-go/internal/image"
 )
 
 const (
@@ -21,8 +23,8 @@ const (
 	// of building anything.
 	EnvSkip = "RIGHTSIZE_SKIP_ENGINE_TESTS"
 	// EnvBusybox names the static busybox to put in the image, instead of
-	// /bin/busybox.
-	EnvBusybox = "RIGHTSIZE_BUSYBOX"
+	// /bin/busybox or a copy out of image.BusyboxImage.
+	EnvBusybox = image.EnvBusybox
 )
 
 // Busybox returns the reference of the busybox image (rightsize-test/busybox
