@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/rightsize/rightsize-go/internal/names"
 )
 
 // Errors a removal or a lookup wraps so that callers can tell the cases
@@ -34,12 +36,8 @@ const (
 
 // Canonical returns the name a recorded backend stands for: "microsandbox"
 // (written by the Rust member of the family) is the same backend as "msb".
-func Canonical(name string) string {
-	if name == "microsandbox" {
-		return Msb
-	}
-	return name
-}
+// The rule is the family's, the ledger's too (internal/names).
+func Canonical(name string) string { return names.CanonicalBackend(name) }
 
 // Backend is the part of an engine the reaper needs: who it is, and how to
 // remove sandboxes and networks by name, both from this process and from a

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/rightsize/rightsize-go/internal/names"
 )
 
 // Record is a run's record, runs/<run-id>.json. The first four fields are
@@ -108,7 +110,7 @@ func ParseRecord(data []byte) (Record, error) {
 	if r.Backend == "" {
 		return Record{}, errors.New(`record has no "backend"`)
 	}
-	r.Backend = canonicalBackend(r.Backend)
+	r.Backend = names.CanonicalBackend(r.Backend)
 	if _, err := r.Started(); err != nil {
 		return Record{}, err
 	}
@@ -179,13 +181,6 @@ func (r Record) Marshal() []byte {
 // FormatISO formats t as rightsize-go writes startedIso: UTC, milliseconds.
 func FormatISO(t time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04:05.000Z")
-}
-
-func canonicalBackend(s string) string {
-	if s == "microsandbox" {
-		return "msb"
-	}
-	return s
 }
 
 func parseUint(s string) (uint64, error) {

@@ -9,6 +9,8 @@ import (
 	"os"
 	"slices"
 	"sync"
+
+	"github.com/rightsize/rightsize-go/internal/names"
 )
 
 // Owner describes what a run's record says about its backend.
@@ -52,7 +54,7 @@ func NewRun(cache string, o Owner) (*Run, error) {
 	}
 	rec := Record{
 		PID:          me.PID,
-		Backend:      canonicalBackend(o.Backend),
+		Backend:      names.CanonicalBackend(o.Backend),
 		StartTicks:   me.StartTicks,
 		BootID:       me.BootID,
 		PidNamespace: me.PidNamespace,
@@ -131,7 +133,7 @@ func (r *Run) path(l list) string {
 
 func (r *Run) add(l list, name string) error {
 	if !ValidName(name) {
-		return fmt.Errorf("ledger: %q is not a valid name (want [A-Za-z0-9][A-Za-z0-9_.-]{0,127})", name)
+		return fmt.Errorf("ledger: %q is not a valid name (a name is %s)", name, names.Rule)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -7,25 +7,23 @@ import (
 	"fmt"
 	"io/fs"
 	"os/exec"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/internal/names"
 )
 
-// ErrInvalidName is wrapped by every refusal of a sandbox name that does not
-// match the grammar below; nothing is run for such a name.
+// ErrInvalidName is wrapped by every refusal of a sandbox name that the
+// family's grammar refuses (internal/names: what the ledger would not keep
+// either); nothing is run for such a name. A name that passes cannot be
+// read as a flag, a path or more than one word.
 var ErrInvalidName = errors.New("invalid sandbox name")
 
-// validName is the grammar every sandbox name must match before it reaches
-// msb: it cannot be read as a flag, a path or more than one word.
-var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
-
 func checkName(name string) error {
-	if !validName.MatchString(name) {
-		return fmt.Errorf("msb: refusing sandbox name %q (it must match %s): %w", name, validName, ErrInvalidName)
+	if !names.Valid(name) {
+		return fmt.Errorf("msb: refusing sandbox name %q (a name is %s): %w", name, names.Rule, ErrInvalidName)
 	}
 	return nil
 }

@@ -1,0 +1,47 @@
+package names
+
+import "regexp"
+
+// MaxLen is the longest sandbox or network name the family accepts.
+const MaxLen = 128
+
+var pattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+// minHex is the shortest hex-only name accepted: Docker's short ids.
+const minHex = 12
+
+// Rule says in words what Valid accepts, for messages.
+const Rule = "an ASCII letter or digit, then up to 127 letters, digits, '_', '.' or '-'; and, when hex digits only, at least 12 of them"
+
+// Valid reports whether s may be written to, or acted on from, a line file,
+// and handed to an engine: an ASCII letter or digit, then up to 127
+// letters, digits, '_', '.' or '-'; and, when it is hex digits only, at
+// least 12 of them. Nothing a shell or a command line could read as syntax
+// or as an option passes; and nothing an engine could take for the short
+// prefix of some other container's or network's id (Docker resolves `rm
+// 34` to the one container whose id starts with 34). Names the family
+// writes all have a '-' in them; a network may be listed by its id (12 or
+// 64 hex digits).
+func Valid(s string) bool {
+	return len(s) <= MaxLen && pattern.MatchString(s) && !(len(s) < minHex && allHex(s))
+}
+
+func allHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// CanonicalBackend returns the backend a recorded backend name stands for:
+// "microsandbox" (written by the Rust member of the family) is the same
+// backend as "msb"; any other name stands for itself.
+func CanonicalBackend(name string) string {
+	if name == "microsandbox" {
+		return "msb"
+	}
+	return name
+}
