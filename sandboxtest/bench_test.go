@@ -12,6 +12,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 	"github.com/rightsize/rightsize-go/sandboxtest"
 )
@@ -135,11 +136,11 @@ func BenchmarkFirstSandbox(b *testing.B) {
 		}
 		for _, side := range sides {
 			h := startHelper(b, "bench-first", b.TempDir(), "RZ_TEST_BENCH_SIDE="+side, "RZ_TEST_IMAGE="+img)
-			d, err := time.ParseDuration(h.get("took"))
+			d, err := time.ParseDuration(h.Expect("took"))
 			if err != nil {
 				b.Fatal(err)
 			}
-			h.finish()
+			h.Finish()
 			if side == "raw" {
 				raw = append(raw, d)
 			} else {
@@ -169,8 +170,8 @@ func helperBenchFirst(t *testing.T) {
 	default:
 		t.Fatalf("RZ_TEST_BENCH_SIDE=%q", side)
 	}
-	say("took", took.String())
-	helperBlock()
+	proctest.Say("took", took.String())
+	proctest.Block()
 }
 
 // BenchmarkStopIgnoringTerm: Stop of busybox sleep as PID 1, which ignores

@@ -1,13 +1,11 @@
 package sandboxtest_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/sandboxtest"
@@ -74,63 +73,30 @@ func TestExecOwnerKilled(t *testing.T) {
 	name := ledger.ReuseName(sandboxtest.ReuseIdentity(keepAliveSpec(img, nonce)).Hash())
 	t.Cleanup(func() { execRemove(t, d, name) })
 
-	owner := exec.Command(os.Args[0], "-test.run=^TestExecOwnerHelper$")
-	owner.Env = append(os.Environ(),
-		envOwnerHelper+"="+nonce,
-		envOwnerImage+"="+img,
-		sandboxtest.EnvReuse+"=1",
-		// Its ledger and keep-alive registry go where this test's
-		// TempDir removes them; main_test.go leaves that setting alone.
-		"RIGHTSIZE_CACHE_DIR="+t.TempDir(),
-		"RIGHTSIZE_TEST_KEEP_ENV=1",
-	)
-	out, err := owner.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	owner := proctest.StartHelper(t, proctest.Spec{
+		Name: "the owner process",
+		Argv: proctest.TestArgv("TestExecOwnerHelper"),
+		Env: proctest.Environ(nil,
+			envOwnerHelper+"="+nonce,
+			envOwnerImage+"="+img,
+			sandboxtest.EnvReuse+"=1",
+			// Its ledger and keep-alive registry go where this test's
+			// TempDir removes them; main_test.go leaves that setting alone.
+			"RIGHTSIZE_CACHE_DIR="+t.TempDir(),
+			"RIGHTSIZE_TEST_KEEP_ENV=1",
+		),
+	})
+	// It says ready once its exec runs.
+	if got := owner.Expect("ready"); got != name {
+		t.Fatalf("the owner process runs its exec in %s, want %s", got, name)
 	}
-	owner.Stderr = os.Stderr
-	if err := owner.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = owner.Wait(); close(exited) }()
-	t.Cleanup(func() { _ = owner.Process.Kill(); <-exited })
-
-	lines := make(chan string)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	ready := time.After(60 * time.Second)
-wait:
-	for {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatal("the owner process ended before its exec ran")
-			}
-			if l == "ready "+name {
-				break wait
-			}
-			t.Logf("owner: %s", l)
-		case <-ready:
-			t.Fatal("the owner process did not start its exec within 60 s")
-		}
-	}
-	go func() {
-		for range lines {
-		}
-	}()
 	if got := yesRunning(t, d, name); len(got) != 1 {
 		t.Fatalf("before the kill, yes runs %d times in %s: %q", len(got), name, execOthers(t, d, name))
 	}
 
 	pid1 := execPID1(t, d, name)
 	killed := time.Now()
-	if err := owner.Process.Kill(); err != nil {
+	if err := owner.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	var left []string
@@ -175,7 +141,7 @@ func TestExecOwnerHelper(t *testing.T) {
 	d := g.Sandbox().(*docker.Sandbox).Driver()
 	go func() {
 		if execPoll(30*time.Second, func() bool { return len(yesRunning(t, d, g.Name())) > 0 }) {
-			fmt.Println("ready " + g.Name())
+			proctest.Say("ready", g.Name())
 		}
 	}()
 	res, err := g.Exec(context.Background(), []string{"sh", "-c", yesScript})

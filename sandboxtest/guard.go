@@ -91,7 +91,9 @@ func (g *Guard) start(ctx context.Context) error {
 		if ctx.Err() != nil {
 			time.Sleep(lateCreateSettle)
 		}
-		if ferr := g.forgetIfGone(); ferr != nil {
+		fctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+		defer cancel()
+		if ferr := s.removeAndForget(fctx, sandboxKind, []string{g.name})[0]; ferr != nil {
 			err = fmt.Errorf("%w; and %v", err, ferr)
 		}
 		return err
@@ -150,17 +152,6 @@ func (g *Guard) create(ctx context.Context, name string, labels map[string]strin
 // lateCreateSettle is how long a create interrupted by its context is given
 // to be finished by the engine anyway, as the watchdog's second pass does.
 const lateCreateSettle = 2 * time.Second
-
-// forgetIfGone removes the sandbox's ledger line if the backend confirms no
-// sandbox of that name exists (removing one if it does).
-func (g *Guard) forgetIfGone() error {
-	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
-	defer cancel()
-	if err := g.s.drv.RemoveSandboxes(ctx, []string{g.name})[0]; err != nil && !errors.Is(err, backend.ErrNotFound) {
-		return fmt.Errorf("%s may still exist and stays in the ledger: %v", g.name, err)
-	}
-	return g.s.forgetSandbox(g.name)
-}
 
 // Name is the sandbox's name: rz-<run-id>-<n>, or rz-reuse-<hash> for a
 // keep-alive sandbox.
@@ -243,17 +234,19 @@ func (g *Guard) Stop(ctx context.Context) error {
 		g.stopped = true
 		return nil
 	}
-	grace := stopGrace(g.spec.StopGrace, g.o.deadline())
-	var err error
-	if g.sbx != nil {
-		err = g.sbx.Stop(ctx, grace)
-	} else if errs := g.s.drv.RemoveSandboxes(ctx, []string{g.name}); errs[0] != nil && !errors.Is(errs[0], backend.ErrNotFound) {
-		err = errs[0]
+	if g.sbx == nil {
+		// Never created, or its creation failed: no handle to stop, only
+		// a name to remove.
+		if err := g.s.removeAndForget(ctx, sandboxKind, []string{g.name})[0]; err != nil {
+			return err
+		}
+		g.stopped = true
+		return nil
 	}
-	if err != nil {
+	if err := g.sbx.Stop(ctx, stopGrace(g.spec.StopGrace, g.o.deadline())); err != nil {
 		return fmt.Errorf("stop %s: %w (it stays in the ledger for the watchdog or the next sweep)", g.name, err)
 	}
-	if err := g.s.forgetSandbox(g.name); err != nil {
+	if err := g.s.forget(sandboxKind, g.name); err != nil {
 		return err
 	}
 	g.stopped = true

@@ -1,8 +1,6 @@
 package sandboxtest_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,7 +10,6 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -20,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,6 +28,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/sandboxtest"
@@ -153,19 +150,19 @@ func TestStartHostOverride(t *testing.T) {
 	t.Parallel()
 	testimage.Busybox(t)
 	h := startHelper(t, "host-override", t.TempDir(), docker.EnvHostOverride+"=localhost")
-	if got := h.get("host"); got != "localhost" {
+	if got := h.Expect("host"); got != "localhost" {
 		t.Errorf("with %s=localhost, Host() = %q", docker.EnvHostOverride, got)
 	}
-	if got := h.get("body"); got != strconv.Quote(serverBody) {
+	if got := h.Expect("body"); got != strconv.Quote(serverBody) {
 		t.Errorf("GET through the overridden host = %s, want %q", got, serverBody)
 	}
-	if got := h.get("files-while-running"); !strings.Contains(got, ".sandboxes") || !strings.Contains(got, ".json") {
+	if got := h.Expect("files-while-running"); !strings.Contains(got, ".sandboxes") || !strings.Contains(got, ".json") {
 		t.Errorf("while the sandbox runs, runs/ holds %q, want its record and line file", got)
 	}
-	if got := h.get("files-after-stop"); got != "" {
+	if got := h.Expect("files-after-stop"); got != "" {
 		t.Errorf("after its only sandbox stopped, runs/ still holds %q", got)
 	}
-	h.finish()
+	h.Finish()
 }
 
 func helperHostOverride(t *testing.T) {
@@ -175,15 +172,15 @@ func helperHostOverride(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	say("host", g.Host())
-	say("body", strconv.Quote(httpGet(t, g.Endpoint(serverPort))))
+	proctest.Say("host", g.Host())
+	proctest.Say("body", strconv.Quote(httpGet(t, g.Endpoint(serverPort))))
 	runs := filepath.Join(in.CacheDir, ledger.RunsDir)
-	say("files-while-running", strings.Join(dirNames(t, runs), ","))
+	proctest.Say("files-while-running", strings.Join(dirNames(t, runs), ","))
 	if err := g.Stop(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	say("files-after-stop", strings.Join(dirNames(t, runs), ","))
-	helperBlock()
+	proctest.Say("files-after-stop", strings.Join(dirNames(t, runs), ","))
+	proctest.Block()
 }
 
 func TestStartParallel(t *testing.T) {
@@ -293,17 +290,17 @@ func TestStartResolutionErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			h := startHelper(t, "resolve-error", t.TempDir(), tt.env...)
-			msg, _ := strconv.Unquote(h.get("fatal"))
+			msg, _ := strconv.Unquote(h.Expect("fatal"))
 			t.Logf("the failure: %s", msg)
 			for _, w := range tt.want {
 				if !strings.Contains(msg, w) {
 					t.Errorf("the failure %q does not say %q", msg, w)
 				}
 			}
-			if got := h.get("files"); got != "" {
+			if got := h.Expect("files"); got != "" {
 				t.Errorf("a failed resolution wrote %s", got)
 			}
-			h.finish()
+			h.Finish()
 		})
 	}
 }
@@ -316,9 +313,9 @@ func helperResolveError(t *testing.T) {
 	if len(rec.fatals) != 1 {
 		t.Fatalf("want one Fatalf, got %q", rec.fatals)
 	}
-	say("fatal", strconv.Quote(rec.fatals[0]))
-	say("files", strings.Join(dirNames(t, os.Getenv(ledger.EnvCacheDir)), ","))
-	helperBlock()
+	proctest.Say("fatal", strconv.Quote(rec.fatals[0]))
+	proctest.Say("files", strings.Join(dirNames(t, os.Getenv(ledger.EnvCacheDir)), ","))
+	proctest.Block()
 }
 
 // TestStopIgnoringTerm: a PID 1 that ignores SIGTERM (busybox sleep) is
@@ -695,7 +692,8 @@ func (r *recordingTB) run(fn func(tb testing.TB)) {
 const envHelperRole = "RIGHTSIZE_TEST_GUARD_ROLE"
 
 // helperRoles are what a re-executed test binary can be asked to do. Each
-// reports with say and, unless it is killed, ends when its stdin closes.
+// reports with proctest.Say and, unless it is killed, ends when its stdin
+// closes (proctest.Block).
 var helperRoles = map[string]func(*testing.T){
 	"host-override": helperHostOverride,
 	"resolve-error": helperResolveError,
@@ -719,204 +717,18 @@ func TestGuardHelper(t *testing.T) {
 	fn(t)
 }
 
-// say reports key=value to the parent test, one line.
-func say(key, value string) {
-	fmt.Printf("rz:%s=%s\n", key, value)
-}
-
-var helperIn = bufio.NewReader(os.Stdin)
-
-// helperBlock waits for the parent to close stdin.
-func helperBlock() { _, _ = io.Copy(io.Discard, helperIn) }
-
-// helperWaitGo waits for the parent's "go" line.
-func helperWaitGo(t *testing.T) {
-	say("waiting", "go")
-	if l, err := helperIn.ReadString('\n'); err != nil || strings.TrimSpace(l) != "go" {
-		t.Fatalf("want go on stdin, got %q, %v", l, err)
-	}
-}
-
-// helperProc is a running helper process.
-type helperProc struct {
-	t    testing.TB
-	role string
-	cmd  *exec.Cmd
-	in   io.WriteCloser
-
-	mu     sync.Mutex
-	vals   map[string]string
-	other  []string
-	stderr lockedBuffer
-	change chan struct{} // closed and replaced when vals change or it exits
-	exited bool
-	err    error
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // startHelper re-executes this test binary as role, with cache as its
 // RIGHTSIZE_CACHE_DIR, the RIGHTSIZE_ variables of this process dropped,
 // and env added. It is killed when the test ends, if it still runs.
-func startHelper(t testing.TB, role, cache string, env ...string) *helperProc {
+func startHelper(t testing.TB, role, cache string, env ...string) *proctest.Helper {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestGuardHelper$", "-test.count=1", "-test.timeout=3m")
-	drop := func(kv string) bool {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "RIGHTSIZE_") || k == docker.EnvHostOverride {
-			return true
-		}
-		for _, e := range env {
-			if ek, _, _ := strings.Cut(e, "="); ek == k {
-				return true
-			}
-		}
-		return false
-	}
-	cmd.Env = slices.DeleteFunc(os.Environ(), drop)
-	cmd.Env = append(cmd.Env, envHelperRole+"="+role, "RIGHTSIZE_TEST_KEEP_ENV=1", ledger.EnvCacheDir+"="+cache)
-	cmd.Env = append(cmd.Env, env...)
-	h := &helperProc{t: t, role: role, cmd: cmd, vals: map[string]string{}, change: make(chan struct{})}
-	cmd.Stderr = &h.stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h.in, err = cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("helper %s: %v", role, err)
-	}
-	go h.read(out)
-	t.Cleanup(func() {
-		if !h.done() {
-			h.cmd.Process.Kill()
-			h.wait(time.Minute)
-		}
+	h := proctest.StartHelper(t, proctest.Spec{
+		Name: "helper " + role,
+		Argv: proctest.TestArgv("TestGuardHelper", "-test.timeout=3m"),
+		Env: proctest.Environ(
+			func(k string) bool { return strings.HasPrefix(k, "RIGHTSIZE_") || k == docker.EnvHostOverride },
+			append([]string{envHelperRole + "=" + role, "RIGHTSIZE_TEST_KEEP_ENV=1", ledger.EnvCacheDir + "=" + cache}, env...)...),
 	})
+	h.Within = 2 * time.Minute
 	return h
-}
-
-func (h *helperProc) read(out io.Reader) {
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		l := sc.Text()
-		h.mu.Lock()
-		if kv, ok := strings.CutPrefix(l, "rz:"); ok {
-			k, v, _ := strings.Cut(kv, "=")
-			h.vals[k] = v
-		} else {
-			h.other = append(h.other, l)
-		}
-		close(h.change)
-		h.change = make(chan struct{})
-		h.mu.Unlock()
-	}
-	err := h.cmd.Wait()
-	h.mu.Lock()
-	h.exited, h.err = true, err
-	close(h.change)
-	h.change = make(chan struct{})
-	h.mu.Unlock()
-}
-
-func (h *helperProc) done() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.exited
-}
-
-// wait waits for the process to end.
-func (h *helperProc) wait(timeout time.Duration) bool {
-	deadline := time.After(timeout)
-	for {
-		h.mu.Lock()
-		exited, ch := h.exited, h.change
-		h.mu.Unlock()
-		if exited {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			return false
-		}
-	}
-}
-
-// get waits for the helper to say key, and returns the value; it fails the
-// test, with what the helper printed, when the helper ends first.
-func (h *helperProc) get(key string) string {
-	h.t.Helper()
-	deadline := time.After(2 * time.Minute)
-	for {
-		h.mu.Lock()
-		v, ok := h.vals[key]
-		exited, ch := h.exited, h.change
-		h.mu.Unlock()
-		if ok {
-			return v
-		}
-		if exited {
-			h.t.Fatalf("helper %s ended (%v) without saying %s:\n%s", h.role, h.err, key, h.output())
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			h.t.Fatalf("helper %s did not say %s within 2m:\n%s", h.role, key, h.output())
-		}
-	}
-}
-
-func (h *helperProc) output() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return strings.Join(h.other, "\n") + "\n" + h.stderr.String()
-}
-
-func (h *helperProc) send(line string) {
-	h.t.Helper()
-	if _, err := io.WriteString(h.in, line+"\n"); err != nil {
-		h.t.Fatalf("helper %s: %v", h.role, err)
-	}
-}
-
-// finish closes the helper's stdin, waits for it to end, and checks that
-// it passed.
-func (h *helperProc) finish() {
-	h.t.Helper()
-	h.in.Close()
-	if !h.wait(time.Minute) {
-		h.t.Fatalf("helper %s did not end within 1m of its stdin closing", h.role)
-	}
-	if h.err != nil {
-		h.t.Errorf("helper %s: %v\n%s", h.role, h.err, h.output())
-	}
-}
-
-// kill SIGKILLs the helper and waits until it is reaped.
-func (h *helperProc) kill() {
-	h.t.Helper()
-	if err := h.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		h.t.Fatalf("kill helper %s: %v", h.role, err)
-	}
-	if !h.wait(time.Minute) {
-		h.t.Fatalf("helper %s did not die of SIGKILL", h.role)
-	}
 }

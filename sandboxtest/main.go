@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/backend/docker"
 )
 
@@ -200,24 +199,9 @@ func closeRun(ctx context.Context) error {
 	defer cancel()
 	var errs []error
 	if s.run != nil {
-		if names := s.run.Sandboxes(); len(names) > 0 {
-			for i, err := range s.drv.RemoveSandboxes(ctx, names) {
-				if err == nil || errors.Is(err, backend.ErrNotFound) {
-					errs = append(errs, s.run.RemoveSandbox(names[i]))
-				} else {
-					errs = append(errs, err)
-				}
-			}
-		}
-		if names := s.run.Networks(); len(names) > 0 {
-			for i, err := range s.drv.RemoveNetworks(ctx, names) {
-				if err == nil || errors.Is(err, backend.ErrNotFound) {
-					errs = append(errs, s.run.RemoveNetwork(names[i]))
-				} else {
-					errs = append(errs, err)
-				}
-			}
-		}
+		// Sandboxes first: a network cannot go while one is attached.
+		errs = append(errs, s.removeAndForget(ctx, sandboxKind, s.run.Sandboxes())...)
+		errs = append(errs, s.removeAndForget(ctx, networkKind, s.run.Networks())...)
 	}
 	if d, ok := s.drv.(*docker.Driver); ok {
 		if _, err := d.CloseRun(ctx, s.runID); err != nil {

@@ -1,7 +1,6 @@
 package sandboxtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -18,6 +17,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 	"github.com/rightsize/rightsize-go/ledger"
 )
@@ -33,30 +33,12 @@ type runFunc func() int
 
 func (f runFunc) Run() int { return f() }
 
-// syncBuffer is an io.Writer safe for the goroutines of a Suite.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // captureStderr replaces where Main reports (and where a Suite logs) for
 // the test.
-func captureStderr(t *testing.T) *syncBuffer {
+func captureStderr(t *testing.T) *proctest.Buffer {
 	t.Helper()
 	oldErr, oldOut := stderr, stdout
-	errBuf, outBuf := &syncBuffer{}, &syncBuffer{}
+	errBuf, outBuf := &proctest.Buffer{}, &proctest.Buffer{}
 	stderr = func() io.Writer { return errBuf }
 	stdout = func() io.Writer { return outBuf }
 	t.Cleanup(func() {

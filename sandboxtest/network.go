@@ -4,13 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/rightsize/rightsize-go/backend"
 )
 
 // Network is a network sandboxes can join (Spec.Networks), removed when the
@@ -68,7 +65,7 @@ func (n *Network) create(ctx context.Context) error {
 		}
 		fctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 		defer cancel()
-		if ferr := n.forgetIfGone(fctx); ferr != nil {
+		if ferr := s.removeAndForget(fctx, networkKind, []string{n.name})[0]; ferr != nil {
 			cerr = fmt.Errorf("%w; and %v", cerr, ferr)
 		}
 		return cerr
@@ -89,20 +86,10 @@ func (n *Network) Remove(ctx context.Context) error {
 		n.removed = true
 		return nil
 	}
-	if err := n.forgetIfGone(ctx); err != nil {
+	if err := n.s.removeAndForget(ctx, networkKind, []string{n.name})[0]; err != nil {
 		return err
 	}
 	n.removed = true
-	return nil
-}
-
-func (n *Network) forgetIfGone(ctx context.Context) error {
-	if err := n.s.drv.RemoveNetworks(ctx, []string{n.name})[0]; err != nil && !errors.Is(err, backend.ErrNotFound) {
-		return fmt.Errorf("remove network %s: %w (it stays in the ledger for the watchdog or the next sweep)", n.name, err)
-	}
-	if n.s.run != nil {
-		return n.s.run.RemoveNetwork(n.name)
-	}
 	return nil
 }
 

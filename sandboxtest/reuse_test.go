@@ -12,6 +12,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/sandboxtest"
@@ -152,16 +153,16 @@ func TestReuseAcrossProcesses(t *testing.T) {
 	env := []string{sandboxtest.EnvReuse + "=1", "RZ_TEST_REUSE_NONCE=" + n}
 
 	first := startHelper(t, "reuse", cache, append(env, "RZ_TEST_REUSE_ORDINARY=1")...)
-	if got := first.get("name"); got != name {
+	if got := first.Expect("name"); got != name {
 		t.Fatalf("keep-alive name = %q, want %q", got, name)
 	}
 	if !regexp.MustCompile(`^rz-reuse-[0-9a-f]{12}$`).MatchString(name) {
 		t.Fatalf("keep-alive name %q is not rz-reuse-<12 hex>", name)
 	}
-	id := first.get("id")
-	run := first.get("run")
+	id := first.Expect("id")
+	run := first.Expect("run")
 	r.closeRun(run)
-	ordinary := first.get("ordinary")
+	ordinary := first.Expect("ordinary")
 
 	c, ok := r.inspect(name)
 	if !ok || !c.State.Running {
@@ -202,7 +203,7 @@ func TestReuseAcrossProcesses(t *testing.T) {
 		t.Errorf("registry entry createdIso %q: %v", e.CreatedISO, err)
 	}
 
-	first.kill()
+	first.KillAndWait()
 	waitUntil(t, 10*time.Second, "the killed owner's watchdog to reap its run", func() bool {
 		l := r.lines(cache, run)
 		return !l.record && !l.sandboxFile
@@ -215,13 +216,13 @@ func TestReuseAcrossProcesses(t *testing.T) {
 	}
 
 	second := startHelper(t, "reuse", cache, env...)
-	if got := second.get("name"); got != name {
+	if got := second.Expect("name"); got != name {
 		t.Errorf("the second process's keep-alive is %q, want %q", got, name)
 	}
-	if got := second.get("id"); got != id {
+	if got := second.Expect("id"); got != id {
 		t.Errorf("the second process got container %s, want the first one's %s adopted", got, id)
 	}
-	second.finish()
+	second.Finish()
 	if c, ok := r.inspect(name); !ok || c.ID != id || !c.State.Running {
 		t.Errorf("the keep-alive %s did not survive its second user's clean exit", name)
 	}
@@ -241,11 +242,11 @@ func TestReuseConcurrentCreate(t *testing.T) {
 
 	a := startHelper(t, "reuse", cache, env...)
 	b := startHelper(t, "reuse", cache, env...)
-	a.get("waiting")
-	b.get("waiting")
-	a.send("go")
-	b.send("go")
-	ida, idb := a.get("id"), b.get("id")
+	a.Expect("waiting")
+	b.Expect("waiting")
+	a.Tell("go")
+	b.Tell("go")
+	ida, idb := a.Expect("id"), b.Expect("id")
 	if ida != idb {
 		t.Errorf("two processes starting at once got containers %s and %s", ida, idb)
 	}
@@ -258,8 +259,8 @@ func TestReuseConcurrentCreate(t *testing.T) {
 	if len(list.Items) != 1 {
 		t.Errorf("%d containers carry %s=%s, want 1", len(list.Items), docker.LabelReuse, hash[:12])
 	}
-	a.finish()
-	b.finish()
+	a.Finish()
+	b.Finish()
 	if !r.running(name) {
 		t.Errorf("the keep-alive %s did not outlive its users", name)
 	}
@@ -280,19 +281,19 @@ func TestReuseConcurrentCreateSeparateLedgers(t *testing.T) {
 
 	a := startHelper(t, "reuse", t.TempDir(), env...)
 	b := startHelper(t, "reuse", t.TempDir(), env...)
-	a.get("waiting")
-	b.get("waiting")
-	a.send("go")
-	b.send("go")
-	ida, idb := a.get("id"), b.get("id")
+	a.Expect("waiting")
+	b.Expect("waiting")
+	a.Tell("go")
+	b.Tell("go")
+	ida, idb := a.Expect("id"), b.Expect("id")
 	if ida != idb {
 		t.Errorf("two processes with separate ledgers got containers %s and %s", ida, idb)
 	}
 	if c, ok := r.inspect(name); !ok || c.ID != ida || !c.State.Running {
 		t.Errorf("the keep-alive %s (%s) is not the one both adopted", name, ida)
 	}
-	a.finish()
-	b.finish()
+	a.Finish()
+	b.Finish()
 }
 
 // TestReuseDisabled: reuse needs both RIGHTSIZE_REUSE and Spec.Reuse;
@@ -346,15 +347,17 @@ func helperReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	if os.Getenv("RZ_TEST_REUSE_WAIT") == "1" {
-		helperWaitGo(t)
+		if err := proctest.WaitGo(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	g := sandboxtest.Start(t, reuseSpec(img, os.Getenv("RZ_TEST_REUSE_NONCE")))
-	say("name", g.Name())
-	say("id", g.Sandbox().ID())
+	proctest.Say("name", g.Name())
+	proctest.Say("id", g.Sandbox().ID())
 	if os.Getenv("RZ_TEST_REUSE_ORDINARY") == "1" {
 		o := sandboxtest.Start(t, sandboxtest.Spec{Image: img, Cmd: []string{testimage.ServerPath}})
-		say("ordinary", o.Name())
+		proctest.Say("ordinary", o.Name())
 	}
-	say("run", in.RunID)
-	helperBlock()
+	proctest.Say("run", in.RunID)
+	proctest.Block()
 }

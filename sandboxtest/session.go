@@ -2,6 +2,7 @@ package sandboxtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -146,12 +147,57 @@ func (s *session) addSandbox(name string) error {
 	return s.run.AddSandbox(name)
 }
 
-// forgetSandbox removes the ledger line once the sandbox is confirmed gone.
-func (s *session) forgetSandbox(name string) error {
-	if s.run == nil {
+// kind is what a ledger line names.
+type kind int
+
+const (
+	sandboxKind kind = iota
+	networkKind
+)
+
+func (k kind) String() string {
+	if k == networkKind {
+		return "network"
+	}
+	return "sandbox"
+}
+
+// forget removes the ledger line of name once it is confirmed gone.
+func (s *session) forget(k kind, name string) error {
+	switch {
+	case s.run == nil:
+		return nil
+	case k == networkKind:
+		return s.run.RemoveNetwork(name)
+	default:
+		return s.run.RemoveSandbox(name)
+	}
+}
+
+// removeAndForget asks the backend to remove names (all of kind k), and
+// removes the ledger line of each that the backend confirmed gone or found
+// none of. It returns one outcome per name, in order: nil when the name is
+// gone from the engine and the ledger; the backend's error when it may
+// still exist, in which case its line stays for the watchdog or the next
+// sweep; or the ledger's error.
+func (s *session) removeAndForget(ctx context.Context, k kind, names []string) []error {
+	if len(names) == 0 {
 		return nil
 	}
-	return s.run.RemoveSandbox(name)
+	var errs []error
+	if k == networkKind {
+		errs = s.drv.RemoveNetworks(ctx, names)
+	} else {
+		errs = s.drv.RemoveSandboxes(ctx, names)
+	}
+	for i, name := range names {
+		if err := errs[i]; err != nil && !errors.Is(err, backend.ErrNotFound) {
+			errs[i] = fmt.Errorf("remove %s %s: %w (it stays in the ledger for the watchdog or the next sweep)", k, name, err)
+			continue
+		}
+		errs[i] = s.forget(k, name)
+	}
+	return errs
 }
 
 // warnf reports something the user must know though no test failed, on

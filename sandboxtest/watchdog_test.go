@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/reaper"
@@ -37,7 +38,7 @@ func TestWatchdogAfterSIGKILL(t *testing.T) {
 	o.checkAlive(t, r, cache)
 
 	start := time.Now()
-	h.kill()
+	h.KillAndWait()
 	waitUntil(t, 10*time.Second, "the watchdog to remove the killed owner's containers, network and run files", func() bool {
 		return o.gone(r, cache)
 	})
@@ -57,19 +58,19 @@ func TestReaperSweepMode(t *testing.T) {
 	if o.watchdog != 0 {
 		t.Errorf("%s=sweep spawned watchdog pid %d", reaper.EnvReaper, o.watchdog)
 	}
-	h.kill()
+	h.KillAndWait()
 	// Nothing is left to remove them: whatever this checks after the kill
 	// would find them, however long it waited.
 	o.checkAlive(t, r, cache)
 
 	s := startHelper(t, "sweeper", cache, "RZ_TEST_SWEPT_RUN="+o.run)
-	if got := s.get("decision"); got != string(reaper.Reaped) {
-		t.Errorf("the next process's sweep decided %q for the dead run, want %q: %s", got, reaper.Reaped, s.get("reason"))
+	if got := s.Expect("decision"); got != string(reaper.Reaped) {
+		t.Errorf("the next process's sweep decided %q for the dead run, want %q: %s", got, reaper.Reaped, s.Expect("reason"))
 	}
 	if !o.gone(r, cache) {
 		t.Errorf("once the next process's first Start returned, the dead run's things are still there")
 	}
-	s.finish()
+	s.Finish()
 }
 
 // TestReaperOff: RIGHTSIZE_REAPER=off keeps no ledger at all.
@@ -91,7 +92,7 @@ func TestReaperOff(t *testing.T) {
 	if files := treeFiles(t, cache); len(files) > 0 {
 		t.Errorf("with %s=off the cache dir holds %q", reaper.EnvReaper, files)
 	}
-	h.finish()
+	h.Finish()
 	for _, n := range o.sandboxes {
 		if _, ok := r.inspect(n); ok {
 			t.Errorf("%s outlived its test with %s=off", n, reaper.EnvReaper)
@@ -116,16 +117,16 @@ func TestSweepLeavesLiveRun(t *testing.T) {
 	o := readOwner(a, r)
 
 	b := startHelper(t, "sweeper", cache, "RZ_TEST_SWEPT_RUN="+o.run)
-	if got := b.get("decision"); got != string(reaper.LeftAlone) {
+	if got := b.Expect("decision"); got != string(reaper.LeftAlone) {
 		t.Errorf("the sweep decided %q for a live run, want %q", got, reaper.LeftAlone)
 	}
-	if got := b.get("reason"); !strings.HasPrefix(got, "alive") {
+	if got := b.Expect("reason"); !strings.HasPrefix(got, "alive") {
 		t.Errorf("the sweep left the live run alone because %q, want it found alive", got)
 	}
-	b.finish()
+	b.Finish()
 	o.checkAlive(t, r, cache)
 
-	a.finish()
+	a.Finish()
 	if !o.gone(r, cache) {
 		t.Errorf("the owner ended cleanly and left things behind")
 	}
@@ -138,11 +139,11 @@ type owned struct {
 	watchdog     int
 }
 
-func readOwner(h *helperProc, r *rig) owned {
-	h.t.Helper()
-	o := owned{run: h.get("run"), network: h.get("network"), sandboxes: strings.Split(h.get("sandboxes"), ",")}
+func readOwner(h *proctest.Helper, r *rig) owned {
+	r.t.Helper()
+	o := owned{run: h.Expect("run"), network: h.Expect("network"), sandboxes: strings.Split(h.Expect("sandboxes"), ",")}
 	r.closeRun(o.run)
-	o.watchdog, _ = strconv.Atoi(h.get("watchdog"))
+	o.watchdog, _ = strconv.Atoi(h.Expect("watchdog"))
 	return o
 }
 
@@ -209,11 +210,11 @@ func helperOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(names)
-	say("run", in.RunID)
-	say("watchdog", strconv.Itoa(in.WatchdogPID))
-	say("network", n.Name())
-	say("sandboxes", strings.Join(names, ","))
-	helperBlock()
+	proctest.Say("run", in.RunID)
+	proctest.Say("watchdog", strconv.Itoa(in.WatchdogPID))
+	proctest.Say("network", n.Name())
+	proctest.Say("sandboxes", strings.Join(names, ","))
+	proctest.Block()
 }
 
 // helperSweeper starts one sandbox, so that its process sweeps, and says
@@ -232,9 +233,9 @@ func helperSweeper(t *testing.T) {
 	if !ok {
 		rr.Decision, rr.Reason = "unseen", b.String()
 	}
-	say("reason", strings.ReplaceAll(rr.Reason, "\n", " "))
-	say("decision", string(rr.Decision))
-	helperBlock()
+	proctest.Say("reason", strings.ReplaceAll(rr.Reason, "\n", " "))
+	proctest.Say("decision", string(rr.Decision))
+	proctest.Block()
 }
 
 // treeFiles lists every file under dir, folders aside.
