@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
+	"github.com/rightsize/rightsize-go/internal/proctest"
 )
 
 // Row 1: SIGKILL of the owner with 1, 5 and 20 containers and 2 networks:
@@ -132,7 +133,7 @@ func TestRow04CtrlC(t *testing.T) {
 	r := newRig(t)
 	t.Run("test binary", func(t *testing.T) {
 		r := r.sub(t)
-		o := r.startWith("owner in its own group", harness.Plan{Containers: 2, Networks: 1}, func(s *harness.ProcSpec) { s.Setpgid = true }).ready()
+		o := r.startWith("owner in its own group", harness.Plan{Containers: 2, Networks: 1}, func(s *proctest.Spec) { s.Setpgid = true }).ready()
 		sent := time.Now()
 		if err := syscall.Kill(-o.Cmd.Process.Pid, syscall.SIGINT); err != nil {
 			t.Fatal(err)

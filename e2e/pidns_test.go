@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
+	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/ledger"
 )
 
@@ -78,7 +79,7 @@ func TestRow10PidNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := newRig(t)
-	inNS := func(s *harness.ProcSpec) {
+	inNS := func(s *proctest.Spec) {
 		s.Argv = append([]string{unshare, "--pid", "--fork", "--mount-proc", "/bin/sh", "-c", nsInit, "sh"}, s.Argv...)
 	}
 	// start starts an owner in a new pid namespace and returns it, its

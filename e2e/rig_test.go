@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
+	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 	"github.com/rightsize/rightsize-go/ledger"
 )
@@ -94,7 +95,7 @@ func (r *rig) bystander(eng *harness.Engine, env ...string) *owner {
 // owner is a started owner process. A run started by something else (a
 // `go test` of a fixture) is an owner without a Proc.
 type owner struct {
-	*harness.Proc
+	*proctest.Proc
 	name string
 	// output, when set, is what the process printed (for a fixture).
 	output func() string
@@ -118,20 +119,20 @@ func (r *rig) start(name string, p harness.Plan, env ...string) *owner {
 
 // startWith is start with a last word on how the process starts (its
 // argv, a process group of its own).
-func (r *rig) startWith(name string, p harness.Plan, edit func(*harness.ProcSpec), env ...string) *owner {
+func (r *rig) startWith(name string, p harness.Plan, edit func(*proctest.Spec), env ...string) *owner {
 	r.t.Helper()
 	if p.Image == "" {
 		p.Image = r.img
 	}
-	spec := harness.ProcSpec{
+	spec := proctest.Spec{
 		Name: name,
-		Argv: []string{os.Args[0], "-test.run=^TestOwner$", "-test.count=1", "-test.timeout=20m"},
+		Argv: proctest.TestArgv("TestOwner", "-test.timeout=20m"),
 		Env:  harness.OwnerEnv(os.Environ(), r.cache, p, r.ownerEnv(env...)...),
 	}
 	if edit != nil {
 		edit(&spec)
 	}
-	proc, err := harness.Start(spec)
+	proc, err := proctest.Start(spec)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -1,21 +1,19 @@
 package ledger_test
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/ledger"
 )
 
@@ -48,7 +46,7 @@ func TestCrashHelper(t *testing.T) {
 			fail(err)
 		}
 	}
-	report("ready " + r.ID())
+	proctest.Say("ready", r.ID())
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))
 	var sandboxes, networks []string
 	for i := 0; ; i++ {
@@ -87,54 +85,20 @@ func TestCrashHelper(t *testing.T) {
 	}
 }
 
-// crashRun is one helper process and what it reported.
-type crashRun struct {
-	cmd    *exec.Cmd
-	stderr strings.Builder
-	ready  chan string // the run id, once
-	done   chan struct{}
-
-	mu      sync.Mutex
-	reports []string
-}
-
-func startCrashHelper(t *testing.T, cache string) *crashRun {
+func startCrashHelper(t *testing.T, cache string) *proctest.Helper {
 	t.Helper()
-	c := &crashRun{ready: make(chan string, 1), done: make(chan struct{})}
-	c.cmd = exec.Command(os.Args[0], "-test.run=^TestCrashHelper$")
-	c.cmd.Env = append(os.Environ(), envCrashHelper+"="+cache)
-	c.cmd.Stderr = &c.stderr
-	out, err := c.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(c.done)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			line := sc.Text()
-			if id, ok := strings.CutPrefix(line, "ready "); ok {
-				c.ready <- id
-				continue
-			}
-			c.mu.Lock()
-			c.reports = append(c.reports, line)
-			c.mu.Unlock()
-		}
-	}()
-	return c
+	return proctest.StartHelper(t, proctest.Spec{
+		Name: "crash helper",
+		Argv: proctest.TestArgv("TestCrashHelper"),
+		Env:  proctest.Environ(nil, envCrashHelper+"="+cache),
+	})
 }
 
-// live replays the reports: the names reported added and not yet
+// liveNames replays the helper's reports: the names reported added and not yet
 // reported leaving.
-func (c *crashRun) live() map[string]bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func liveNames(reports []string) map[string]bool {
 	live := map[string]bool{}
-	for _, r := range c.reports {
+	for _, r := range reports {
 		switch r[0] {
 		case '+':
 			live[r[1:]] = true
@@ -156,38 +120,25 @@ func TestCrashConsistency(t *testing.T) {
 	for k := range kills {
 		cache := filepath.Join(t.TempDir(), "cache")
 		c := startCrashHelper(t, cache)
-		killed := false
-		t.Cleanup(func() {
-			if !killed {
-				c.cmd.Process.Kill()
-				<-c.done
-				c.cmd.Wait()
-			}
-		})
-		var id string
-		select {
-		case id = <-c.ready:
-		case <-c.done:
-			c.cmd.Wait()
-			t.Fatalf("kill %d: helper ended before it was ready: %s", k, c.stderr.String())
-		case <-time.After(20 * time.Second):
-			t.Fatalf("kill %d: helper not ready after 20 s", k)
+		id, err := c.Get("ready", 20*time.Second)
+		if err != nil {
+			t.Fatalf("kill %d: %v", k, err)
 		}
 		// A random moment in the helper's loop, not a synchronisation.
 		time.Sleep(time.Duration(1000+rng.IntN(49_000)) * time.Microsecond)
-		if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		if err := c.Kill(); err != nil {
 			t.Fatal(err)
 		}
-		<-c.done // stdout closed: every report written before the kill is in
-		werr := c.cmd.Wait()
-		killed = true
-		if ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-			t.Fatalf("kill %d: helper ended by itself (%v), not by SIGKILL:\n%s", k, werr, c.stderr.String())
+		// Ended: stdout closed, every report written before the kill is in.
+		if !c.Wait(time.Minute) {
+			t.Fatalf("kill %d: the helper did not end within a minute of SIGKILL", k)
 		}
-		live := c.live()
-		c.mu.Lock()
-		ops += len(c.reports)
-		c.mu.Unlock()
+		if sig, ok := c.Signaled(); !ok || sig != syscall.SIGKILL {
+			t.Fatalf("kill %d: helper ended by itself (%s), not by SIGKILL:\n%s", k, c.Status(), c.Stderr())
+		}
+		reports := c.Lines()
+		live := liveNames(reports)
+		ops += len(reports)
 
 		runs := filepath.Join(cache, ledger.RunsDir)
 		rec, sbxPath, netsPath := ledger.Paths(runs, id)
@@ -208,8 +159,8 @@ func TestCrashConsistency(t *testing.T) {
 				r, err := ledger.ParseRecord(b)
 				if err != nil {
 					t.Errorf("kill %d: record does not parse: %v\n%q", k, err, b)
-				} else if r.PID != c.cmd.Process.Pid {
-					t.Errorf("kill %d: record names pid %d, the helper was %d", k, r.PID, c.cmd.Process.Pid)
+				} else if r.PID != c.Pid() {
+					t.Errorf("kill %d: record names pid %d, the helper was %d", k, r.PID, c.Pid())
 				}
 			case p == sbxPath || p == netsPath:
 				names, rejected, err := ledger.ReadLines(p)
@@ -261,7 +212,7 @@ func TestCrashConsistency(t *testing.T) {
 			t.Errorf("kill %d: RemoveRunFiles left %d files, first %s", k, len(left), left[0].Name())
 		}
 		if t.Failed() {
-			t.Fatalf("kill %d: stopping at the first inconsistent ledger (reports: %d, live %d, on disk %q)", k, len(c.reports), len(live), slices.Sorted(maps.Keys(onDisk)))
+			t.Fatalf("kill %d: stopping at the first inconsistent ledger (reports: %d, live %d, on disk %q)", k, len(reports), len(live), slices.Sorted(maps.Keys(onDisk)))
 		}
 	}
 	if ops == 0 {

@@ -1,11 +1,9 @@
 package reaper_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -16,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/reaper"
 )
@@ -126,24 +125,24 @@ func TestSweepClaimsEachRunOnce(t *testing.T) {
 		t.Parallel()
 		cache := t.TempDir()
 		ids, ctrs := deadRuns(t, f, cache, claimRuns)
-		var hs []*helper
+		var hs []*proctest.Helper
 		for range 2 {
-			h := startHelper(t, "TestSweepHelper", "sweeper", cache, helperOpts{stdin: true})
+			h := startHelper(t, "TestSweepHelper", "sweeper", cache, helperOpts{})
 			hs = append(hs, h)
 		}
 		for _, h := range hs {
-			h.get("ready")
+			h.Expect("waiting")
 		}
 		for _, h := range hs {
-			h.send("go")
+			h.Tell("go")
 		}
 		var reps [][]outcome
 		for i, h := range hs {
-			if e := h.get("error"); e != "" {
+			if e := h.Expect("error"); e != "" {
 				t.Errorf("sweep in process %d: %s", i, e)
 			}
 			var rep []outcome
-			if err := json.Unmarshal([]byte(h.get("report")), &rep); err != nil {
+			if err := json.Unmarshal([]byte(h.Expect("report")), &rep); err != nil {
 				t.Fatalf("process %d: report: %v", i, err)
 			}
 			reps = append(reps, rep)
@@ -152,8 +151,8 @@ func TestSweepClaimsEachRunOnce(t *testing.T) {
 	})
 }
 
-// TestSweepHelper is a sibling process: it opens the engine, says ready,
-// waits for "go" on stdin, sweeps its cache dir and prints the report.
+// TestSweepHelper is a sibling process: it opens the engine, waits for
+// "go" on stdin, sweeps its cache dir and prints the report.
 func TestSweepHelper(t *testing.T) {
 	if role() != "sweeper" {
 		t.Skip("helper process of TestSweepClaimsEachRunOnce")
@@ -163,18 +162,17 @@ func TestSweepHelper(t *testing.T) {
 	if err != nil {
 		helperFail("cache dir: %v", err)
 	}
-	say("ready", 1)
-	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
-		helperFail("stdin: %v", err)
+	if err := proctest.WaitGo(); err != nil {
+		helperFail("%v", err)
 	}
 	rep, err := reaper.Sweep(context.Background(), drv, reaper.WithCacheDir(cache))
 	msg := ""
 	if err != nil {
 		msg = strings.ReplaceAll(err.Error(), "\n", " ")
 	}
-	say("error", msg)
+	proctest.Say("error", msg)
 	b, _ := json.Marshal(outcomes(rep))
-	say("report", string(b))
+	proctest.Say("report", string(b))
 }
 
 // overlapBackend fails every removal (so the run it is asked about stays,

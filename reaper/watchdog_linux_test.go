@@ -24,6 +24,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/reaper"
@@ -122,7 +123,8 @@ func (e *fakeEngine) calls(t *testing.T) [][]string {
 
 // owner is a helper process that owns a run and its watchdog.
 type owner struct {
-	*helper
+	*proctest.Helper
+	t               *testing.T
 	cache, runs, id string
 	watchdog        int
 }
@@ -156,11 +158,11 @@ func startOwner(t *testing.T, cache string, o ownerOpts) *owner {
 	h := startHelper(t, "TestWatchdogOwnerHelper", "owner", cache, helperOpts{env: env, setpgid: true})
 	if o.plan == "docker" {
 		d := openDocker(t)
-		for _, n := range split(h.get("sandboxes")) {
+		for _, n := range split(h.Expect("sandboxes")) {
 			t.Cleanup(func() { removeContainer(t, d, n) })
 		}
 	}
-	h.get("ready")
+	h.Expect("ready")
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
@@ -168,7 +170,7 @@ func startOwner(t *testing.T, cache string, o ownerOpts) *owner {
 		// What the watchdog was doing, for the failure at hand.
 		var b strings.Builder
 		fmt.Fprintf(&b, "runs folder: %q\n", listDir(t, filepath.Join(cache, ledger.RunsDir)))
-		if p := h.vals["log"]; p != "" {
+		if p, _ := h.Value("log"); p != "" {
 			log, _ := os.ReadFile(p)
 			fmt.Fprintf(&b, "watchdog log %s:\n%s\n", p, log)
 		}
@@ -177,13 +179,13 @@ func startOwner(t *testing.T, cache string, o ownerOpts) *owner {
 		}
 		t.Log(b.String())
 	})
-	ow := &owner{helper: h, cache: cache, runs: h.get("runs"), id: h.get("run")}
-	ow.watchdog, _ = strconv.Atoi(h.get("watchdog"))
+	ow := &owner{Helper: h, t: t, cache: cache, runs: h.Expect("runs"), id: h.Expect("run")}
+	ow.watchdog, _ = strconv.Atoi(h.Expect("watchdog"))
 	if ow.runs != filepath.Join(cache, ledger.RunsDir) {
 		t.Fatalf("the owner's runs folder is %s, want %s", ow.runs, filepath.Join(cache, ledger.RunsDir))
 	}
 	if !alive(ow.watchdog) {
-		t.Fatalf("watchdog %d is not running\nowner stderr:\n%s", ow.watchdog, h.stderrText())
+		t.Fatalf("watchdog %d is not running\nowner stderr:\n%s", ow.watchdog, h.Stderr())
 	}
 	return ow
 }
@@ -191,8 +193,10 @@ func startOwner(t *testing.T, cache string, o ownerOpts) *owner {
 // kill sends sig to the owner alone.
 func (o *owner) kill(sig syscall.Signal) {
 	o.t.Helper()
-	must(o.t, syscall.Kill(o.pid(), sig))
-	o.until(time.Minute, "to die of "+sig.String(), func() bool { return o.exited })
+	must(o.t, syscall.Kill(o.Pid(), sig))
+	if !o.Wait(time.Minute) {
+		o.t.Fatalf("the owner did not die of %s within a minute (%s)\nstderr:\n%s", sig, o.Status(), o.Stderr())
+	}
 }
 
 // filesGone reports whether the run's three files are deleted.
@@ -268,11 +272,11 @@ func TestWatchdogOwnerHelper(t *testing.T) {
 	if err != nil {
 		helperFail("watchdog: %v", err)
 	}
-	say("run", run.ID())
-	say("runs", run.RunsDir())
-	say("watchdog", wd.PID)
-	say("script", wd.Script)
-	say("log", wd.Log)
+	proctest.Say("run", run.ID())
+	proctest.Say("runs", run.RunsDir())
+	proctest.Say("watchdog", strconv.Itoa(wd.PID))
+	proctest.Say("script", wd.Script)
+	proctest.Say("log", wd.Log)
 	// Networks first, as they are created first; the networks themselves
 	// are the test's (RZ_DOCKER_NET is one of them).
 	for _, n := range split(os.Getenv("RZ_NETWORKS")) {
@@ -293,7 +297,7 @@ func TestWatchdogOwnerHelper(t *testing.T) {
 			sandboxes = append(sandboxes, fmt.Sprintf("rz-%s-%d", run.ID(), i+1))
 		}
 	}
-	say("sandboxes", strings.Join(sandboxes, ",")) // before any exists: the test removes them whatever happens
+	proctest.Say("sandboxes", strings.Join(sandboxes, ",")) // before any exists: the test removes them whatever happens
 	for _, n := range sandboxes {
 		// The line first, then the sandbox: the ledger is a superset.
 		if err := run.AddSandbox(n); err != nil {
@@ -323,9 +327,9 @@ func TestWatchdogOwnerHelper(t *testing.T) {
 		if err := child.Start(); err != nil {
 			helperFail("child: %v", err)
 		}
-		say("child", child.Process.Pid)
+		proctest.Say("child", strconv.Itoa(child.Process.Pid))
 	}
-	say("ready", 1)
+	proctest.Say("ready", "1")
 	<-wd.Exited()
 	helperFail("the watchdog exited while its owner lives: %v", wd.Err())
 }
@@ -379,11 +383,14 @@ func TestWatchdogSurvivesCtrlC(t *testing.T) {
 	if sid := sessionOf(t, o.watchdog); sid != o.watchdog {
 		t.Errorf("watchdog %d is in session %d, want a session of its own", o.watchdog, sid)
 	}
-	must(t, syscall.Kill(-o.pid(), syscall.SIGINT))
-	o.until(time.Minute, "to die of SIGINT", func() bool { return o.exited })
+	must(t, syscall.Kill(-o.Pid(), syscall.SIGINT))
+	if !o.Wait(time.Minute) {
+		t.Fatalf("the owner did not die of SIGINT within a minute (%s)\nstderr:\n%s", o.Status(), o.Stderr())
+	}
+	_, err := o.Exited()
 	var ee *exec.ExitError
-	if !errors.As(o.err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGINT {
-		t.Errorf("the owner ended with %v, want killed by SIGINT", o.err)
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGINT {
+		t.Errorf("the owner ended with %v, want killed by SIGINT", err)
 	}
 	took := o.waitReaped(t, reapDeadline)
 	t.Logf("SIGINT to the owner's process group → run reaped in %s", took.Round(time.Millisecond))
@@ -411,8 +418,10 @@ func TestWatchdogOutputNotInherited(t *testing.T) {
 		t.Errorf("watchdog works in %q, want / (it must not hold a test's folder)", l)
 	}
 
-	must(t, syscall.Kill(o.pid(), syscall.SIGKILL))
-	o.until(10*time.Second, "stdout to reach end-of-file", func() bool { return o.eof })
+	must(t, syscall.Kill(o.Pid(), syscall.SIGKILL))
+	if !o.Wait(10 * time.Second) {
+		t.Fatalf("10 s after the owner's SIGKILL (%s), its stdout and stderr have not both reached end-of-file", o.Status())
+	}
 	if !alive(o.watchdog) {
 		t.Fatalf("the watchdog exited before the gate opened: this test proves nothing")
 	}
@@ -435,7 +444,7 @@ func TestWatchdogDebugLog(t *testing.T) {
 	cache := t.TempDir()
 	o := startOwner(t, cache, ownerOpts{plan: "fake", engine: e, sandboxes: fakeSandboxes, env: []string{reaper.EnvDebug + "=1"}})
 	want := filepath.Join(cache, ledger.ReaperDir, "watchdog-"+o.id+".log")
-	if got := o.get("log"); got != want {
+	if got := o.Expect("log"); got != want {
 		t.Errorf("Watchdog.Log = %q, want %q", got, want)
 	}
 	for _, fd := range []string{"1", "2"} {
@@ -447,7 +456,7 @@ func TestWatchdogDebugLog(t *testing.T) {
 	o.waitReaped(t, reapDeadline)
 	b, err := os.ReadFile(want)
 	must(t, err)
-	for _, s := range []string{fmt.Sprintf("owner pid %d, run %s", o.pid(), o.id), "owner gone (stdin closed)", "everything removed; ledger files deleted"} {
+	for _, s := range []string{fmt.Sprintf("owner pid %d, run %s", o.Pid(), o.id), "owner gone (stdin closed)", "everything removed; ledger files deleted"} {
 		if !bytes.Contains(b, []byte(s)) {
 			t.Errorf("the log does not say %q:\n%s", s, b)
 		}
@@ -464,7 +473,7 @@ func TestWatchdogPipeNotInherited(t *testing.T) {
 	t.Parallel()
 	e := newFakeEngine(t)
 	o := startOwner(t, t.TempDir(), ownerOpts{plan: "fake", engine: e, sandboxes: fakeSandboxes, child: true})
-	child, _ := strconv.Atoi(o.get("child"))
+	child, _ := strconv.Atoi(o.Expect("child"))
 	stdin, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/0", o.watchdog))
 	must(t, err)
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", child))
@@ -487,7 +496,7 @@ func TestWatchdogRealDocker(t *testing.T) {
 	t.Parallel()
 	d := openDocker(t)
 	o := startOwner(t, t.TempDir(), ownerOpts{plan: "docker", sandboxes: []string{"family:3"}})
-	names := split(o.get("sandboxes"))
+	names := split(o.Expect("sandboxes"))
 	if len(names) != 3 || names[0] != "rz-"+o.id+"-1" {
 		t.Fatalf("the owner named its containers %q", names)
 	}
@@ -640,7 +649,7 @@ func TestWatchdogHostileLedger(t *testing.T) {
 			t.Errorf("container %s survived its owner", n)
 		}
 	}
-	for _, dir := range []string{cwd, "/", o.cmd.Dir} {
+	for _, dir := range []string{cwd, "/", o.Cmd.Dir} {
 		if m, _ := filepath.Glob(filepath.Join(dir, "PWNED*")); len(m) > 0 {
 			t.Errorf("%q exist: a ledger line was run", m)
 			for _, p := range m {

@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 )
 
@@ -122,7 +122,7 @@ func TestWrapperShellcheck(t *testing.T) {
 type localWrapper struct {
 	cmd    *exec.Cmd
 	lease  io.WriteCloser
-	stderr *syncBuffer
+	stderr *proctest.Buffer
 	done   chan struct{} // closed once the wrapper is reaped
 }
 
@@ -134,7 +134,7 @@ func startLocal(t *testing.T, env []string, args ...string) *localWrapper {
 	if _, err := exec.LookPath("setsid"); err != nil {
 		t.Skip("no setsid on this host")
 	}
-	lw := &localWrapper{stderr: &syncBuffer{}, done: make(chan struct{})}
+	lw := &localWrapper{stderr: &proctest.Buffer{}, done: make(chan struct{})}
 	lw.cmd = exec.Command("/bin/sh", append([]string{"-c", wrapperScript, "rz-exec", "lease", graceSteps()}, args...)...)
 	lw.cmd.Env = append(os.Environ(), env...)
 	lw.cmd.Stderr = lw.stderr
@@ -159,25 +159,6 @@ func startLocal(t *testing.T, env []string, args ...string) *localWrapper {
 		}
 	})
 	return lw
-}
-
-// syncBuffer is written by os/exec's copying goroutine while a test
-// reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func (lw *localWrapper) wait(t *testing.T, within time.Duration) int {

@@ -21,6 +21,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
+	"github.com/rightsize/rightsize-go/internal/proctest"
 )
 
 // thenTC is the bench's own owner mode: containers started with raw
@@ -180,7 +181,7 @@ func (b *bench) crash(ctx context.Context, ns []int, runs int) error {
 // event; with trace, also when the watchdog's docker command started.
 func (b *bench) rightsizeOnce(ctx context.Context, cache string, n int, env []string, trace string) (total, react, tail time.Duration, err error) {
 	p := harness.Plan{Image: b.img, Cmd: b.cmd, Containers: n}
-	proc, err := harness.Start(harness.ProcSpec{Name: "owner", Argv: []string{os.Args[0]}, Env: harness.OwnerEnv(os.Environ(), cache, p, env...)})
+	proc, err := proctest.Start(proctest.Spec{Name: "owner", Argv: []string{os.Args[0]}, Env: harness.OwnerEnv(os.Environ(), cache, p, env...)})
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -337,7 +338,7 @@ func (b *bench) tcOnce(ctx context.Context, cache string, n int) (time.Duration,
 	env := harness.OwnerEnv(os.Environ(), cache, p, "RZ_BENCH_ID="+id)
 	env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "TESTCONTAINERS_RYUK_DISABLED=") })
 	env = append(env, "TESTCONTAINERS_RYUK_DISABLED=false")
-	proc, err := harness.Start(harness.ProcSpec{Name: "testcontainers-go owner", Argv: []string{os.Args[0]}, Env: env})
+	proc, err := proctest.Start(proctest.Spec{Name: "testcontainers-go owner", Argv: []string{os.Args[0]}, Env: env})
 	if err != nil {
 		return 0, err
 	}
@@ -370,7 +371,7 @@ func tcOwner(t *testing.T, p harness.Plan) {
 			t.Fatal(err)
 		}
 	}
-	harness.Say("ready", "1")
+	proctest.Say("ready", "1")
 	select {}
 }
 

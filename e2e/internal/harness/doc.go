@@ -6,7 +6,7 @@
 //   - Plan and Owner: what a re-executed owner process does (start sandboxes
 //     and networks through sandboxtest, say what it started, then die or
 //     block the way the plan says). A plan travels in RZ_E2E_PLAN as JSON.
-//   - Proc: a started owner, its "rz:key=value" lines, its death.
+//     It reports with internal/proctest, which also starts and reads it.
 //   - Engine: containers and networks by run label, straight from the
 //     engine API.
 //   - Proxy: a socket forwarder whose engine can be made to vanish.

@@ -3,36 +3,22 @@
 package harness
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"io"
 	"log"
 	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/reaper"
 	"github.com/rightsize/rightsize-go/sandboxtest"
 )
-
-// Say reports key=value to the parent on stdout, one line: "rz:key=value".
-// Newlines in value are escaped.
-func Say(key, value string) {
-	fmt.Fprintf(os.Stdout, "rz:%s=%s\n", key, OneLine(value))
-}
-
-// OneLine escapes newlines and carriage returns.
-func OneLine(s string) string {
-	return strings.NewReplacer("\n", `\n`, "\r", `\r`).Replace(s)
-}
 
 // ReportKey is the key under which Owner reports what a sweep decided about
 // run id: prefix + "." + id, with an id that is not a plain word quoted (a
@@ -55,12 +41,12 @@ func ReportKey(prefix, id string) string {
 // as "decision|reason", and what it kept under prefix+".kept".
 func SayReport(prefix string, rep *reaper.Report) {
 	if rep == nil {
-		Say(prefix+".none", "no sweep")
+		proctest.Say(prefix+".none", "no sweep")
 		return
 	}
-	Say(prefix+".runs", strconv.Itoa(len(rep.Runs)))
+	proctest.Say(prefix+".runs", strconv.Itoa(len(rep.Runs)))
 	for _, rr := range rep.Runs {
-		Say(ReportKey(prefix, rr.ID), string(rr.Decision)+"|"+rr.Reason)
+		proctest.Say(ReportKey(prefix, rr.ID), string(rr.Decision)+"|"+rr.Reason)
 		var kept []string
 		for _, it := range rr.Kept {
 			kept = append(kept, it.String())
@@ -69,34 +55,13 @@ func SayReport(prefix string, rep *reaper.Report) {
 			kept = append(kept, "problem: "+p)
 		}
 		if len(kept) > 0 {
-			Say(ReportKey(prefix+".kept", rr.ID), strings.Join(kept, "; "))
+			proctest.Say(ReportKey(prefix+".kept", rr.ID), strings.Join(kept, "; "))
 		}
 		if len(rr.Rejected) > 0 {
-			Say(ReportKey(prefix+".rejected", rr.ID), strconv.Itoa(len(rr.Rejected)))
+			proctest.Say(ReportKey(prefix+".rejected", rr.ID), strconv.Itoa(len(rr.Rejected)))
 		}
 	}
 }
-
-var (
-	stdinOnce sync.Once
-	stdin     *bufio.Reader
-)
-
-func in() *bufio.Reader {
-	stdinOnce.Do(func() { stdin = bufio.NewReader(os.Stdin) })
-	return stdin
-}
-
-// waitGo says "waiting=go" and waits for the parent's "go" line.
-func waitGo(t *testing.T) {
-	Say("waiting", "go")
-	if l, err := in().ReadString('\n'); err != nil || strings.TrimSpace(l) != "go" {
-		t.Fatalf("want go on stdin, got %q, %v", l, err)
-	}
-}
-
-// blockStdin waits until the parent closes stdin (or dies).
-func blockStdin() { _, _ = io.Copy(io.Discard, in()) }
 
 // Owner runs plan p in test t: the body of the owner process's test. It
 // says pid, run, endpoint, the first-use sweep's decisions (prefix
@@ -107,11 +72,11 @@ func Owner(t *testing.T, p Plan) {
 		// watchdog) starts in that cgroup too, as in a CI job whose whole
 		// test step runs under one memory limit.
 		if err := os.WriteFile(p.CgroupProcs, []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
-			Say("cgroup.err", err.Error())
+			proctest.Say("cgroup.err", err.Error())
 			t.Fatalf("join cgroup %s: %v", p.CgroupProcs, err)
 		}
 	}
-	Say("pid", strconv.Itoa(os.Getpid()))
+	proctest.Say("pid", strconv.Itoa(os.Getpid()))
 	if p.Then == Sweep {
 		sweeper(t, p)
 		return
@@ -119,14 +84,16 @@ func Owner(t *testing.T, p Plan) {
 	ctx := t.Context()
 	info, err := sandboxtest.Session(ctx)
 	if err != nil {
-		Say("session.err", err.Error())
+		proctest.Say("session.err", err.Error())
 		t.Fatalf("session: %v", err)
 	}
-	Say("run", info.RunID)
-	Say("endpoint", info.Endpoint)
+	proctest.Say("run", info.RunID)
+	proctest.Say("endpoint", info.Endpoint)
 	SayReport("sweep", info.Sweep)
 	if p.WaitGo {
-		waitGo(t)
+		if err := proctest.WaitGo(); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	cmd := p.Cmd
@@ -149,15 +116,15 @@ func Owner(t *testing.T, p Plan) {
 		names = append(names, g.Name())
 	}
 	if info, err = sandboxtest.Session(ctx); err == nil {
-		Say("watchdog", strconv.Itoa(info.WatchdogPID))
+		proctest.Say("watchdog", strconv.Itoa(info.WatchdogPID))
 	}
-	Say("networks", strings.Join(netNames, ","))
-	Say("sandboxes", strings.Join(names, ","))
-	Say("ready", "1")
+	proctest.Say("networks", strings.Join(netNames, ","))
+	proctest.Say("sandboxes", strings.Join(names, ","))
+	proctest.Say("ready", "1")
 
 	switch p.Then {
 	case "", Block:
-		blockStdin()
+		proctest.Block()
 	case Panic:
 		panic("e2e owner: a test panics")
 	case GoPanic:
@@ -169,23 +136,23 @@ func Owner(t *testing.T, p Plan) {
 		log.Fatal("e2e owner: log.Fatal in a test")
 	case Alloc:
 		allocate(p.AllocMax)
-		Say("alloc.done", "the allocation limit was reached without a kill")
-		blockStdin()
+		proctest.Say("alloc.done", "the allocation limit was reached without a kill")
+		proctest.Block()
 	case Loop:
 		rng := rand.New(rand.NewPCG(uint64(p.Seed), 1))
 		for i := 0; ; i++ {
-			Say("iter", strconv.Itoa(i))
+			proctest.Say("iter", strconv.Itoa(i))
 			t.Run("iter"+strconv.Itoa(i), func(t *testing.T) { churnOnce(t, p, cmd, rng) })
 		}
 	case Churn:
 		rng := rand.New(rand.NewPCG(uint64(p.Seed), 2))
 		var done atomic.Bool
-		go func() { blockStdin(); done.Store(true) }()
+		go func() { proctest.Block(); done.Store(true) }()
 		n := 0
 		for ; !done.Load(); n++ {
 			t.Run("churn"+strconv.Itoa(n), func(t *testing.T) { churnOnce(t, p, cmd, rng) })
 		}
-		Say("churned", strconv.Itoa(n))
+		proctest.Say("churned", strconv.Itoa(n))
 	default:
 		t.Fatalf("plan: no Then %q", p.Then)
 	}
@@ -210,7 +177,7 @@ func allocate(limit int64) {
 	if limit <= 0 {
 		limit = 3 << 30
 	}
-	Say("allocating", strconv.FormatInt(limit, 10))
+	proctest.Say("allocating", strconv.FormatInt(limit, 10))
 	const chunk = 1 << 20
 	for total := int64(0); total+chunk <= limit; total += chunk {
 		b := make([]byte, chunk)
@@ -229,18 +196,20 @@ func sweeper(t *testing.T, p Plan) {
 	drv, err := docker.Open(ctx)
 	if err != nil {
 		// Not this process's failure: the parent judges it.
-		Say("open.err", err.Error())
-		blockStdin()
+		proctest.Say("open.err", err.Error())
+		proctest.Block()
 		return
 	}
 	defer drv.Close()
-	Say("endpoint", drv.Endpoint())
+	proctest.Say("endpoint", drv.Endpoint())
 	cache, err := ledger.Dir()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.WaitGo {
-		waitGo(t)
+		if err := proctest.WaitGo(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	rng := rand.New(rand.NewPCG(uint64(p.Seed), 3))
 	for r := range max(p.Rounds, 1) {
@@ -253,17 +222,17 @@ func sweeper(t *testing.T, p Plan) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			Say(prefix+".dead", id)
+			proctest.Say(prefix+".dead", id)
 		}
 		rep, err := reaper.Sweep(ctx, drv, reaper.WithCacheDir(cache))
 		if err != nil {
-			Say(prefix+".err", err.Error())
+			proctest.Say(prefix+".err", err.Error())
 			t.Errorf("sweep round %d: %v", r, err)
 		}
 		SayReport(prefix, rep)
 	}
-	Say("done", "1")
-	blockStdin()
+	proctest.Say("done", "1")
+	proctest.Block()
 }
 
 // writeDeadRun writes a run whose record names this very process with
