@@ -13,6 +13,7 @@ import (
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
+	"github.com/rightsize/rightsize-go/internal/capbuf"
 )
 
 // ExecGrace is how long a command whose lease ended has between SIGTERM
@@ -145,8 +146,8 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt ExecOptions) (Exec
 	if limit <= 0 {
 		limit = DefaultExecOutputLimit
 	}
-	stdout := &capped{limit: limit}
-	stderr := &capped{limit: limit}
+	stdout := capbuf.New(limit)
+	stderr := capbuf.New(limit)
 	marker := &pgidWriter{next: stderr}
 	demuxed := make(chan error, 1)
 	go func() {
@@ -176,8 +177,8 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt ExecOptions) (Exec
 		}
 	}
 	res.PGID = int(marker.pgid.Load())
-	res.Stdout, res.StdoutTruncated = stdout.buf.Bytes(), stdout.truncated
-	res.Stderr, res.StderrTruncated = stderr.buf.Bytes(), stderr.truncated
+	res.Stdout, res.StdoutTruncated = stdout.Bytes(), stdout.Truncated()
+	res.Stderr, res.StderrTruncated = stderr.Bytes(), stderr.Truncated()
 
 	code, err := s.execExitCode(created.ID)
 	if err != nil {
@@ -422,25 +423,6 @@ exit "$code"
 // endScript runs as `sh -c endScript rz-exec-end PGID STEPS`.
 const endScript = endFuncs + `end "$1" "$2"
 `
-
-// capped keeps the first limit bytes written to it and discards the rest,
-// never failing, so the command is never blocked on a full pipe.
-type capped struct {
-	buf       bytes.Buffer
-	limit     int
-	truncated bool
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	room := c.limit - c.buf.Len()
-	if room < len(p) {
-		c.truncated = true
-		c.buf.Write(p[:max(room, 0)])
-		return len(p), nil
-	}
-	c.buf.Write(p)
-	return len(p), nil
-}
 
 // pgidWriter takes the wrapper's first stderr line, "rz-exec pgid N",
 // out of the stream and remembers N; everything else passes through.

@@ -59,23 +59,6 @@ func TestPgidWriter(t *testing.T) {
 	}
 }
 
-func TestCapped(t *testing.T) {
-	c := &capped{limit: 5}
-	for _, s := range []string{"abc", "defg", "hij"} {
-		if n, err := c.Write([]byte(s)); n != len(s) || err != nil {
-			t.Fatalf("Write(%q) = %d, %v; a capped writer must never fail or block the stream", s, n, err)
-		}
-	}
-	if c.buf.String() != "abcde" || !c.truncated {
-		t.Errorf("kept %q, truncated %v; want \"abcde\", true", c.buf.String(), c.truncated)
-	}
-	exact := &capped{limit: 3}
-	exact.Write([]byte("abc"))
-	if exact.truncated {
-		t.Errorf("exactly the limit is not truncated")
-	}
-}
-
 func TestStartFailure(t *testing.T) {
 	noShell := "OCI runtime exec failed: exec failed: unable to start container process: exec: \"/bin/sh\": stat /bin/sh: no such file or directory: unknown\r\n"
 	cases := []struct {

@@ -1,7 +1,6 @@
 package msb
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/internal/capbuf"
 	"github.com/rightsize/rightsize-go/internal/names"
 )
 
@@ -75,8 +75,8 @@ func (r result) failure() error {
 // run runs msb once with args, each one argument, no shell.
 func (d *Driver) run(ctx context.Context, args ...string) result {
 	cmd := exec.CommandContext(ctx, d.path, args...)
-	stdout := &boundedBuffer{limit: maxOutput}
-	stderr := &boundedBuffer{limit: maxOutput}
+	stdout := capbuf.New(maxOutput)
+	stderr := capbuf.New(maxOutput)
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	cmd.WaitDelay = waitDelay
@@ -123,34 +123,6 @@ func shown(s string) string {
 	half := maxShown / 2
 	cut := len(s) - 2*half
 	return strings.ToValidUTF8(s[:half], "") + fmt.Sprintf(" […%d bytes…] ", cut) + strings.ToValidUTF8(s[len(s)-half:], "")
-}
-
-// boundedBuffer keeps the first limit bytes written to it and counts the
-// rest, so a chatty msb cannot exhaust memory. One writer at a time.
-type boundedBuffer struct {
-	buf     bytes.Buffer
-	limit   int
-	dropped int
-}
-
-func (b *boundedBuffer) Write(p []byte) (int, error) {
-	room := b.limit - b.buf.Len()
-	if room >= len(p) {
-		b.buf.Write(p)
-		return len(p), nil
-	}
-	if room > 0 {
-		b.buf.Write(p[:room])
-	}
-	b.dropped += len(p) - max(room, 0)
-	return len(p), nil
-}
-
-func (b *boundedBuffer) String() string {
-	if b.dropped == 0 {
-		return b.buf.String()
-	}
-	return b.buf.String() + fmt.Sprintf("\n[…%d more bytes dropped]", b.dropped)
 }
 
 // tailBuffer keeps the last limit bytes written to it; safe for concurrent
