@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/internal/envlist"
 	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/reaper/scripts"
 )
@@ -89,7 +90,7 @@ func StartWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan) (*Wa
 	cmd := exec.Command(interp[0], append(append(interp[1:], script, runsDir, runID), args...)...)
 	cmd.Stdin = r
 	cmd.Dir = string(filepath.Separator) // hold no test folder open
-	cmd.Env = mergeEnv(os.Environ(), plan.Env)
+	cmd.Env = envlist.Merge(os.Environ(), plan.Env...)
 	wd := &Watchdog{Script: script, exited: make(chan struct{})}
 	if os.Getenv(EnvDebug) == "1" {
 		wd.Log = filepath.Join(dir, "watchdog-"+runID+".log")
@@ -156,22 +157,4 @@ func installScript(dir string, content []byte, ext string) (string, error) {
 		return "", err
 	}
 	return p, ledger.WriteFileAtomic(p, content)
-}
-
-// mergeEnv returns base with every KEY=VALUE of extra set, replacing any
-// earlier value of the same key.
-func mergeEnv(base, extra []string) []string {
-	keys := map[string]bool{}
-	for _, kv := range extra {
-		k, _, _ := strings.Cut(kv, "=")
-		keys[envKey(k)] = true
-	}
-	out := make([]string, 0, len(base)+len(extra))
-	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		if !keys[envKey(k)] {
-			out = append(out, kv)
-		}
-	}
-	return append(out, extra...)
 }

@@ -18,5 +18,3 @@ func startDetached(cmd *exec.Cmd) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	return cmd.Start()
 }
-
-func envKey(k string) string { return k }

@@ -5,7 +5,6 @@ package reaper
 import (
 	"errors"
 	"os/exec"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/windows"
@@ -41,5 +40,3 @@ func startDetached(cmd *exec.Cmd) error {
 	}
 	return err
 }
-
-func envKey(k string) string { return strings.ToUpper(k) }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/envlist"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 	"github.com/rightsize/rightsize-go/ledger"
 )
@@ -112,15 +113,15 @@ func TestSuiteMainFixture(t *testing.T) {
 			t.Parallel()
 			cache := t.TempDir()
 			idFile := filepath.Join(cache, "run-id")
-			env := fixtureEnv(map[string]string{
-				"RIGHTSIZE_CACHE_DIR":          cache,
-				"TESTCONTAINERS_RYUK_DISABLED": "true",
-				"RIGHTSIZE_BACKEND":            "docker",
-				"RIGHTSIZE_REAPER":             map[bool]string{true: "on", false: "sweep"}[tc.watchdog],
-				"RZ_FIXTURE_IMAGE":             img,
-				"RZ_FIXTURE_RUNID_FILE":        idFile,
-				"RZ_FIXTURE_MODE":              tc.mode,
-			})
+			env := fixtureEnv(
+				"RIGHTSIZE_CACHE_DIR="+cache,
+				"TESTCONTAINERS_RYUK_DISABLED=true",
+				"RIGHTSIZE_BACKEND=docker",
+				"RIGHTSIZE_REAPER="+map[bool]string{true: "on", false: "sweep"}[tc.watchdog],
+				"RZ_FIXTURE_IMAGE="+img,
+				"RZ_FIXTURE_RUNID_FILE="+idFile,
+				"RZ_FIXTURE_MODE="+tc.mode,
+			)
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 			defer cancel()
 			var cmd *exec.Cmd
@@ -193,21 +194,12 @@ func TestSuiteMainFixture(t *testing.T) {
 	}
 }
 
-// fixtureEnv is this process's environment with set applied, minus what
-// would change the fixture's backend or reaping behind the test's back.
-func fixtureEnv(set map[string]string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if _, ok := set[k]; ok || k == "RIGHTSIZE_REUSE" {
-			continue
-		}
-		env = append(env, kv)
-	}
-	for k, v := range set {
-		env = append(env, k+"="+v)
-	}
-	return env
+// fixtureEnv is this process's environment with set ("KEY=value") applied,
+// minus what would change the fixture's backend or reaping behind the
+// test's back.
+func fixtureEnv(set ...string) []string {
+	env := envlist.Without(os.Environ(), func(k string) bool { return k == "RIGHTSIZE_REUSE" })
+	return envlist.Merge(env, set...)
 }
 
 // assertOneSetupLine checks that a setup failure is reported in exactly one

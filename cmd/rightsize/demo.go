@@ -27,6 +27,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/envlist"
 	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/reaper"
 )
@@ -299,11 +300,10 @@ func (d *demo) startOwner(ctx context.Context, mode reaper.Mode) (*ownerProc, er
 	// Keep the name this program was run by: a test binary standing in
 	// for rightsize (testscript) dispatches on it.
 	cmd.Args[0] = os.Args[0]
-	cmd.Env = ownerEnv(os.Environ(), map[string]string{
-		ledger.EnvCacheDir: d.cache,
-		backend.EnvBackend: backend.Docker,
-		reaper.EnvReaper:   mode.String(),
-	})
+	cmd.Env = ownerEnv(os.Environ(),
+		ledger.EnvCacheDir+"="+d.cache,
+		backend.EnvBackend+"="+backend.Docker,
+		reaper.EnvReaper+"="+mode.String())
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -400,21 +400,11 @@ func (p *ownerProc) drain() {
 
 // ownerEnv is the test process's environment: this one, with set applied,
 // and Ryuk off unless the user chose otherwise.
-func ownerEnv(base []string, set map[string]string) []string {
+func ownerEnv(base []string, set ...string) []string {
 	if _, ok := os.LookupEnv(envRyukDisabled); !ok {
-		set[envRyukDisabled] = "true"
+		set = append(set, envRyukDisabled+"=true")
 	}
-	out := make([]string, 0, len(base)+len(set))
-	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		if _, replaced := set[k]; !replaced {
-			out = append(out, kv)
-		}
-	}
-	for k, v := range set {
-		out = append(out, k+"="+v)
-	}
-	return out
+	return envlist.Merge(base, set...)
 }
 
 // kill SIGKILLs the process, waits until it is reaped (so that its pid is

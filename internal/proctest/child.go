@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"sync"
+
+	"github.com/rightsize/rightsize-go/internal/envlist"
 )
 
 // TestArgv is the command line that re-executes this test binary into the
@@ -18,18 +19,14 @@ func TestArgv(test string, args ...string) []string {
 }
 
 // Environ is this process's environment without the variables drop says
-// to leave out (by key; nil leaves out none), then set ("KEY=value"). A
-// key of set wins over this process's: os/exec keeps the last value of a
-// key.
+// to leave out (by key; nil leaves out none), then set ("KEY=value"), each
+// replacing any earlier value of its key.
 func Environ(drop func(key string) bool, set ...string) []string {
 	env := os.Environ()
 	if drop != nil {
-		env = slices.DeleteFunc(env, func(kv string) bool {
-			k, _, _ := strings.Cut(kv, "=")
-			return drop(k)
-		})
+		env = envlist.Without(env, drop)
 	}
-	return append(env, set...)
+	return envlist.Merge(env, set...)
 }
 
 // Say reports key=value to the test, one line on stdout ("rz:key=value",

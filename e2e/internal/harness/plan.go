@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 
+	"github.com/rightsize/rightsize-go/internal/envlist"
 	"github.com/rightsize/rightsize-go/ledger"
 )
 
@@ -110,16 +110,10 @@ func (p Plan) Env() string {
 // without the keys that extra sets; then cache as RIGHTSIZE_CACHE_DIR,
 // Ryuk disabled, the plan, and extra.
 func OwnerEnv(base []string, cache string, p Plan, extra ...string) []string {
-	keys := map[string]bool{}
-	for _, kv := range extra {
-		k, _, _ := strings.Cut(kv, "=")
-		keys[k] = true
-	}
-	env := slices.DeleteFunc(slices.Clone(base), func(kv string) bool {
-		k, _, _ := strings.Cut(kv, "=")
+	env := envlist.Without(base, func(k string) bool {
 		return strings.HasPrefix(k, "RIGHTSIZE_") || strings.HasPrefix(k, "RZ_") ||
-			k == "TESTCONTAINERS_HOST_OVERRIDE" || k == "TESTCONTAINERS_RYUK_DISABLED" || keys[k]
+			k == "TESTCONTAINERS_HOST_OVERRIDE" || k == "TESTCONTAINERS_RYUK_DISABLED"
 	})
 	env = append(env, ledger.EnvCacheDir+"="+cache, "TESTCONTAINERS_RYUK_DISABLED=true", p.Env())
-	return append(env, extra...)
+	return envlist.Merge(env, extra...)
 }
