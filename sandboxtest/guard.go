@@ -158,7 +158,8 @@ const lateCreateSettle = 2 * time.Second
 func (g *Guard) Name() string { return g.name }
 
 // Host is the host published ports are reached on from this process:
-// 127.0.0.1 for a local engine, TESTCONTAINERS_HOST_OVERRIDE when set.
+// 127.0.0.1 for a local engine, TESTCONTAINERS_HOST_OVERRIDE when set; ""
+// when the sandbox was not started.
 func (g *Guard) Host() string {
 	if g.sbx == nil {
 		return ""
@@ -184,14 +185,15 @@ func (g *Guard) MappedPort(port string) string {
 	return p
 }
 
-// Endpoint returns "host:port" for guest port ("8080/tcp"), ready to dial.
+// Endpoint returns "host:port" for guest port ("8080/tcp"), ready to dial;
+// it fails the test as MappedPort does. Call it from the test's goroutine.
 func (g *Guard) Endpoint(port string) string {
 	g.o.Helper()
 	return net.JoinHostPort(g.Host(), g.MappedPort(port))
 }
 
 // Logs returns what the sandbox wrote so far; it fails the test when they
-// cannot be read.
+// cannot be read. Call it from the test's goroutine.
 func (g *Guard) Logs() string {
 	g.o.Helper()
 	if g.sbx == nil {
