@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -57,7 +58,9 @@ func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.l
 // younger than an hour (they may be mid-write). A name leaves the ledger
 // only when b confirmed it gone or never there; anything else keeps it, and
 // the record, for a later sweep. Sibling processes sweeping at the same
-// moment each claim a run with a lock before removing what it lists.
+// moment each claim a run with a lock before removing what it lists; a
+// lock file left by a sweeper killed mid-claim is deleted once it is a
+// minute old and nobody holds it.
 //
 // The error is for a ledger that cannot be read at all; everything about a
 // single run is in its RunReport.
@@ -95,6 +98,9 @@ func Sweep(ctx context.Context, b backend.Backend, opts ...Option) (*Report, err
 		}
 		cfg.log(rr)
 		rep.Runs = append(rep.Runs, rr)
+	}
+	if !cfg.dryRun {
+		removeStaleLocks(filepath.Join(cfg.cache, ledger.RunsDir), now)
 	}
 	rep.Took = time.Since(start)
 	return rep, nil
@@ -182,36 +188,13 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 		}
 	}
 	lockPath := filepath.Join(rf.Dir, rf.ID+ledger.LockExt)
-	lock := flock.New(lockPath, flock.SetPermissions(0o600))
-	got, err := lock.TryLock()
-	if err != nil {
+	release, why := claim(lockPath)
+	if release == nil {
 		rr.Decision = LeftAlone
-		rr.Reason += fmt.Sprintf("; not reaped: cannot take %s: %v", lockPath, err)
+		rr.Reason += "; " + why
 		return rr
 	}
-	if !got {
-		rr.Decision = LeftAlone
-		rr.Reason += "; another process is reaping it"
-		return rr
-	}
-	// A holder removes the lock file before unlocking it, so a lock taken
-	// on a file opened just before that removal guards nothing: the next
-	// sweeper creates and locks a new file at the path. Only a lock on the
-	// file now at the path is a claim, and only its holder removes it.
-	held, herr := lock.Stat()
-	now, nerr := os.Lstat(lockPath)
-	if herr != nil || nerr != nil || !os.SameFile(held, now) {
-		lock.Unlock()
-		rr.Decision = LeftAlone
-		rr.Reason += "; another process is reaping it"
-		return rr
-	}
-	defer func() {
-		// Remove the lock file while still holding it: a sibling that opens
-		// it afterwards locks a fresh file and finds nothing left to do.
-		os.Remove(lockPath)
-		lock.Unlock()
-	}()
+	defer release()
 	// Between the listing and the lock, a sibling may have reaped the run.
 	if !runExists(rf) {
 		rr.Decision = LeftAlone
@@ -282,6 +265,67 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 		}
 	}
 	return rr
+}
+
+// claim takes the claim on a run whose lock file is lockPath. It returns
+// the release, which removes the lock file and then unlocks it, or nil and
+// why the claim was not taken.
+//
+// A holder removes the lock file before unlocking it, so a lock taken on a
+// file opened just before that removal guards nothing: the next sweeper
+// creates and locks a new file at the path. Only a lock on the file now at
+// the path is a claim, and only its holder removes it; a sibling that opens
+// it afterwards locks a fresh file and finds nothing left to do.
+func claim(lockPath string) (release func(), why string) {
+	lock := flock.New(lockPath, flock.SetPermissions(0o600))
+	got, err := lock.TryLock()
+	if err != nil {
+		return nil, fmt.Sprintf("not reaped: cannot take %s: %v", lockPath, err)
+	}
+	if !got {
+		return nil, "another process is reaping it"
+	}
+	held, herr := lock.Stat()
+	now, nerr := os.Lstat(lockPath)
+	if herr != nil || nerr != nil || !os.SameFile(held, now) {
+		lock.Unlock()
+		return nil, "another process is reaping it"
+	}
+	return func() {
+		os.Remove(lockPath)
+		lock.Unlock()
+	}, ""
+}
+
+// staleLockAge is how old a lock file with no run beside it must be before
+// a sweep deletes it: far longer than any claim is held without its run's
+// files existing (the holder deletes them, then its lock file, at once).
+const staleLockAge = time.Minute
+
+// removeStaleLocks deletes the lock files in runsDir that no run goes with
+// any longer and that no process holds: what a sweeper killed between
+// deleting a run's files and its lock file leaves behind. A lock file
+// another process holds, or one younger than staleLockAge, stays.
+func removeStaleLocks(runsDir string, now time.Time) {
+	entries, err := os.ReadDir(runsDir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		id, ok := strings.CutSuffix(e.Name(), ledger.LockExt)
+		if !ok || id == "" || !e.Type().IsRegular() {
+			continue
+		}
+		if info, err := e.Info(); err != nil || now.Sub(info.ModTime()) < staleLockAge {
+			continue
+		}
+		if runExists(ledger.RunFiles{Dir: runsDir, ID: id}) {
+			continue
+		}
+		if release, _ := claim(filepath.Join(runsDir, id+ledger.LockExt)); release != nil {
+			release()
+		}
+	}
 }
 
 // outcome classifies a removal: ok when the name may leave the ledger.

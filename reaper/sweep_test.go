@@ -3,6 +3,7 @@ package reaper_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofrs/flock"
 	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/backend/docker"
 	"github.com/rightsize/rightsize-go/ledger"
@@ -643,4 +645,47 @@ func startSleeper(t *testing.T) int {
 	must(t, cmd.Start())
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	return cmd.Process.Pid
+}
+
+// TestSweepDeletesStaleLockFiles: a sweeper killed between deleting a run's
+// files and its lock file leaves the lock file alone in the folder. The
+// next sweep deletes it once it is old, and only when no process holds it
+// and no run goes with it.
+func TestSweepDeletesStaleLockFiles(t *testing.T) {
+	cache := t.TempDir()
+	runs := runsDir(t, cache)
+	old := time.Now().Add(-2 * time.Minute)
+	put := func(name string, mtime time.Time) string {
+		p := filepath.Join(runs, name)
+		must(t, os.WriteFile(p, nil, 0o600))
+		must(t, os.Chtimes(p, mtime, mtime))
+		return p
+	}
+	put("0badc0de"+ledger.LockExt, old)         // abandoned: goes
+	put("0fresh01"+ledger.LockExt, time.Now())  // may be mid-claim: stays
+	held := put("0held001"+ledger.LockExt, old) // a live claim: stays
+	put("0live001"+ledger.LockExt, old)         // its run is still here: stays
+	rec, _ := json.Marshal(recordOf(self(t), "docker", ""))
+	writeRun(t, runs, "0live001", rec, []string{"rz-0live001-1"}, nil)
+
+	lock := flock.New(held)
+	if got, err := lock.TryLock(); err != nil || !got {
+		t.Fatalf("lock %s: %v, %v", held, got, err)
+	}
+	defer lock.Unlock()
+
+	before := listDir(t, runs)
+	if _, err := reaper.Sweep(context.Background(), stubBackend{name: "docker"}, reaper.WithCacheDir(cache), reaper.DryRun()); err != nil {
+		t.Fatal(err)
+	}
+	if got := listDir(t, runs); !slices.Equal(got, before) {
+		t.Fatalf("a dry run changed the folder: %q, want %q", got, before)
+	}
+	if _, err := reaper.Sweep(context.Background(), stubBackend{name: "docker"}, reaper.WithCacheDir(cache)); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"0fresh01.lock", "0held001.lock", "0live001.json", "0live001.lock", "0live001.sandboxes"}
+	if got := listDir(t, runs); !slices.Equal(got, want) {
+		t.Errorf("after the sweep the folder holds %q, want %q", got, want)
+	}
 }
