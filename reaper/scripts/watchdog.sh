@@ -29,6 +29,10 @@
 # first pass found no such name; without the second pass that sandbox or
 # network would be forgotten, still running. The second pass decides.
 #
+# Each call is bounded by RIGHTSIZE_WATCHDOG_CALL_TIMEOUT seconds (default
+# 120) where timeout(1) works: an engine that never answers must not hold
+# the watchdog, or its names, for ever. A call stopped for it has failed.
+#
 # The last step given for a list decides each of its names: success or GONE
 # removes the name from the ledger, anything else keeps it (and the record).
 # Earlier steps for the same list are best effort.
@@ -238,9 +242,34 @@ EOF
 }
 
 # call CMD...: runs it once, output captured; sets call_rc and call_out.
+# Bounded by call_timeout seconds where a working timeout(1) exists (see
+# bound_calls): a call that runs out of time exits 124 and counts as failed.
 call() {
-	call_out=$("$@" </dev/null 2>&1)
+	if [ -n "$call_bound" ]; then
+		call_out=$(timeout "$call_timeout" "$@" </dev/null 2>&1)
+	else
+		call_out=$("$@" </dev/null 2>&1)
+	fi
 	call_rc=$?
+}
+
+# bound_calls: an engine that takes the connection and never answers must
+# not hold the watchdog for ever. Each call is bounded by
+# RIGHTSIZE_WATCHDOG_CALL_TIMEOUT seconds (a whole number, default 120)
+# where a timeout(1) command exists and works (coreutils and busybox both
+# have one); elsewhere calls are not bounded.
+call_bound=
+call_timeout=120
+bound_calls() {
+	call_timeout=${RIGHTSIZE_WATCHDOG_CALL_TIMEOUT:-120}
+	case $call_timeout in
+	'' | *[!0-9]* | 0*) call_timeout=120 ;;
+	esac
+	if timeout "$call_timeout" true </dev/null >/dev/null 2>&1; then
+		call_bound=yes
+	else
+		log "no working timeout command: removal calls are not bounded in time"
+	fi
 }
 
 # classify: sets call_result from call_rc and call_out: ok | gone | retry | fail.
@@ -260,6 +289,14 @@ classify() {
 }
 
 log_call() {
+	# coreutils' timeout exits 124; busybox's ends the call with SIGTERM.
+	if [ -n "$call_bound" ] && [ "$call_rc" -eq 124 ]; then
+		log "$step_label $1: no answer within ${call_timeout}s, stopped ($call_result)"
+		return 0
+	elif [ -n "$call_bound" ] && [ "$call_rc" -eq 143 ]; then
+		log "$step_label $1: ended by SIGTERM: no answer within ${call_timeout}s, or a signal from elsewhere ($call_result)"
+		return 0
+	fi
 	log "$step_label $1: exit $call_rc ($call_result)"
 	if [ "$call_rc" -ne 0 ] && [ -n "$call_out" ]; then
 		printf '%s\n' "$call_out" | sed -e 's/^/    | /' >&2
@@ -386,6 +423,7 @@ run_steps() {
 	done
 }
 
+bound_calls
 run_steps "$@"
 load_networks
 settle=${RIGHTSIZE_WATCHDOG_SETTLE:-2}

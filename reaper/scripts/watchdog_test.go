@@ -713,6 +713,36 @@ func TestSymlinkedLineFileIsNotFollowed(t *testing.T) {
 	})
 }
 
+// An engine that takes the connection and never answers: each call is
+// stopped after RIGHTSIZE_WATCHDOG_CALL_TIMEOUT seconds and counts as
+// failed, so the watchdog ends (within the test's budget, far less than the
+// 300 s the call would take), keeps that name, and removes the rest.
+func TestHungCallIsBounded(t *testing.T) {
+	if _, err := exec.LookPath("timeout"); err != nil {
+		t.Skipf("no timeout command here (%v): the watchdog's calls are unbounded, as documented", err)
+	}
+	forEachShell(t, func(t *testing.T, h *harness) {
+		h.env = append(h.env, "RIGHTSIZE_WATCHDOG_CALL_TIMEOUT=1")
+		h.writeRun([]byte("rz-a\nrz-hangs-2\n"), []byte("rz-net-1\n"))
+		p := h.start(args(h.runs, runID, h.dockerSteps("rmf")...)...)
+		p.assertWaiting(h.snapshot())
+		stderr := p.finish()
+
+		h.assertCalls(
+			[]string{"rmf", "rz-a", "rz-hangs-2"}, // the batch: stopped
+			[]string{"rmf", "rz-a"},
+			[]string{"rmf", "rz-hangs-2"}, // stopped again
+			[]string{"netrm", "rz-net-1"},
+		)
+		h.assertContent(".sandboxes", "rz-hangs-2\n")
+		h.assertContent(".networks", "")
+		h.assertContent(".json", `{"pid":4242,"startedIso":"2026-11-29T20:30:38Z","backend":"docker"}`)
+		if !strings.Contains(stderr, "no answer within 1s") {
+			t.Errorf("%s: the log does not say a call was stopped:\n%s", h.sh.name, stderr)
+		}
+	})
+}
+
 func TestUnrunnableProgramKeepsEverything(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
