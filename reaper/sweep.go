@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -60,7 +61,7 @@ func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.l
 // the record, for a later sweep. Sibling processes sweeping at the same
 // moment each claim a run with a lock before removing what it lists; a
 // lock file left by a sweeper killed mid-claim is deleted once it is a
-// minute old and nobody holds it.
+// minute old, no run goes with it, and nobody holds it.
 //
 // The error is for a ledger that cannot be read at all; everything about a
 // single run is in its RunReport.
@@ -275,7 +276,8 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 // file opened just before that removal guards nothing: the next sweeper
 // creates and locks a new file at the path. Only a lock on the file now at
 // the path is a claim, and only its holder removes it; a sibling that opens
-// it afterwards locks a fresh file and finds nothing left to do.
+// it afterwards locks a fresh file and finds nothing left to do. (Windows
+// orders the two steps the other way round; see the release.)
 func claim(lockPath string) (release func(), why string) {
 	lock := flock.New(lockPath, flock.SetPermissions(0o600))
 	got, err := lock.TryLock()
@@ -292,6 +294,15 @@ func claim(lockPath string) (release func(), why string) {
 		return nil, "another process is reaping it"
 	}
 	return func() {
+		if runtime.GOOS == "windows" {
+			// Windows deletes no file that is open, this handle's included:
+			// unlock (which closes it) first. A sibling that opens the file
+			// in between makes the deletion fail, then takes the lock and
+			// finds the run gone; its own release deletes the file.
+			lock.Unlock()
+			os.Remove(lockPath)
+			return
+		}
 		os.Remove(lockPath)
 		lock.Unlock()
 	}, ""

@@ -31,7 +31,8 @@
 #
 # Each call is bounded by RIGHTSIZE_WATCHDOG_CALL_TIMEOUT seconds (default
 # 120) where timeout(1) works: an engine that never answers must not hold
-# the watchdog, or its names, for ever. A call stopped for it has failed.
+# the watchdog, or its names, for ever. A call stopped for it has failed,
+# whatever it printed, and every later call is skipped (failed too).
 #
 # The last step given for a list decides each of its names: success or GONE
 # removes the name from the ledger, anything else keeps it (and the record).
@@ -123,6 +124,30 @@ check_steps "$@"
 for _tool in tr grep sed sort mv rm sleep; do
 	command -v "$_tool" >/dev/null 2>&1 || usage "required tool '$_tool' not found in PATH"
 done
+
+# An engine that takes the connection and never answers must not hold the
+# watchdog, or its names, for ever: each call is bounded by
+# RIGHTSIZE_WATCHDOG_CALL_TIMEOUT seconds (a whole number from 1; default
+# 120), then SIGKILLed 10 s later if it ignored the SIGTERM, where a
+# timeout(1) command with -k works (coreutils; busybox from 1.30). Checked
+# now, before the wait, so that the owner's death costs no probe. Elsewhere
+# calls are not bounded.
+call_bound=
+call_kill=10
+call_timeout=${RIGHTSIZE_WATCHDOG_CALL_TIMEOUT:-120}
+case $call_timeout in
+'' | *[!0-9]* | 0*) call_timeout=120 ;;
+esac
+# No redirection here: the shell would hold /dev/null in place of its own
+# stdin for the probe's length. It inherits the pipe and reads nothing;
+# "not found", if it comes to that, goes to the log.
+if timeout -k "$call_kill" "$call_timeout" true; then
+	call_bound=yes
+fi
+# engine_hung is set once a call got no answer in time: the engine will not
+# answer the next one either, so every later call is skipped and its names
+# kept, rather than each waiting out the bound in turn.
+engine_hung=
 
 # Do not pin the caller's working directory (it may be a test's temp dir).
 cd / || :
@@ -242,34 +267,14 @@ EOF
 }
 
 # call CMD...: runs it once, output captured; sets call_rc and call_out.
-# Bounded by call_timeout seconds where a working timeout(1) exists (see
-# bound_calls): a call that runs out of time exits 124 and counts as failed.
+# Bounded in time where timeout(1) works (see call_bound above).
 call() {
 	if [ -n "$call_bound" ]; then
-		call_out=$(timeout "$call_timeout" "$@" </dev/null 2>&1)
+		call_out=$(timeout -k "$call_kill" "$call_timeout" "$@" </dev/null 2>&1)
 	else
 		call_out=$("$@" </dev/null 2>&1)
 	fi
 	call_rc=$?
-}
-
-# bound_calls: an engine that takes the connection and never answers must
-# not hold the watchdog for ever. Each call is bounded by
-# RIGHTSIZE_WATCHDOG_CALL_TIMEOUT seconds (a whole number, default 120)
-# where a timeout(1) command exists and works (coreutils and busybox both
-# have one); elsewhere calls are not bounded.
-call_bound=
-call_timeout=120
-bound_calls() {
-	call_timeout=${RIGHTSIZE_WATCHDOG_CALL_TIMEOUT:-120}
-	case $call_timeout in
-	'' | *[!0-9]* | 0*) call_timeout=120 ;;
-	esac
-	if timeout "$call_timeout" true </dev/null >/dev/null 2>&1; then
-		call_bound=yes
-	else
-		log "no working timeout command: removal calls are not bounded in time"
-	fi
 }
 
 # classify: sets call_result from call_rc and call_out: ok | gone | retry | fail.
@@ -277,6 +282,10 @@ bound_calls() {
 classify() {
 	if [ "$call_rc" -eq 0 ]; then
 		call_result=ok
+	elif timed_out; then
+		# Whatever it printed before it was stopped decides nothing.
+		call_result=fail
+		engine_hung=yes
 	elif [ "$call_rc" -eq 126 ] || [ "$call_rc" -eq 127 ]; then
 		call_result=fail
 	elif [ "$call_batch" = no ] && matches "$step_gone"; then
@@ -288,16 +297,25 @@ classify() {
 	fi
 }
 
+# timed_out: whether the last call was stopped by its time bound. coreutils'
+# timeout exits 124; busybox's ends the call with SIGTERM (143); either
+# ends it with SIGKILL (137) when it ignored the SIGTERM. A program that a
+# signal from elsewhere ended the same way is taken for a hung one too:
+# its names are kept, which is never wrong, only later.
+timed_out() {
+	[ -n "$call_bound" ] || return 1
+	case $call_rc in
+	124 | 137 | 143) return 0 ;;
+	esac
+	return 1
+}
+
 log_call() {
-	# coreutils' timeout exits 124; busybox's ends the call with SIGTERM.
-	if [ -n "$call_bound" ] && [ "$call_rc" -eq 124 ]; then
-		log "$step_label $1: no answer within ${call_timeout}s, stopped ($call_result)"
-		return 0
-	elif [ -n "$call_bound" ] && [ "$call_rc" -eq 143 ]; then
-		log "$step_label $1: ended by SIGTERM: no answer within ${call_timeout}s, or a signal from elsewhere ($call_result)"
-		return 0
+	if timed_out; then
+		log "$step_label $1: exit $call_rc: no answer within ${call_timeout}s, stopped ($call_result); later calls are skipped"
+	else
+		log "$step_label $1: exit $call_rc ($call_result)"
 	fi
-	log "$step_label $1: exit $call_rc ($call_result)"
 	if [ "$call_rc" -ne 0 ] && [ -n "$call_out" ]; then
 		printf '%s\n' "$call_out" | sed -e 's/^/    | /' >&2
 	fi
@@ -308,6 +326,11 @@ log_call() {
 attempt() {
 	_what=$1
 	shift
+	if [ -n "$engine_hung" ]; then
+		call_result=fail
+		log "$step_label $_what: not tried, the engine did not answer an earlier call (fail)"
+		return 0
+	fi
 	call "$@"
 	classify
 	log_call "$_what"
@@ -423,7 +446,6 @@ run_steps() {
 	done
 }
 
-bound_calls
 run_steps "$@"
 load_networks
 settle=${RIGHTSIZE_WATCHDOG_SETTLE:-2}
@@ -433,7 +455,7 @@ esac
 case $settle in
 0 | 0.0) ;;
 *)
-	if [ -n "$sb_names$net_names" ]; then
+	if [ -n "$sb_names$net_names" ] && [ -z "$engine_hung" ]; then
 		log "second pass in ${settle}s: a create sent just before the owner died may finish after the first"
 		sleep "$settle" 2>/dev/null || sleep 2
 		run_steps "$@"
