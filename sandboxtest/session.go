@@ -184,14 +184,19 @@ func (s *session) removeAndForget(ctx context.Context, k kind, names []string) [
 	if len(names) == 0 {
 		return nil
 	}
-	var errs []error
+	var got []error
 	if k == networkKind {
-		errs = s.drv.RemoveNetworks(ctx, names)
+		got = s.drv.RemoveNetworks(ctx, names)
 	} else {
-		errs = s.drv.RemoveSandboxes(ctx, names)
+		got = s.drv.RemoveSandboxes(ctx, names)
 	}
+	errs := make([]error, len(names))
 	for i, name := range names {
-		if err := errs[i]; err != nil && !errors.Is(err, backend.ErrNotFound) {
+		err := errors.New("the backend gave no outcome for it")
+		if i < len(got) {
+			err = got[i]
+		}
+		if err != nil && !errors.Is(err, backend.ErrNotFound) {
 			errs[i] = fmt.Errorf("remove %s %s: %w (it stays in the ledger for the watchdog or the next sweep)", k, name, err)
 			continue
 		}

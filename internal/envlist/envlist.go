@@ -13,26 +13,33 @@ import (
 	"strings"
 )
 
-// Merge returns base with every KEY=VALUE of set applied, in set's order:
-// each earlier entry of the same key is dropped, so that no child sees two
-// values of one key (which of them wins differs between platforms). base
-// is not modified.
+// Merge returns base with every KEY=VALUE of set applied: each key of set
+// appears once, with its last value in set, after what remains of base;
+// every entry of base with that key is dropped. No child sees two values of
+// one key (which of them wins differs between platforms). base and set are
+// not modified.
 func Merge(base []string, set ...string) []string {
-	keys := make(map[string]bool, len(set))
-	for _, kv := range set {
-		keys[key(kv)] = true
+	last := make(map[string]int, len(set))
+	for i, kv := range set {
+		last[key(kv)] = i
 	}
 	out := make([]string, 0, len(base)+len(set))
 	for _, kv := range base {
-		if !keys[key(kv)] {
+		if _, ok := last[key(kv)]; !ok {
 			out = append(out, kv)
 		}
 	}
-	return append(out, set...)
+	for i, kv := range set {
+		if last[key(kv)] == i {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
-// Without returns base without the entries whose key drop reports true.
-// base is not modified.
+// Without returns base without the entries whose key drop reports true
+// (given as written; on Windows, where keys are case-insensitive, drop
+// should compare them so). base is not modified.
 func Without(base []string, drop func(key string) bool) []string {
 	out := make([]string, 0, len(base))
 	for _, kv := range base {

@@ -8,8 +8,8 @@ import (
 
 func TestMergeReplacesEveryEarlierValue(t *testing.T) {
 	base := []string{"A=1", "B=2", "A=3", "C="}
-	got := Merge(base, "A=9", "D=4")
-	want := []string{"B=2", "C=", "A=9", "D=4"}
+	got := Merge(base, "A=9", "D=4", "A=10")
+	want := []string{"B=2", "C=", "D=4", "A=10"}
 	if !slices.Equal(got, want) {
 		t.Errorf("Merge = %q, want %q", got, want)
 	}
