@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rightsize/rightsize-go/internal/proctest"
 )
 
 // startSleeper starts a child that lives until the test ends, and returns
@@ -29,18 +31,6 @@ func startSleeper(t *testing.T) (*exec.Cmd, Identity) {
 		t.Fatalf("Lookup(live child) gave no start time: %+v", id)
 	}
 	return cmd, id
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func TestJudgeRealProcesses(t *testing.T) {
@@ -71,7 +61,7 @@ func TestJudgeRealProcesses(t *testing.T) {
 			zombie.Wait()
 		}
 	})
-	waitFor(t, "the child to become a zombie", func() bool {
+	proctest.WaitUntil(t, 10*time.Second, "the child to become a zombie", func() bool {
 		st, err := lookupProc(zombiePID)
 		return err == nil && st.exited
 	})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/reaper"
 )
@@ -153,7 +154,7 @@ func TestWaitingWatchdogFootprint(t *testing.T) {
 	wd, err := reaper.StartWatchdog(cache, runsDir(t, cache), "0000ccc1", e.plan())
 	must(t, err)
 	t.Cleanup(func() { endWatchdog(t, wd) })
-	waitUntil(t, 10*time.Second, "the watchdog to block reading its stdin", func() bool { return readingStdin(wd.PID) })
+	proctest.WaitUntil(t, 10*time.Second, "the watchdog to block reading its stdin", func() bool { return readingStdin(wd.PID) })
 
 	rss := procStatus(t, wd.PID, "VmRSS")
 	cpu0 := cpuTicks(t, wd.PID)
@@ -176,9 +177,13 @@ func readingStdin(pid int) bool {
 		return false
 	}
 	f := strings.Fields(string(b))
-	read := map[string]string{"amd64": "0", "arm64": "63"}[runtime.GOARCH]
-	return len(f) > 1 && f[0] == read && f[1] == "0x0"
+	read, known := readSyscall[runtime.GOARCH]
+	return known && len(f) > 1 && f[0] == read && f[1] == "0x0"
 }
+
+// readSyscall is read(2)'s number, as /proc/<pid>/syscall shows it, on the
+// architectures readingStdin knows.
+var readSyscall = map[string]string{"amd64": "0", "arm64": "63"}
 
 func procStatus(t *testing.T, pid int, key string) int {
 	t.Helper()

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
@@ -48,25 +47,4 @@ func startContainers(t testing.TB, d *docker.Driver, kind string, n int) []strin
 		t.Fatalf("start containers: %v", err)
 	}
 	return names
-}
-
-// waitUntil polls cond until it holds or d passes (cut short to leave time
-// for cleanups before go test's -timeout).
-func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	if tt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
-		if dl, ok := tt.Deadline(); ok {
-			if left := time.Until(dl) - 10*time.Second; left < d {
-				d = left
-			}
-		}
-	}
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > d {
-			t.Fatalf("waited %s for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return time.Since(start)
 }

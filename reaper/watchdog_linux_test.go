@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -187,6 +188,12 @@ func startOwner(t *testing.T, cache string, o ownerOpts) *owner {
 	if !alive(ow.watchdog) {
 		t.Fatalf("watchdog %d is not running\nowner stderr:\n%s", ow.watchdog, h.Stderr())
 	}
+	// Its checks done, the script waits in read(0, …): what the tests
+	// inspect is that state, not a moment of its start-up (a builtin's
+	// redirection briefly swaps its descriptors).
+	if _, known := readSyscall[runtime.GOARCH]; known {
+		proctest.WaitUntil(t, 10*time.Second, "the watchdog to wait on its stdin", func() bool { return readingStdin(ow.watchdog) })
+	}
 	return ow
 }
 
@@ -218,8 +225,8 @@ func runPaths(runs, id string) []string {
 // exit, and returns how long that took.
 func (o *owner) waitReaped(t *testing.T, d time.Duration) time.Duration {
 	t.Helper()
-	took := waitUntil(t, d, "the watchdog to reap run "+o.id, o.filesGone)
-	waitUntil(t, d, "the watchdog to exit", func() bool { return !alive(o.watchdog) })
+	took := proctest.WaitUntil(t, d, "the watchdog to reap run "+o.id, o.filesGone)
+	proctest.WaitUntil(t, d, "the watchdog to exit", func() bool { return !alive(o.watchdog) })
 	return took
 }
 
@@ -535,7 +542,7 @@ func TestWatchdogRealDockerNetworks(t *testing.T) {
 	o := startOwner(t, cache, ownerOpts{plan: "docker", sandboxes: names, networks: []string{ownNet, heldNet},
 		env: []string{"RZ_DOCKER_NET=" + ownNet}})
 	o.kill(syscall.SIGKILL)
-	waitUntil(t, 30*time.Second, "the watchdog to exit", func() bool { return !alive(o.watchdog) })
+	proctest.WaitUntil(t, 30*time.Second, "the watchdog to exit", func() bool { return !alive(o.watchdog) })
 	for _, n := range names {
 		if containerExists(t, d, n) {
 			t.Errorf("container %s survived its owner", n)
@@ -576,7 +583,7 @@ func TestWatchdogEngineUnreachable(t *testing.T) {
 	sandboxes := []string{"rz-rtdead-1", "rz-rtdead-2"}
 	o := startOwner(t, t.TempDir(), ownerOpts{plan: "docker-dead", sandboxes: sandboxes, networks: []string{"rz-rtdeadnet"}})
 	o.kill(syscall.SIGKILL)
-	waitUntil(t, reapDeadline, "the watchdog to exit", func() bool { return !alive(o.watchdog) })
+	proctest.WaitUntil(t, reapDeadline, "the watchdog to exit", func() bool { return !alive(o.watchdog) })
 	rec, sbx, nets := ledger.Paths(o.runs, o.id)
 	assertFile(t, sbx, "rz-rtdead-1\nrz-rtdead-2\n")
 	assertFile(t, nets, "rz-rtdeadnet\n")

@@ -101,7 +101,7 @@ func TestExecOwnerKilled(t *testing.T) {
 	}
 	var left []string
 	polls := 0
-	gone := execPoll(2*time.Second, func() bool {
+	gone := proctest.Poll(2*time.Second, func() bool {
 		polls++
 		left = execOthersThan(t, d, name, pid1)
 		return len(left) == 0
@@ -140,7 +140,7 @@ func TestExecOwnerHelper(t *testing.T) {
 	g := sandboxtest.Start(t, keepAliveSpec(os.Getenv(envOwnerImage), nonce))
 	d := g.Sandbox().(*docker.Sandbox).Driver()
 	go func() {
-		if execPoll(30*time.Second, func() bool { return len(yesRunning(t, d, g.Name())) > 0 }) {
+		if proctest.Poll(30*time.Second, func() bool { return len(yesRunning(t, d, g.Name())) > 0 }) {
 			proctest.Say("ready", g.Name())
 		}
 	}()
@@ -182,7 +182,7 @@ func TestExecBackgroundChildCancelled(t *testing.T) {
 		}
 		ended <- res
 	}()
-	if !execPoll(10*time.Second, func() bool {
+	if !proctest.Poll(10*time.Second, func() bool {
 		return len(execRunning(t, d, g.Name(), "sleep 3201")) == 1 && len(execRunning(t, d, g.Name(), "sleep 3202")) == 1
 	}) {
 		cancel()
@@ -273,7 +273,7 @@ func TestExecGuardStop(t *testing.T) {
 		}
 		ended <- res
 	}()
-	if !execPoll(10*time.Second, func() bool { return len(execRunning(t, d, name, "sleep 3301")) == 1 }) {
+	if !proctest.Poll(10*time.Second, func() bool { return len(execRunning(t, d, name, "sleep 3301")) == 1 }) {
 		t.Fatalf("the sleep never ran: %q", execOthers(t, d, name))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -342,7 +342,7 @@ func TestExecWithStdinCancelled(t *testing.T) {
 		}
 		ended <- res
 	}()
-	if !execPoll(10*time.Second, func() bool { return len(execRunning(t, d, g.Name(), "cat")) == 1 }) {
+	if !proctest.Poll(10*time.Second, func() bool { return len(execRunning(t, d, g.Name(), "cat")) == 1 }) {
 		cancel()
 		t.Fatalf("cat never ran: %q", execOthers(t, d, g.Name()))
 	}
@@ -467,17 +467,4 @@ func execOthersThan(t *testing.T, d *docker.Driver, name, pid1 string) []string 
 		}
 	}
 	return out
-}
-
-func execPoll(within time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(within)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

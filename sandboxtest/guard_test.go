@@ -111,7 +111,7 @@ func TestStartLifecycle(t *testing.T) {
 	if body := httpGet(t, g.Endpoint(serverPort)); body != serverBody {
 		t.Errorf("GET %s = %q, want %q", g.Endpoint(serverPort), body, serverBody)
 	}
-	waitUntil(t, 10*time.Second, "Logs() to hold the server's \"ready\"", func() bool {
+	proctest.WaitUntil(t, 10*time.Second, "Logs() to hold the server's \"ready\"", func() bool {
 		return strings.Contains(g.Logs(), "ready")
 	})
 
@@ -584,19 +584,6 @@ func dirNames(t testing.TB, dir string) []string {
 		out = append(out, e.Name())
 	}
 	return out
-}
-
-// waitUntil polls cond until it holds, failing the test after timeout.
-func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > timeout {
-			t.Fatalf("waited %s for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return time.Since(start)
 }
 
 func httpGet(t testing.TB, hostPort string) string {

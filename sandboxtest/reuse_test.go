@@ -204,7 +204,7 @@ func TestReuseAcrossProcesses(t *testing.T) {
 	}
 
 	first.KillAndWait()
-	waitUntil(t, 10*time.Second, "the killed owner's watchdog to reap its run", func() bool {
+	proctest.WaitUntil(t, 10*time.Second, "the killed owner's watchdog to reap its run", func() bool {
 		l := r.lines(cache, run)
 		return !l.record && !l.sandboxFile
 	})

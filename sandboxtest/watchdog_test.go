@@ -39,7 +39,7 @@ func TestWatchdogAfterSIGKILL(t *testing.T) {
 
 	start := time.Now()
 	h.KillAndWait()
-	waitUntil(t, 10*time.Second, "the watchdog to remove the killed owner's containers, network and run files", func() bool {
+	proctest.WaitUntil(t, 10*time.Second, "the watchdog to remove the killed owner's containers, network and run files", func() bool {
 		return o.gone(r, cache)
 	})
 	t.Logf("SIGKILL of the owner → %d containers, their network and the run's files gone in %s",

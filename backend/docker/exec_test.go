@@ -174,24 +174,10 @@ func groupMembers(pg int) []string {
 	return live
 }
 
-// pollUntil calls cond until it is true or within has passed.
-func pollUntil(within time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(within)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func localPGID(t *testing.T, lw *localWrapper) int {
 	t.Helper()
 	var pg int
-	if !pollUntil(5*time.Second, func() bool {
+	if !proctest.Poll(5*time.Second, func() bool {
 		line, _, _ := strings.Cut(lw.stderr.String(), "\n")
 		pg, _ = parseMarker([]byte(line))
 		return pg > 0
@@ -204,7 +190,7 @@ func localPGID(t *testing.T, lw *localWrapper) int {
 func TestWrapperLocalLeaseEndsGroup(t *testing.T) {
 	lw := startLocal(t, nil, "sh", "-c", "sleep 300 & sleep 300")
 	pg := localPGID(t, lw)
-	if !pollUntil(5*time.Second, func() bool { return len(groupMembers(pg)) == 3 }) {
+	if !proctest.Poll(5*time.Second, func() bool { return len(groupMembers(pg)) == 3 }) {
 		t.Fatalf("group %d: %q; want the shell and its two sleeps", pg, groupMembers(pg))
 	}
 	start := time.Now()
@@ -395,7 +381,7 @@ func TestExecCancelEndsGroup(t *testing.T) {
 		defer close(done)
 		res, err = s.Exec(ctx, []string{"sh", "-c", "sleep 3101 & sleep 3102"}, ExecOptions{})
 	}()
-	if !pollUntil(10*time.Second, func() bool {
+	if !proctest.Poll(10*time.Second, func() bool {
 		procs := processes(t, s)
 		return len(running(procs, "sleep 3101")) == 1 && len(running(procs, "sleep 3102")) == 1
 	}) {
@@ -507,7 +493,7 @@ func TestExecCancelTermIgnored(t *testing.T) {
 		// The ignored TERM is inherited by the sleep as well.
 		res, err = s.Exec(ctx, []string{"sh", "-c", "trap '' TERM; sleep 3105"}, ExecOptions{})
 	}()
-	if !pollUntil(10*time.Second, func() bool { return len(running(processes(t, s), "sleep 3105")) == 1 }) {
+	if !proctest.Poll(10*time.Second, func() bool { return len(running(processes(t, s), "sleep 3105")) == 1 }) {
 		cancel()
 		t.Fatalf("the sleep never ran: %q", processes(t, s))
 	}

@@ -177,3 +177,17 @@ func TestBuffer(t *testing.T) {
 		t.Errorf("%d bytes after 400 writes of one", n)
 	}
 }
+
+func TestPoll(t *testing.T) {
+	n := 0
+	if !proctest.Poll(time.Minute, func() bool { n++; return n == 3 }) || n != 3 {
+		t.Errorf("Poll stopped after %d calls, want true after 3", n)
+	}
+	start := time.Now()
+	if proctest.Poll(30*time.Millisecond, func() bool { return false }) {
+		t.Error("Poll of a condition that never holds reported true")
+	}
+	if since := time.Since(start); since < 30*time.Millisecond {
+		t.Errorf("Poll gave up after %s, before its 30ms", since)
+	}
+}
