@@ -156,7 +156,7 @@ func TestRow10PidNamespace(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		o.checkAlive("the torn-down namespace's run, which nothing is left to remove")
 		sweepFromHere(r, o, "namespace gone")
-		o.stillListed("after the sweep from here")
+		o.checkListed("after the sweep from here", false)
 		// What the product leaves, by design, is removed by hand.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

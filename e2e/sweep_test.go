@@ -40,31 +40,6 @@ func sameFiles(a, b map[string][]byte) bool {
 	return maps.EqualFunc(a, b, bytes.Equal)
 }
 
-// stillListed checks that the run's record is there and its line files
-// list at least the owner's names.
-func (o *owner) stillListed(who string) {
-	t := o.r.t
-	t.Helper()
-	rec, sbx, nets := ledger.Paths(harness.RunsDir(o.r.cache), o.run)
-	if _, err := os.Stat(rec); err != nil {
-		t.Errorf("%s: the record of run %s: %v", who, o.run, err)
-	}
-	for _, l := range []struct {
-		path string
-		want []string
-	}{{sbx, o.sandboxes}, {nets, o.networks}} {
-		got, err := harness.ListedNames(l.path)
-		if err != nil {
-			t.Errorf("%s: %v", who, err)
-		}
-		for _, n := range l.want {
-			if !slices.Contains(got, n) {
-				t.Errorf("%s: %s no longer lists %s (it lists %q)", who, filepath.Base(l.path), n, got)
-			}
-		}
-	}
-}
-
 // shortDir is a temp dir with a short path, for unix sockets (108 bytes).
 func shortDir(t *testing.T) string {
 	t.Helper()
@@ -141,7 +116,7 @@ func TestRow07EngineUnreachable(t *testing.T) {
 		t.Errorf("(b) the sweep decided %q (%s) with its engine gone, want kept", d, why)
 	}
 	kept := s2.get(harness.ReportKey("round0.kept", o.run))
-	o.stillListed("(b) after a sweep with the engine gone")
+	o.checkListed("(b) after a sweep with the engine gone", false)
 	o.checkAlive("(b) after a sweep with the engine gone")
 	identical := sameFiles(before, snapshot(t, r.cache, o.run))
 	s2.finish()

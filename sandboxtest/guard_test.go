@@ -337,7 +337,7 @@ func TestStopIgnoringTerm(t *testing.T) {
 	if _, ok := r.inspect(g.Name()); ok {
 		t.Fatalf("container %s still exists after Stop", g.Name())
 	}
-	evs := r.events(id, since, time.Now())
+	evs := testimage.ContainerEvents(t, r.cli, id, since, time.Now())
 	var term, die *events.Message
 	for i, e := range evs {
 		switch {
@@ -513,29 +513,6 @@ func (r *rig) closeRun(run string) {
 			r.t.Logf("cleanup removed what run %s left: %q", run, removed)
 		}
 	})
-}
-
-// events returns the engine's events about container id in [since, until].
-func (r *rig) events(id string, since, until time.Time) []events.Message {
-	r.t.Helper()
-	ts := func(t time.Time) string { return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond()) }
-	res := r.cli.Events(context.Background(), client.EventsListOptions{
-		Since:   ts(since),
-		Until:   ts(until),
-		Filters: client.Filters{}.Add("container", id),
-	})
-	var out []events.Message
-	for {
-		select {
-		case m := <-res.Messages:
-			out = append(out, m)
-		case err := <-res.Err:
-			if err != nil && !errors.Is(err, io.EOF) {
-				r.t.Fatalf("events of %s: %v", id, err)
-			}
-			return out
-		}
-	}
 }
 
 func describeEvents(evs []events.Message) string {

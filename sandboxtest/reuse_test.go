@@ -143,14 +143,10 @@ func reuseSpec(img, nonce string) sandboxtest.Spec {
 // adopted by the next, and survives its owner's SIGKILL and its watchdog.
 func TestReuseAcrossProcesses(t *testing.T) {
 	t.Parallel()
-	img := testimage.Busybox(t)
 	r := newRig(t)
 	cache := t.TempDir()
-	n := nonce(t)
-	hash := sandboxtest.ReuseIdentity(reuseSpec(img, n)).Hash()
-	name := ledger.ReuseName(hash)
-	t.Cleanup(func() { r.remove(name) })
-	env := []string{sandboxtest.EnvReuse + "=1", "RZ_TEST_REUSE_NONCE=" + n}
+	k := r.reuseHelpers()
+	img, hash, name, env := k.img, k.hash, k.name, k.env
 
 	first := startHelper(t, "reuse", cache, append(env, "RZ_TEST_REUSE_ORDINARY=1")...)
 	if got := first.Expect("name"); got != name {
@@ -231,14 +227,10 @@ func TestReuseAcrossProcesses(t *testing.T) {
 // TestReuseConcurrentCreate: two processes asking at once create it once.
 func TestReuseConcurrentCreate(t *testing.T) {
 	t.Parallel()
-	img := testimage.Busybox(t)
 	r := newRig(t)
 	cache := t.TempDir()
-	n := nonce(t)
-	hash := sandboxtest.ReuseIdentity(reuseSpec(img, n)).Hash()
-	name := ledger.ReuseName(hash)
-	t.Cleanup(func() { r.remove(name) })
-	env := []string{sandboxtest.EnvReuse + "=1", "RZ_TEST_REUSE_NONCE=" + n, "RZ_TEST_REUSE_WAIT=1"}
+	k := r.reuseHelpers("RZ_TEST_REUSE_WAIT=1")
+	hash, name, env := k.hash, k.name, k.env
 
 	a := startHelper(t, "reuse", cache, env...)
 	b := startHelper(t, "reuse", cache, env...)
@@ -271,13 +263,9 @@ func TestReuseConcurrentCreate(t *testing.T) {
 // neither removes the one the other is starting.
 func TestReuseConcurrentCreateSeparateLedgers(t *testing.T) {
 	t.Parallel()
-	img := testimage.Busybox(t)
 	r := newRig(t)
-	n := nonce(t)
-	hash := sandboxtest.ReuseIdentity(reuseSpec(img, n)).Hash()
-	name := ledger.ReuseName(hash)
-	t.Cleanup(func() { r.remove(name) })
-	env := []string{sandboxtest.EnvReuse + "=1", "RZ_TEST_REUSE_NONCE=" + n, "RZ_TEST_REUSE_WAIT=1"}
+	k := r.reuseHelpers("RZ_TEST_REUSE_WAIT=1")
+	name, env := k.name, k.env
 
 	a := startHelper(t, "reuse", t.TempDir(), env...)
 	b := startHelper(t, "reuse", t.TempDir(), env...)
@@ -360,4 +348,23 @@ func helperReuse(t *testing.T) {
 	}
 	proctest.Say("run", in.RunID)
 	proctest.Block()
+}
+
+// keepAlive is a keep-alive sandbox of one test's own (a fresh nonce in
+// its identity), for helper processes to start or adopt.
+type keepAlive struct {
+	img, hash, name string
+	env             []string // the helpers' environment
+}
+
+// reuseHelpers prepares the test's keepAlive, its container removed when
+// the test ends, and its helpers' environment with extra.
+func (r *rig) reuseHelpers(extra ...string) keepAlive {
+	n := nonce(r.t)
+	k := keepAlive{img: testimage.Busybox(r.t)}
+	k.hash = sandboxtest.ReuseIdentity(reuseSpec(k.img, n)).Hash()
+	k.name = ledger.ReuseName(k.hash)
+	r.t.Cleanup(func() { r.remove(k.name) })
+	k.env = append([]string{sandboxtest.EnvReuse + "=1", "RZ_TEST_REUSE_NONCE=" + n}, extra...)
+	return k
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -328,7 +327,7 @@ func TestStopGrace(t *testing.T) {
 			t.Errorf("%s exists after Stop", name)
 		}
 		code := ""
-		for _, e := range engineEvents(t, d, id, since) {
+		for _, e := range testimage.ContainerEvents(t, d.Client(), id, since, time.Now()) {
 			if e.Action == events.ActionDie {
 				code = e.Actor.Attributes["exitCode"]
 			}
@@ -348,26 +347,6 @@ func TestStopGrace(t *testing.T) {
 			t.Errorf("%s exists after Stop", name)
 		}
 	})
-}
-
-func engineEvents(t *testing.T, d *docker.Driver, id string, since time.Time) []events.Message {
-	t.Helper()
-	ts := func(t time.Time) string { return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond()) }
-	res := d.Client().Events(context.Background(), client.EventsListOptions{
-		Since: ts(since), Until: ts(time.Now()), Filters: client.Filters{}.Add("container", id),
-	})
-	var out []events.Message
-	for {
-		select {
-		case m := <-res.Messages:
-			out = append(out, m)
-		case err := <-res.Err:
-			if err != nil && !errors.Is(err, io.EOF) {
-				t.Fatal(err)
-			}
-			return out
-		}
-	}
 }
 
 func TestRemoveOutcomes(t *testing.T) {

@@ -374,13 +374,7 @@ func TestExecTruncation(t *testing.T) {
 func TestExecCancelEndsGroup(t *testing.T) {
 	s := busyboxSandbox(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	var res ExecResult
-	var err error
-	go func() {
-		defer close(done)
-		res, err = s.Exec(ctx, []string{"sh", "-c", "sleep 3101 & sleep 3102"}, ExecOptions{})
-	}()
+	wait := execInBackground(ctx, s, "sleep 3101 & sleep 3102")
 	if !proctest.Poll(10*time.Second, func() bool {
 		procs := processes(t, s)
 		return len(running(procs, "sleep 3101")) == 1 && len(running(procs, "sleep 3102")) == 1
@@ -389,7 +383,7 @@ func TestExecCancelEndsGroup(t *testing.T) {
 	}
 	start := time.Now()
 	cancel()
-	<-done
+	res, err := wait()
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
@@ -485,21 +479,15 @@ func TestExecContextDoneBefore(t *testing.T) {
 func TestExecCancelTermIgnored(t *testing.T) {
 	s := busyboxSandbox(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	var res ExecResult
-	var err error
-	go func() {
-		defer close(done)
-		// The ignored TERM is inherited by the sleep as well.
-		res, err = s.Exec(ctx, []string{"sh", "-c", "trap '' TERM; sleep 3105"}, ExecOptions{})
-	}()
+	// The ignored TERM is inherited by the sleep as well.
+	wait := execInBackground(ctx, s, "trap '' TERM; sleep 3105")
 	if !proctest.Poll(10*time.Second, func() bool { return len(running(processes(t, s), "sleep 3105")) == 1 }) {
 		cancel()
 		t.Fatalf("the sleep never ran: %q", processes(t, s))
 	}
 	start := time.Now()
 	cancel()
-	<-done
+	res, err := wait()
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
@@ -512,5 +500,21 @@ func TestExecCancelTermIgnored(t *testing.T) {
 	}
 	if left := processes(t, s); len(left) > 0 {
 		t.Errorf("after the SIGKILL, the container still runs %q", left)
+	}
+}
+
+// execInBackground runs script with sh -c through s.Exec in a goroutine;
+// wait returns what Exec returned, once it has.
+func execInBackground(ctx context.Context, s *Sandbox, script string) (wait func() (ExecResult, error)) {
+	done := make(chan struct{})
+	var res ExecResult
+	var err error
+	go func() {
+		defer close(done)
+		res, err = s.Exec(ctx, []string{"sh", "-c", script}, ExecOptions{})
+	}()
+	return func() (ExecResult, error) {
+		<-done
+		return res, err
 	}
 }

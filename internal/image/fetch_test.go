@@ -72,16 +72,7 @@ func TestPullFails(t *testing.T) {
 		t.Fatalf("Present(%s) = %v, %v; this test needs it absent", ref, had, err)
 	}
 	dir := t.TempDir()
-	f := &finder{
-		system:   filepath.Join(dir, "bin", "busybox"),
-		cacheDir: filepath.Join(dir, "cache"),
-		image:    ref,
-		lockPath: filepath.Join(dir, "lock"),
-		arch:     func(context.Context) (string, error) { return arch, nil },
-		fetch: func(ctx context.Context, arch string) ([]byte, error) {
-			return copyFromImage(ctx, cli, ref, arch)
-		},
-	}
+	f := imageFinder(dir, cli, ref, arch)
 	start := time.Now()
 	bb, err := f.find(t.Context())
 	took := time.Since(start)
@@ -165,16 +156,7 @@ func TestCopyOutOfImage(t *testing.T) {
 				}
 			})
 			dir := t.TempDir()
-			f := &finder{
-				system:   filepath.Join(dir, "bin", "busybox"),
-				cacheDir: filepath.Join(dir, "cache"),
-				image:    ref,
-				lockPath: filepath.Join(dir, "lock"),
-				arch:     func(context.Context) (string, error) { return arch, nil },
-				fetch: func(ctx context.Context, arch string) ([]byte, error) {
-					return copyFromImage(ctx, cli, ref, arch)
-				},
-			}
+			f := imageFinder(dir, cli, ref, arch)
 			bb, err := f.find(t.Context())
 			if err != nil {
 				t.Log(err)
@@ -192,5 +174,20 @@ func TestCopyOutOfImage(t *testing.T) {
 				t.Errorf("Present(%s) = %v, %v; an image the engine had before must stay", ref, had, err)
 			}
 		})
+	}
+}
+
+// imageFinder is a finder with no system busybox, its cache and lock in
+// dir, that copies busybox for arch out of image ref on cli's engine.
+func imageFinder(dir string, cli *client.Client, ref, arch string) *finder {
+	return &finder{
+		system:   filepath.Join(dir, "bin", "busybox"),
+		cacheDir: filepath.Join(dir, "cache"),
+		image:    ref,
+		lockPath: filepath.Join(dir, "lock"),
+		arch:     func(context.Context) (string, error) { return arch, nil },
+		fetch: func(ctx context.Context, arch string) ([]byte, error) {
+			return copyFromImage(ctx, cli, ref, arch)
+		},
 	}
 }
