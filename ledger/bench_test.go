@@ -24,15 +24,15 @@ func BenchmarkAppendRemove(b *testing.B) {
 				b.Fatal(err)
 			}
 			if keep {
-				if err := r.AddSandbox("rz-keeper"); err != nil {
+				if err := r.Add(ledger.SandboxKind, "rz-keeper"); err != nil {
 					b.Fatal(err)
 				}
 			}
 			for b.Loop() {
-				if err := r.AddSandbox("rz-churn"); err != nil {
+				if err := r.Add(ledger.SandboxKind, "rz-churn"); err != nil {
 					b.Fatal(err)
 				}
-				if err := r.RemoveSandbox("rz-churn"); err != nil {
+				if err := r.Remove(ledger.SandboxKind, "rz-churn"); err != nil {
 					b.Fatal(err)
 				}
 			}

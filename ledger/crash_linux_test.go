@@ -52,7 +52,7 @@ func TestCrashHelper(t *testing.T) {
 	for i := 0; ; i++ {
 		if len(sandboxes) == 0 || len(sandboxes) < 4 && rng.IntN(2) == 0 {
 			name := fmt.Sprintf("rz-%s-%d", r.ID(), i)
-			if err := r.AddSandbox(name); err != nil {
+			if err := r.Add(ledger.SandboxKind, name); err != nil {
 				fail(err)
 			}
 			report("+" + name)
@@ -61,7 +61,7 @@ func TestCrashHelper(t *testing.T) {
 			j := rng.IntN(len(sandboxes))
 			name := sandboxes[j]
 			report("-" + name)
-			if err := r.RemoveSandbox(name); err != nil {
+			if err := r.Remove(ledger.SandboxKind, name); err != nil {
 				fail(err)
 			}
 			sandboxes = slices.Delete(sandboxes, j, j+1)
@@ -69,7 +69,7 @@ func TestCrashHelper(t *testing.T) {
 		switch n := rng.IntN(8); {
 		case n == 0 && len(networks) < 2:
 			name := fmt.Sprintf("rz-net-%08x", i)
-			if err := r.AddNetwork(name); err != nil {
+			if err := r.Add(ledger.NetworkKind, name); err != nil {
 				fail(err)
 			}
 			report("+" + name)
@@ -77,7 +77,7 @@ func TestCrashHelper(t *testing.T) {
 		case n == 1 && len(networks) > 0:
 			name := networks[0]
 			report("-" + name)
-			if err := r.RemoveNetwork(name); err != nil {
+			if err := r.Remove(ledger.NetworkKind, name); err != nil {
 				fail(err)
 			}
 			networks = networks[1:]
@@ -163,7 +163,7 @@ func TestCrashConsistency(t *testing.T) {
 					t.Errorf("kill %d: record names pid %d, the helper was %d", k, r.PID, c.Pid())
 				}
 			case p == sbxPath || p == netsPath:
-				names, rejected, err := ledger.ReadLines(p)
+				names, rejected, err := readLines3(p)
 				if err != nil || len(rejected) != 0 {
 					t.Errorf("kill %d: %s: rejected %v, err %v", k, e.Name(), rejected, err)
 				}
@@ -178,8 +178,8 @@ func TestCrashConsistency(t *testing.T) {
 				t.Errorf("kill %d: unexpected file %s in runs/", k, e.Name())
 			}
 		}
-		sbx, _, _ := ledger.ReadLines(sbxPath)
-		nets, _, _ := ledger.ReadLines(netsPath)
+		sbx, _, _ := readLines3(sbxPath)
+		nets, _, _ := readLines3(netsPath)
 		if (len(sbx) > 0 || len(nets) > 0) && !exists(t, rec) {
 			t.Errorf("kill %d: line files without a record: the record is written before the first line and removed after the last", k)
 		}
@@ -198,18 +198,27 @@ func TestCrashConsistency(t *testing.T) {
 		rf, err := ledger.ReadRun(cache, id)
 		// A run killed before its record's rename may be only temporary
 		// files; with lines, it must have a readable record.
-		if err == nil && rf.RecordErr != nil && (rf.HasSandboxes || rf.HasNetworks || !errors.Is(rf.RecordErr, ledger.ErrNoRecord)) {
+		if err == nil && rf.RecordErr != nil && (rf.Has(ledger.SandboxKind) || rf.Has(ledger.NetworkKind) || !errors.Is(rf.RecordErr, ledger.ErrNoRecord)) {
 			t.Errorf("kill %d: ListRuns: %v", k, rf.RecordErr)
 		}
-		// The sweep's clean-up of a dead run leaves nothing behind, not
-		// even the temporary files the kill interrupted.
+		// The sweep's clean-up of a dead run leaves none of its files; the
+		// temporary files the kill interrupted are never read, and are
+		// the sweep's housekeeping's once an hour old (Scan.Temps).
 		if err == nil {
 			if err := rf.RemoveFiles(); err != nil {
 				t.Errorf("kill %d: RemoveFiles: %v", k, err)
 			}
 		}
-		if left, _ := os.ReadDir(runs); len(left) != 0 {
-			t.Errorf("kill %d: RemoveRunFiles left %d files, first %s", k, len(left), left[0].Name())
+		scan, err := ledger.ScanRuns(cache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		left, _ := os.ReadDir(runs)
+		if scan.Len() != 0 || len(left) != len(scan.Temps()) {
+			t.Errorf("kill %d: after RemoveFiles %d runs and %d files are left, %d of them temporary", k, scan.Len(), len(left), len(scan.Temps()))
+		}
+		for _, tmp := range scan.Temps() {
+			os.Remove(filepath.Join(runs, tmp))
 		}
 		if t.Failed() {
 			t.Fatalf("kill %d: stopping at the first inconsistent ledger (reports: %d, live %d, on disk %q)", k, len(reports), len(live), slices.Sorted(maps.Keys(onDisk)))

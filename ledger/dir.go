@@ -9,9 +9,7 @@ import (
 	"runtime"
 )
 
-// EnvCacheDir overrides the cache directory. It is honoured whenever it is
-// set, even to the empty string (which names the current directory), as the
-// rest of the family does.
+// EnvCacheDir overrides the cache directory when set to a non-empty value.
 const EnvCacheDir = "RIGHTSIZE_CACHE_DIR"
 
 // Sub-folders of the cache directory.
@@ -19,20 +17,26 @@ const (
 	RunsDir   = "runs"
 	ReaperDir = "reaper"
 	ReuseDir  = "reuse"
+	// FatesDir holds what became of each ended run (rightsize-go only).
+	FatesDir = "fates"
 )
 
 // Dir returns the cache directory, as an absolute path: RIGHTSIZE_CACHE_DIR
-// when set; on Windows %LOCALAPPDATA%\rightsize (else
+// when set and not empty; on Windows %LOCALAPPDATA%\rightsize (else
 // %USERPROFILE%\AppData\Local\rightsize); elsewhere, macOS included,
 // $HOME/.cache/rightsize. It deliberately does not use os.UserCacheDir,
 // whose answer on macOS (~/Library/Caches) and under XDG_CACHE_HOME differs
 // from the one every other member of the family uses.
+//
+// An empty RIGHTSIZE_CACHE_DIR is taken as unset: it is what a CI variable
+// that expands to nothing gives, and taking it for the current directory
+// would write a ledger into whatever package folder `go test` runs in.
 func Dir() (string, error) {
 	return dirFor(runtime.GOOS, os.LookupEnv)
 }
 
 func dirFor(goos string, lookup func(string) (string, bool)) (string, error) {
-	if v, ok := lookup(EnvCacheDir); ok {
+	if v, ok := lookup(EnvCacheDir); ok && v != "" {
 		abs, err := filepath.Abs(v)
 		if err != nil {
 			return "", fmt.Errorf("cache dir %s=%q: %w", EnvCacheDir, v, err)
@@ -56,29 +60,70 @@ func dirFor(goos string, lookup func(string) (string, bool)) (string, error) {
 }
 
 // EnsureSubdir creates cache/sub (and cache itself) when missing, with mode
-// 0700, and returns its path. The sub-folder must be a real directory: a
+// 0700, checks that both are this user's alone (CheckPrivate), and returns
+// the sub-folder's path. The sub-folder must be a real directory: a
 // symbolic link there is refused, so nothing the ledger writes or deletes
 // can land outside the cache directory.
 func EnsureSubdir(cache, sub string) (string, error) {
 	if err := mkdir0700(cache, true); err != nil {
 		return "", err
 	}
+	if err := CheckPrivate(cache); err != nil {
+		return "", err
+	}
 	p := filepath.Join(cache, sub)
 	if err := mkdir0700(p, false); err != nil {
 		return "", err
 	}
-	fi, err := os.Lstat(p)
-	if err != nil {
-		return "", fmt.Errorf("ledger folder %s: %w", p, err)
-	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("ledger folder %s is not a directory (%s): refusing to use it", p, fi.Mode().Type())
+	if err := CheckPrivate(p); err != nil {
+		return "", err
 	}
 	return p, nil
 }
 
+// UnsafeDirError is a ledger folder that someone other than this user could
+// write to: rightsize reads what to remove from it, and writes the script
+// its watchdog runs there. Nothing is read from or written to it.
+type UnsafeDirError struct {
+	Path string
+	// Why says what is wrong: its owner, its mode, or its type.
+	Why string
+}
+
+func (e *UnsafeDirError) Error() string {
+	return fmt.Sprintf("ledger folder %s is not yours alone (%s): another local user could make rightsize remove or run what they choose; "+
+		"nothing was read from it or written to it. Remove it, or make it yours and private (chown it to yourself; chmod 700), or set %s to a folder of your own",
+		e.Path, e.Why, EnvCacheDir)
+}
+
+// CheckPrivate reports an *UnsafeDirError unless p is a directory (not a
+// symbolic link) owned by this process's effective user and writable by no
+// one else, as ssh requires of ~/.ssh. Where ownership cannot be read
+// cheaply (Windows), only the type is checked.
+func CheckPrivate(p string) error {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return fmt.Errorf("ledger folder %s: %w", p, err)
+	}
+	if !fi.IsDir() {
+		return &UnsafeDirError{Path: p, Why: "it is not a directory but " + describeType(fi.Mode())}
+	}
+	return checkOwner(p, fi)
+}
+
+func describeType(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case m.IsRegular():
+		return "a file"
+	default:
+		return m.Type().String()
+	}
+}
+
 func mkdir0700(p string, parents bool) error {
-	if _, err := os.Stat(p); err == nil {
+	if _, err := os.Lstat(p); err == nil {
 		return nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("ledger folder %s: %w", p, err)

@@ -7,20 +7,56 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/rightsize/rightsize-go/internal/names"
 )
+
+// Kind is what a ledger line names; one type with the backends' and the
+// reaper's (internal/names).
+type Kind = names.Kind
+
+// The kinds, in the order a run is reaped.
+const (
+	SandboxKind = names.SandboxKind
+	NetworkKind = names.NetworkKind
+	// ProcessKind lines are rightsize-go's own: local processes a test
+	// started, in runs/<id>.processes, a file the other members never read.
+	ProcessKind = names.ProcessKind
+)
+
+// Kinds lists every kind, sandboxes first.
+var Kinds = names.Kinds
 
 // File name suffixes of a run's files in the runs folder.
 const (
 	RecordExt    = ".json"
 	SandboxesExt = ".sandboxes"
 	NetworksExt  = ".networks"
+	ProcessesExt = ".processes"
 	LockExt      = ".lock"
 )
 
-// Paths returns the record and line file paths of run id in runsDir.
+// RecordPath is the path of run id's record in runsDir.
+func RecordPath(runsDir, id string) string { return filepath.Join(runsDir, id+RecordExt) }
+
+// LinePath is the path of run id's line file of kind k in runsDir.
+func LinePath(runsDir, id string, k Kind) string {
+	return filepath.Join(runsDir, id+"."+k.Plural())
+}
+
+// Paths returns the paths of run id's record and of the two line files the
+// whole family shares (LinePath gives any kind's).
 func Paths(runsDir, id string) (record, sandboxes, networks string) {
-	base := filepath.Join(runsDir, id)
-	return base + RecordExt, base + SandboxesExt, base + NetworksExt
+	return RecordPath(runsDir, id), LinePath(runsDir, id, SandboxKind), LinePath(runsDir, id, NetworkKind)
+}
+
+// runPaths lists the record's path, then each kind's line file's.
+func runPaths(runsDir, id string) []string {
+	out := []string{RecordPath(runsDir, id)}
+	for _, k := range Kinds {
+		out = append(out, LinePath(runsDir, id, k))
+	}
+	return out
 }
 
 // writeAtomic replaces path with data: a temporary file in the same folder
@@ -65,32 +101,9 @@ func WriteLines(path string, names []string) error {
 
 // RemoveRunFiles deletes a run's files: the line files first, then the
 // record, so an interruption never leaves lines without their record. The
-// run's lock file, if any, is left to whoever holds it; its leftover
-// temporary files are RunFiles.Temps.
+// run's lock file, if any, is left to whoever holds it.
 func RemoveRunFiles(runsDir, id string) error {
-	rec, sbx, nets := Paths(runsDir, id)
-	if err := errors.Join(removeIfExists(sbx), removeIfExists(nets)); err != nil {
-		return err
-	}
-	return removeIfExists(rec)
-}
-
-// tempOf returns the run id a hidden temporary file belongs to: writeAtomic
-// names them ".<id><ext>.tmp-<random>", the watchdog ".<id><ext>.tmp.<pid>".
-// A writer killed between creating one and renaming it leaves it behind,
-// and no reader looks at hidden files, so the run's reaper deletes them.
-func tempOf(name string) (id string, ok bool) {
-	if !strings.HasPrefix(name, ".") {
-		return "", false
-	}
-	for _, ext := range []string{RecordExt, SandboxesExt, NetworksExt} {
-		for _, mark := range []string{ext + ".tmp-", ext + ".tmp."} {
-			if i := strings.LastIndex(name, mark); i > 1 {
-				return name[1:i], true
-			}
-		}
-	}
-	return "", false
+	return RemoveKindFiles(runsDir, id, Kinds[:]...)
 }
 
 func removeIfExists(path string) error {
@@ -98,4 +111,24 @@ func removeIfExists(path string) error {
 		return err
 	}
 	return nil
+}
+
+// RemoveKindFiles deletes the run's line files of kinds, then its record
+// when no line file of any kind is left: two reapers that share a run (the
+// watchdog of its sandboxes, the watchdog of its local processes) each
+// delete their own, and whichever ends last deletes the record.
+func RemoveKindFiles(runsDir, id string, kinds ...Kind) error {
+	var errs []error
+	for _, k := range kinds {
+		errs = append(errs, removeIfExists(LinePath(runsDir, id, k)))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, k := range Kinds {
+		if _, err := os.Lstat(LinePath(runsDir, id, k)); !errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+	}
+	return removeIfExists(RecordPath(runsDir, id))
 }

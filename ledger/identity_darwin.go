@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"syscall"
@@ -58,4 +59,11 @@ func lookupProc(pid int) (procState, error) {
 		start:  time.Unix(sec, usec*1000).Truncate(time.Millisecond),
 		ticks:  uint64(sec)*1_000_000 + uint64(usec),
 	}, nil
+}
+
+// There are no pid namespaces here.
+func inInitialPidNamespace() bool { return true }
+
+func lookupInNamespace(ns string, pid int) (procState, bool, error) {
+	return procState{}, false, errors.New("pid namespaces exist on Linux only")
 }

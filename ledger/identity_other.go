@@ -2,7 +2,10 @@
 
 package ledger
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 func hostBootID() string       { return "" }
 func hostPidNamespace() string { return "" }
@@ -13,4 +16,11 @@ func lookupProc(pid int) (procState, error) {
 		return procState{}, nil
 	}
 	return procState{exists: true, unknown: "process lookup is not implemented on this system"}, nil
+}
+
+// There are no pid namespaces here.
+func inInitialPidNamespace() bool { return true }
+
+func lookupInNamespace(ns string, pid int) (procState, bool, error) {
+	return procState{}, false, errors.New("pid namespaces exist on Linux only")
 }

@@ -44,3 +44,10 @@ func lookupProc(pid int) (procState, error) {
 		ticks:  ticks,
 	}, nil
 }
+
+// There are no pid namespaces here.
+func inInitialPidNamespace() bool { return true }
+
+func lookupInNamespace(ns string, pid int) (procState, bool, error) {
+	return procState{}, false, errors.New("pid namespaces exist on Linux only")
+}

@@ -28,48 +28,90 @@ func (r Rejected) String() string {
 
 const excerptLen = 40
 
-// ReadLines reads a line file: every valid name, in order, and every line
-// that is not one. A missing file is an empty list. A symbolic link is not
-// followed: it is an error, as is a file that cannot be read. Lines of any
-// length are handled without holding them in memory.
-func ReadLines(path string) (names []string, rejected []Rejected, err error) {
+// Bounds of a line file. A real one lists a few dozen names; a file past
+// either bound was not written by a member of the family, or not for one
+// run: its run is kept and reported as oversized, never parsed into
+// thousands of names to remove.
+const (
+	MaxLineFileSize = 1 << 20
+	MaxLines        = 10_000
+	// MaxRejectedKept is how many rejected lines a read keeps, for a
+	// report; the rest are only counted.
+	MaxRejectedKept = 10
+)
+
+// ErrOversized is what reading a line file past MaxLineFileSize or
+// MaxLines wraps.
+var ErrOversized = errors.New("oversized")
+
+// LineFile is what a line file holds.
+type LineFile struct {
+	// Names are the valid names, in order.
+	Names []string
+	// Rejected are the first MaxRejectedKept lines that are not valid
+	// names; RejectedCount counts them all.
+	Rejected      []Rejected
+	RejectedCount int
+}
+
+// ReadLines reads a line file: every valid name, in order, and the lines
+// that are not one. A missing file is an empty list. A symbolic link is not
+// followed: it is an error, as is a file that cannot be read, and one past
+// MaxLineFileSize or MaxLines (ErrOversized). Lines of any length are
+// handled without holding them in memory.
+func ReadLines(path string) (LineFile, error) {
 	f, err := openNoFollow(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, nil
+		return LineFile{}, nil
 	}
 	if err != nil {
-		return nil, nil, err
+		return LineFile{}, err
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil {
-		return nil, nil, fmt.Errorf("line file %s: %w", path, err)
+		return LineFile{}, fmt.Errorf("line file %s: %w", path, err)
 	} else if !fi.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("line file %s is not a regular file (%s): not read", path, fi.Mode().Type())
+		return LineFile{}, fmt.Errorf("line file %s is not a regular file (%s): not read", path, fi.Mode().Type())
+	} else if fi.Size() > MaxLineFileSize {
+		return LineFile{}, fmt.Errorf("line file %s is %d bytes, more than the %d a run's list can be: %w, not read", path, fi.Size(), MaxLineFileSize, ErrOversized)
 	}
-	names, rejected, err = readLines(f, baseName(path))
+	lf, err := readLines(io.LimitReader(f, MaxLineFileSize+1), baseName(path))
 	if err != nil {
-		return names, rejected, fmt.Errorf("line file %s: %w", path, err)
+		return LineFile{}, fmt.Errorf("line file %s: %w", path, err)
 	}
-	return names, rejected, nil
+	return lf, nil
 }
 
 // readLines is ReadLines on an open file; base names it in reports.
-func readLines(r io.Reader, base string) (names []string, rejected []Rejected, err error) {
-	err = scanLines(r, func(n int, l *line) {
+func readLines(r io.Reader, base string) (lf LineFile, err error) {
+	size := 0
+	err = scanLines(r, func(n int, l *line) error {
+		size += l.total + 1
+		if n > MaxLines || size > MaxLineFileSize+1 {
+			return fmt.Errorf("more than %d lines or %d bytes: %w", MaxLines, MaxLineFileSize, ErrOversized)
+		}
 		name, blank := l.trimmed()
 		switch {
 		case blank:
 		case name != "" && ValidName(name):
-			names = append(names, name)
+			lf.Names = append(lf.Names, name)
 		default:
+			lf.RejectedCount++
+			if len(lf.Rejected) >= MaxRejectedKept {
+				return nil
+			}
 			q := strconv.Quote(string(l.head))
 			if l.total > len(l.head) {
 				q += "…"
 			}
-			rejected = append(rejected, Rejected{File: base, Line: n, Excerpt: q, Length: l.total})
+			lf.Rejected = append(lf.Rejected, Rejected{File: base, Line: n, Excerpt: q, Length: l.total})
 		}
+		return nil
 	})
-	return names, rejected, err
+	if err != nil {
+		return LineFile{}, err
+	}
+	return lf, nil
 }
 
 // line is what scanLines keeps of a line: never the whole of it, so a
@@ -119,12 +161,12 @@ func (l *line) trimmed() (s string, blank bool) {
 	return string(core), len(core) == 0
 }
 
-// scanLines calls fn for every line of r, split at '\n' (a last line
+// scanLines calls fn for every line of r, until fn returns an error, split at '\n' (a last line
 // without one included). Lines of any length are read in buffer-sized
 // pieces and never held whole: the trim and the name check only need the
 // first MaxNameLen+1 bytes after the leading space, and whether anything
 // but space follows them.
-func scanLines(r io.Reader, fn func(n int, l *line)) error {
+func scanLines(r io.Reader, fn func(n int, l *line) error) error {
 	br := bufio.NewReaderSize(r, 4096)
 	var l line
 	l.head = make([]byte, 0, excerptLen)
@@ -143,13 +185,15 @@ func scanLines(r io.Reader, fn func(n int, l *line)) error {
 			}
 			if err == io.EOF {
 				if l.total > 0 {
-					fn(n, &l)
+					return fn(n, &l)
 				}
 				return nil
 			}
 			return err
 		}
-		fn(n, &l)
+		if err := fn(n, &l); err != nil {
+			return err
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -22,6 +23,13 @@ func rejs(rs []ledger.Rejected) []rej {
 		out = append(out, rej{r.Line, r.Length})
 	}
 	return out
+}
+
+// readLines3 reads a line file as names, the kept rejected lines, and the
+// error.
+func readLines3(p string) ([]string, []ledger.Rejected, error) {
+	lf, err := ledger.ReadLines(p)
+	return lf.Names, lf.Rejected, err
 }
 
 func writeFile(tb testing.TB, path string, data []byte) string {
@@ -69,7 +77,7 @@ func TestReadLines(t *testing.T) {
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p := writeFile(t, filepath.Join(dir, "r"+strconv.Itoa(i)+ledger.SandboxesExt), []byte(tc.content))
-			names, rejected, err := ledger.ReadLines(p)
+			names, rejected, err := readLines3(p)
 			if err != nil {
 				t.Fatalf("ReadLines: %v (%s)", err, tc.reason)
 			}
@@ -92,7 +100,7 @@ func TestReadLines(t *testing.T) {
 }
 
 func TestReadLinesMissingFile(t *testing.T) {
-	names, rejected, err := ledger.ReadLines(filepath.Join(t.TempDir(), "nope.sandboxes"))
+	names, rejected, err := readLines3(filepath.Join(t.TempDir(), "nope.sandboxes"))
 	if err != nil || names != nil || rejected != nil {
 		t.Errorf("ReadLines(missing) = %q, %v, %v; want nothing and no error: a run whose list was pruned has no names", names, rejected, err)
 	}
@@ -103,15 +111,16 @@ func TestReadLinesDirectory(t *testing.T) {
 	if err := os.Mkdir(p, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := ledger.ReadLines(p); err == nil {
+	if _, _, err := readLines3(p); err == nil {
 		t.Error("ReadLines(directory) returned no error: a list that cannot be read must be reported, its run kept")
 	}
 }
 
-// A 10 MB line between two names: rejected with its whole length, the names
-// around it still read, and the line never held in memory.
+// A line of almost the whole allowed size between two names: rejected with
+// its whole length, the names around it still read, and the line never held
+// in memory.
 func TestReadLinesHugeLine(t *testing.T) {
-	const huge = 10 << 20
+	const huge = ledger.MaxLineFileSize - 100
 	p := filepath.Join(t.TempDir(), "huge.sandboxes")
 	f, err := os.Create(p)
 	if err != nil {
@@ -120,11 +129,8 @@ func TestReadLinesHugeLine(t *testing.T) {
 	if _, err := f.WriteString("rz-before\n"); err != nil {
 		t.Fatal(err)
 	}
-	chunk := bytes.Repeat([]byte("A"), 1<<20)
-	for range huge / len(chunk) {
-		if _, err := f.Write(chunk); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := f.Write(bytes.Repeat([]byte("A"), huge)); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := f.WriteString("\nrz-after\n"); err != nil {
 		t.Fatal(err)
@@ -136,7 +142,7 @@ func TestReadLinesHugeLine(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	names, rejected, err := ledger.ReadLines(p)
+	names, rejected, err := readLines3(p)
 	runtime.ReadMemStats(&after)
 	if err != nil {
 		t.Fatal(err)
@@ -151,8 +157,56 @@ func TestReadLinesHugeLine(t *testing.T) {
 	}
 	// The whole process's allocations, so nothing else may run now (this
 	// test is not parallel): the reader may allocate its buffer, not the line.
-	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 256<<10 {
 		t.Errorf("ReadLines allocated %d bytes for a %d-byte line: it holds the line in memory", alloc, huge)
+	}
+}
+
+// A file past either bound is not parsed at all: its run is kept and
+// reported, never turned into thousands of names to remove.
+func TestReadLinesOversized(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name    string
+		content func() []byte
+		reason  string
+	}{
+		{"bytes", func() []byte { return bytes.Repeat([]byte("rz-abc-1\n"), ledger.MaxLineFileSize/9+1) }, "past MaxLineFileSize"},
+		{"lines", func() []byte { return bytes.Repeat([]byte("\n"), ledger.MaxLines+1) }, "past MaxLines, though small"},
+		{"random bytes", func() []byte {
+			b := make([]byte, 4<<20)
+			for i := range b {
+				b[i] = byte(i*7919 + i/3)
+			}
+			return b
+		}, "100 MB of random bytes once gave 382 'names'; 4 MiB is enough to show it is not read"},
+	} {
+		p := writeFile(t, filepath.Join(dir, tc.name+".sandboxes"), tc.content())
+		lf, err := ledger.ReadLines(p)
+		if !errors.Is(err, ledger.ErrOversized) {
+			t.Errorf("%s: ReadLines = %d names, %v; want ErrOversized (%s)", tc.name, len(lf.Names), err, tc.reason)
+		}
+		if len(lf.Names) > 0 {
+			t.Errorf("%s: %d names returned from an oversized file", tc.name, len(lf.Names))
+		}
+	}
+	// Exactly at the bounds is still read.
+	p := writeFile(t, filepath.Join(dir, "max.sandboxes"), bytes.Repeat([]byte("\n"), ledger.MaxLines))
+	if _, err := ledger.ReadLines(p); err != nil {
+		t.Errorf("%d blank lines: %v; want them read", ledger.MaxLines, err)
+	}
+}
+
+// Garbage lines are counted; only a few are kept for a report.
+func TestReadLinesRejectedCounted(t *testing.T) {
+	content := strings.Repeat("$(x)\n", 5000) + "rz-a-1\n"
+	p := writeFile(t, filepath.Join(t.TempDir(), "g.sandboxes"), []byte(content))
+	lf, err := ledger.ReadLines(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lf.RejectedCount != 5000 || len(lf.Rejected) != ledger.MaxRejectedKept || !slices.Equal(lf.Names, []string{"rz-a-1"}) {
+		t.Errorf("got %d names, %d rejected kept of %d counted; want 1, %d of 5000", len(lf.Names), len(lf.Rejected), lf.RejectedCount, ledger.MaxRejectedKept)
 	}
 }
 
@@ -161,7 +215,7 @@ func TestReadLinesSymlinkNotFollowed(t *testing.T) {
 	target := writeFile(t, filepath.Join(outside, "valid.sandboxes"), []byte("rz-outside-1\n"))
 	link := filepath.Join(t.TempDir(), "run.sandboxes")
 	symlinkOrSkip(t, target, link)
-	names, _, err := ledger.ReadLines(link)
+	names, _, err := readLines3(link)
 	if err == nil {
 		t.Fatalf("ReadLines(symlink) = %q, nil error; want an error: a link is never followed, even to a valid file", names)
 	}
@@ -196,10 +250,17 @@ func FuzzReadLines(f *testing.F) {
 	// inputs/s). ReadLines is this reader behind an open that the table
 	// tests cover.
 	f.Fuzz(func(t *testing.T, data []byte) {
-		names, rejected, err := ledger.ReadLinesFrom(bytes.NewReader(data), "f.sandboxes")
+		lf, err := ledger.ReadLinesFrom(bytes.NewReader(data), "f.sandboxes")
+		if errors.Is(err, ledger.ErrOversized) {
+			if len(data) <= ledger.MaxLineFileSize && strings.Count(string(data), "\n") < ledger.MaxLines {
+				t.Fatalf("ReadLines: %v for %d bytes, %d lines", err, len(data), strings.Count(string(data), "\n"))
+			}
+			return
+		}
 		if err != nil {
 			t.Fatalf("ReadLines: %v", err)
 		}
+		names, rejected := lf.Names, lf.Rejected
 		for _, n := range names {
 			if !ledger.ValidName(n) {
 				t.Errorf("returned %q, which is not a valid name", n)
@@ -224,6 +285,12 @@ func FuzzReadLines(f *testing.F) {
 		}
 		if !slices.Equal(names, wantNames) {
 			t.Errorf("names = %q, want %q", names, wantNames)
+		}
+		if lf.RejectedCount != len(wantRej) {
+			t.Errorf("RejectedCount = %d, want %d", lf.RejectedCount, len(wantRej))
+		}
+		if len(wantRej) > ledger.MaxRejectedKept {
+			wantRej = wantRej[:ledger.MaxRejectedKept]
 		}
 		if got := rejs(rejected); !slices.Equal(got, wantRej) {
 			t.Errorf("rejected = %v, want %v", got, wantRej)

@@ -55,22 +55,52 @@ const ticksNeedSameBoot = runtime.GOOS == "linux"
 // Judge decides whether the owner of r is alive, from this process.
 func Judge(r Record) Liveness {
 	me, _ := Self()
-	return judge(r, me, lookupProc, bootTime())
+	return judge(r, me, host{lookup: lookupProc, boot: bootTime(), initial: inInitialPidNamespace(), inNamespace: lookupInNamespace})
 }
 
-func judge(r Record, me Identity, lookup func(int) (procState, error), boot time.Time) Liveness {
+// host is what a judgement needs to know of the machine, replaced in tests.
+type host struct {
+	lookup func(int) (procState, error)
+	boot   time.Time
+	// initial: this process is in the host's own pid namespace, where
+	// every process is visible.
+	initial bool
+	// inNamespace looks a pid up in another pid namespace, from the
+	// initial one; nsLive is false when the namespace has no process left.
+	inNamespace func(ns string, pid int) (st procState, nsLive bool, err error)
+}
+
+func judge(r Record, me Identity, h host) Liveness {
 	if r.BootID != "" && me.BootID != "" && r.BootID != me.BootID {
 		return Liveness{Dead, fmt.Sprintf("recorded in another boot (boot id %s; this boot is %s)", r.BootID, me.BootID)}
 	}
-	if r.PidNamespace != "" && me.PidNamespace != "" && r.PidNamespace != me.PidNamespace {
-		return Liveness{Unknown, fmt.Sprintf("pid %d belongs to pid namespace %s and this process is in %s: it cannot be looked up from here", r.PID, r.PidNamespace, me.PidNamespace)}
+	lookup := h.lookup
+	switch {
+	case r.PidNamespace == "" && me.PidNamespace != "" && !h.initial:
+		// The other members record no namespace: their pid is numbered in
+		// a namespace this process cannot name. Looking it up here would
+		// find another process, or none, and call a live owner dead.
+		return Liveness{Unknown, fmt.Sprintf("the record names no pid namespace (%s) and this process runs in pid namespace %s, not the host's: pid %d cannot be looked up from here; sweep from the host",
+			writerName(r), me.PidNamespace, r.PID)}
+	case r.PidNamespace != "" && me.PidNamespace != "" && r.PidNamespace != me.PidNamespace:
+		if !h.initial {
+			return Liveness{Unknown, fmt.Sprintf("pid %d belongs to pid namespace %s and this process is in %s: it cannot be looked up from here", r.PID, r.PidNamespace, me.PidNamespace)}
+		}
+		st, live, err := h.inNamespace(r.PidNamespace, r.PID)
+		switch {
+		case err != nil:
+			return Liveness{Unknown, fmt.Sprintf("pid %d of pid namespace %s cannot be looked up: %v", r.PID, r.PidNamespace, err)}
+		case !live:
+			return Liveness{Dead, fmt.Sprintf("no process is left in pid namespace %s, where pid %d ran", r.PidNamespace, r.PID)}
+		}
+		lookup = func(int) (procState, error) { return st, nil }
 	}
 	started, err := r.Started()
 	if err != nil {
 		return Liveness{Unknown, err.Error()}
 	}
-	if !started.IsZero() && !boot.IsZero() && started.Before(boot.Add(-StartWindow)) {
-		return Liveness{Dead, fmt.Sprintf("started %s, before this boot (%s)", r.StartedISO, FormatISO(boot))}
+	if !started.IsZero() && !h.boot.IsZero() && started.Before(h.boot.Add(-StartWindow)) {
+		return Liveness{Dead, fmt.Sprintf("started %s, before this boot (%s)", r.StartedISO, FormatISO(h.boot))}
 	}
 	st, err := lookup(r.PID)
 	if err != nil {
@@ -103,4 +133,16 @@ func judge(r Record, me Identity, lookup func(int) (procState, error), boot time
 		return Liveness{Dead, fmt.Sprintf("pid %d was reused: it started %s, the owner %s (%s apart)", r.PID, FormatISO(st.start), r.StartedISO, d)}
 	}
 	return Liveness{Alive, fmt.Sprintf("pid %d started %s, within %s of the record's %s", r.PID, FormatISO(st.start), StartWindow, r.StartedISO)}
+}
+
+// writerName says who wrote r, for messages.
+func writerName(r Record) string {
+	switch r.Writer {
+	case "":
+		return "the Rust, Kotlin and Node members record none"
+	case "go":
+		return "written by rightsize-go where there are no pid namespaces"
+	default:
+		return fmt.Sprintf("written by %q", r.Writer)
+	}
 }

@@ -46,6 +46,8 @@ func TestJudgeRules(t *testing.T) {
 			"a record from another boot is dead whatever its pid is now"},
 		{"go other namespace", with(goRec, func(r *Record) { r.PidNamespace = "pid:[2]" }), me, live(4242, running), Unknown, []string{"pid:[2]", "pid:[1]"},
 			"a pid of another namespace says nothing about the process with that number here"},
+		{"foreign record, child namespace", foreign, me, live(4242, running), Unknown, []string{"names no pid namespace", "pid:[1]", "sweep from the host"},
+			"a record without a namespace may number its pid in the host's: from a child namespace it cannot be judged"},
 		{"other boot beats namespace", with(goRec, func(r *Record) { r.BootID = "boot-B"; r.PidNamespace = "pid:[2]" }), me, live(4242, running), Dead, []string{"boot"},
 			"every process of an earlier boot is gone, whatever namespace it was in"},
 		{"go record, boot unknown here", goRec, with2(me, func(i *Identity) { i.BootID = "" }), live(4242, running), Alive, []string{"within"},
@@ -74,7 +76,11 @@ func TestJudgeRules(t *testing.T) {
 			"a start time that cannot be read proves nothing"},
 	}
 	for _, tc := range tests {
-		got := judge(tc.rec, tc.me, tc.lookup, boot)
+		got := judge(tc.rec, tc.me, host{lookup: tc.lookup, boot: boot, initial: false, inNamespace: noNamespaces})
+		if tc.rec.PidNamespace == "" && tc.name != "foreign record, child namespace" {
+			// The other members' records: judged from the host's namespace.
+			got = judge(tc.rec, tc.me, host{lookup: tc.lookup, boot: boot, initial: true, inNamespace: noNamespaces})
+		}
 		if tc.name == "go record, boot unknown here" && !ticksNeedSameBoot {
 			tc.has = []string{"recorded start"}
 		}
@@ -91,6 +97,48 @@ func TestJudgeRules(t *testing.T) {
 }
 
 func with2(i Identity, f func(*Identity)) Identity { f(&i); return i }
+
+func noNamespaces(string, int) (procState, bool, error) {
+	return procState{}, false, errors.New("no namespaces in this test")
+}
+
+// From the host's own pid namespace, a record of another namespace is
+// judged through the process that has the pid there, or is dead when the
+// namespace has no process left.
+func TestJudgeFromInitialNamespace(t *testing.T) {
+	start := time.Date(2026, 11, 29, 20, 30, 38, 0, time.UTC)
+	me := Identity{PID: 100, BootID: "boot-A", PidNamespace: "pid:[4026531836]"}
+	rec := Record{PID: 7, StartedISO: FormatISO(start), Backend: "docker", StartTicks: 4500, BootID: "boot-A", PidNamespace: "pid:[99]", Writer: "go"}
+	nothingHere := func(int) (procState, error) { return procState{}, nil }
+	for _, tc := range []struct {
+		name   string
+		ns     func(string, int) (procState, bool, error)
+		want   State
+		has    string
+		reason string
+	}{
+		{"namespace gone", func(string, int) (procState, bool, error) { return procState{}, false, nil }, Dead, "no process is left in pid namespace pid:[99]",
+			"a CI job's container killed whole: nothing of its namespace runs, so its pid cannot"},
+		{"owner runs there", func(ns string, pid int) (procState, bool, error) {
+			if ns != "pid:[99]" || pid != 7 {
+				return procState{}, true, nil
+			}
+			return procState{exists: true, start: start, ticks: 4500}, true, nil
+		}, Alive, "recorded start", "the pid as numbered in its own namespace, with the recorded start ticks"},
+		{"pid reused there", func(string, int) (procState, bool, error) {
+			return procState{exists: true, start: start, ticks: 9999}, true, nil
+		}, Dead, "reused", "another process of that namespace has the number now"},
+		{"namespace lives, pid gone", func(string, int) (procState, bool, error) { return procState{}, true, nil }, Dead, "no process has pid 7",
+			"the namespace runs on, without the owner"},
+		{"cannot see", func(string, int) (procState, bool, error) { return procState{}, false, errors.New("permission denied") }, Unknown, "permission denied",
+			"processes this one may not inspect might be in that namespace: not proven dead"},
+	} {
+		got := judge(rec, me, host{lookup: nothingHere, initial: true, inNamespace: tc.ns})
+		if got.State != tc.want || !strings.Contains(got.Reason, tc.has) {
+			t.Errorf("%s: judge = %v; want %v mentioning %q (%s)", tc.name, got, tc.want, tc.has, tc.reason)
+		}
+	}
+}
 
 func TestStateString(t *testing.T) {
 	for s, want := range map[State]string{Unknown: "unknown", Alive: "alive", Dead: "dead", State(9): "unknown"} {

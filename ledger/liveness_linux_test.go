@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -135,14 +137,14 @@ func TestJudgeRealProcesses(t *testing.T) {
 
 	// A crafted boot time: the same live child, judged as if this boot
 	// began after it started, is dead (its record predates the boot).
-	if got := judge(foreign(child.Start), me, lookupProc, child.Start.Add(time.Hour)); got.State != Dead {
+	if got := judge(foreign(child.Start), me, host{lookup: lookupProc, boot: child.Start.Add(time.Hour), initial: true}); got.State != Dead {
 		t.Errorf("judge with a boot an hour after the start = %v, want dead", got)
 	}
 	// A crafted identity: without this boot's id the ticks are not
 	// comparable, and the window decides.
 	noBoot := me
 	noBoot.BootID = ""
-	if got := judge(with(goRec, func(r *Record) { r.StartTicks++ }), noBoot, lookupProc, boot); got.State != Alive || !strings.Contains(got.Reason, "within") {
+	if got := judge(with(goRec, func(r *Record) { r.StartTicks++ }), noBoot, host{lookup: lookupProc, boot: boot, initial: true}); got.State != Alive || !strings.Contains(got.Reason, "within") {
 		t.Errorf("judge without a boot id here = %v, want alive by the 2 s window", got)
 	}
 
@@ -215,7 +217,7 @@ func TestNamespaceHelper(t *testing.T) {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		os.Exit(3)
 	}
-	if err := r.AddSandbox("rz-" + r.ID() + "-1"); err != nil {
+	if err := r.Add(SandboxKind, "rz-"+r.ID()+"-1"); err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		os.Exit(3)
 	}
@@ -286,18 +288,146 @@ func TestJudgeOtherPidNamespace(t *testing.T) {
 	if rec.BootID != me.BootID {
 		t.Fatalf("helper recorded boot %q, this boot is %q", rec.BootID, me.BootID)
 	}
-	got := Judge(rec)
-	if got.State != Unknown {
-		t.Fatalf("Judge(record of pid %d in %s) = %v; want unknown: that pid number means another process here", rec.PID, rec.PidNamespace, got)
+	// From the host's namespace the owner is found through its NSpid, and
+	// its start ticks prove it is the one.
+	if !inInitialPidNamespace() {
+		t.Skipf("this test runs in pid namespace %s, not the host's: it cannot see into another", me.PidNamespace)
 	}
-	for _, ns := range []string{rec.PidNamespace, me.PidNamespace} {
-		if !strings.Contains(got.Reason, ns) {
-			t.Errorf("reason %q does not name namespace %s", got.Reason, ns)
+	got := Judge(rec)
+	if got.State != Alive {
+		t.Fatalf("Judge(record of pid %d in %s) = %v; want alive: the owner runs there", rec.PID, rec.PidNamespace, got)
+	}
+	// A namespace killed whole (a CI job's container, its watchdog with
+	// it): nothing is left in it, so its owner is proven dead.
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("namespace helper: %v\n%s", err, stderr.String())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got = Judge(rec)
+		if got.State == Dead || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // the index of namespaces is kept a second
+	}
+	if got.State != Dead || !strings.Contains(got.Reason, "no process is left in pid namespace "+rec.PidNamespace) {
+		t.Errorf("after the namespace ended: Judge = %v; want dead, no process left in %s", got, rec.PidNamespace)
+	}
+}
+
+// envNSJudge switches the test binary into a helper that judges, from
+// inside a new pid namespace, the record in the file it names, and prints
+// the judgement.
+const envNSJudge = "RIGHTSIZE_LEDGER_TEST_NS_JUDGE"
+
+func TestNamespaceJudgeHelper(t *testing.T) {
+	p := os.Getenv(envNSJudge)
+	if p == "" {
+		t.Skip("helper process for TestJudgeFromChildPidNamespace only")
+	}
+	b, err := os.ReadFile(p)
+	if err == nil {
+		var rec Record
+		if rec, err = ParseRecord(b); err == nil {
+			l := Judge(rec)
+			fmt.Printf("%s|%s\n", l.State, l.Reason)
+			os.Exit(0)
 		}
 	}
-	// Without the namespace field the same record would be judged against
-	// whatever process has that pid here: the danger the field defeats.
-	bare := rec
-	bare.PidNamespace = ""
-	t.Logf("namespace: %v; without the field it would be: %v", got, Judge(bare))
+	fmt.Fprintln(os.Stderr, "helper:", err)
+	os.Exit(3)
+}
+
+// A record without a pid namespace (as the Rust, Kotlin and Node members
+// write them) of a live process on the host, judged from a child pid
+// namespace, where that pid names nothing or another process: unknown,
+// never dead.
+func TestJudgeFromChildPidNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a new pid namespace needs root here (unshare --pid); not root")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("unshare(1) is not installed: ", err)
+	}
+	me, _ := Self()
+	rec := Record{PID: me.PID, StartedISO: FormatISO(me.Start), Backend: "docker"} // Node's format
+	p := filepath.Join(t.TempDir(), "node.json")
+	if err := os.WriteFile(p, rec.Marshal(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(unshare, "--pid", "--fork", "--mount-proc", os.Args[0], "-test.run=^TestNamespaceJudgeHelper$")
+	cmd.Env = append(os.Environ(), envNSJudge+"="+p)
+	out, err := cmd.Output()
+	if err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) && (strings.Contains(string(exit.Stderr), "Operation not permitted") || strings.Contains(string(exit.Stderr), "Permission denied")) {
+			t.Skipf("unshare --pid is not permitted here: %s", exit.Stderr)
+		}
+		t.Fatalf("judge helper: %v\n%s", err, out)
+	}
+	state, reason, _ := strings.Cut(strings.TrimSpace(string(out)), "|")
+	if state != "unknown" || !strings.Contains(reason, "names no pid namespace") {
+		t.Errorf("judged from a child namespace: %s: %s; want unknown (the pid is the host's)", state, reason)
+	}
+	if got := Judge(rec); got.State != Alive {
+		t.Errorf("the same record judged here, on the host: %v; want alive", got)
+	}
+}
+
+// The start time Go records and reads agrees with what `ps` says of the same
+// process, to within ps's own rounding: the other members derive theirs
+// from `ps -o etime` (Node, Rust), and the family's window is 2 s. Taking
+// the boot instant from /proc/stat's whole-second btime once put Go's view
+// up to a second early, which used up to 1.8 s of that window.
+func TestStartTimeAgreesWithPs(t *testing.T) {
+	ps, err := exec.LookPath("ps")
+	if err != nil {
+		t.Skip("no ps here: ", err)
+	}
+	cmd, id := startSleeper(t)
+	pid := strconv.Itoa(cmd.Process.Pid)
+	// Wait until the child is past its first second, so that etimes says
+	// something.
+	time.Sleep(1500 * time.Millisecond)
+
+	// Node's and Rust's view: now less the whole seconds ps prints.
+	before := time.Now()
+	out, err := exec.Command(ps, "-o", "etimes=", "-p", pid).Output()
+	after := time.Now()
+	if err != nil {
+		t.Skipf("ps -o etimes: %v (not procps?)", err)
+	}
+	secs, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Skipf("ps -o etimes printed %q", out)
+	}
+	// ps truncates the elapsed time: the true start lies in
+	// (now-secs-1, now-secs], now somewhere between before and after.
+	lo := before.Add(-time.Duration(secs+1) * time.Second)
+	hi := after.Add(-time.Duration(secs) * time.Second)
+	tick := 10 * time.Millisecond
+	if id.Start.Before(lo.Add(-tick)) || id.Start.After(hi.Add(tick)) {
+		t.Errorf("Go's start %s is outside ps's (%s, %s]", FormatISO(id.Start), FormatISO(lo), FormatISO(hi))
+	}
+	nodeView := time.Now().Add(-time.Duration(secs) * time.Second)
+	margin := nodeView.Sub(id.Start)
+	t.Logf("pid %s: Go's start %s; ps -o etimes=%d; a ps-derived start is %s later, of the family's %s window", pid, FormatISO(id.Start), secs, margin.Round(time.Millisecond), StartWindow)
+	if margin < -tick || margin > time.Second+100*time.Millisecond {
+		t.Errorf("margin to the ps-derived start %s: want within [0, 1 s] (the rounding of etime)", margin)
+	}
+
+	// lstart, in whole seconds of local time.
+	out, err = exec.Command(ps, "-o", "lstart=", "-p", pid).Output()
+	if err == nil {
+		lstart, perr := time.ParseInLocation("Mon Jan _2 15:04:05 2006", strings.Join(strings.Fields(string(out)), " "), time.Local)
+		if perr == nil {
+			d := id.Start.Sub(lstart)
+			t.Logf("ps -o lstart: %s, %s before Go's start", lstart.UTC().Format(time.RFC3339), d.Round(time.Millisecond))
+			if d < -time.Second || d > 2*time.Second {
+				t.Errorf("Go's start %s and ps's lstart %s are %s apart", FormatISO(id.Start), lstart.UTC(), d)
+			}
+		}
+	}
 }

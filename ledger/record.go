@@ -60,26 +60,16 @@ func ParseRecord(data []byte) (Record, error) {
 	if len(data) > MaxRecordSize {
 		return Record{}, fmt.Errorf("record is %d bytes, more than the %d a record can be", len(data), MaxRecordSize)
 	}
-	// Decoded field by field rather than into a struct: encoding/json
-	// matches struct keys case-insensitively and lets a JSON string fill a
-	// json.Number, so {"pid":"15899"} or {"PID":1,"pid":2} would be read
-	// here differently from how the rest of the family reads them (exact
-	// keys, a number for pid), and the sweep would judge another process.
-	var fields map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&fields); err != nil {
-		return Record{}, fmt.Errorf("record is not valid JSON: %w", err)
+	var f recordFields
+	if !f.scanPlain(data) {
+		if err := f.decode(data); err != nil {
+			return Record{}, err
+		}
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Record{}, errors.New("record has data after its JSON object")
-	}
-	if fields == nil {
-		return Record{}, errors.New(`record is null, not an object with a "pid"`)
-	}
-	pidText, ok := jsonNumber(fields["pid"])
+	pidText, ok := jsonNumber(f.pid)
 	if !ok {
-		if present(fields["pid"]) {
-			return Record{}, fmt.Errorf(`record "pid" %s is not a process id`, clip(fields["pid"]))
+		if present(f.pid) {
+			return Record{}, fmt.Errorf(`record "pid" %s is not a process id`, clip(f.pid))
 		}
 		return Record{}, errors.New(`record has no "pid"`)
 	}
@@ -89,22 +79,22 @@ func ParseRecord(data []byte) (Record, error) {
 	}
 	var r Record
 	r.PID = int(pid)
-	for _, f := range []struct {
+	for _, s := range []struct {
 		key string
+		v   json.RawMessage
 		dst *string
 	}{
-		{"startedIso", &r.StartedISO}, {"backend", &r.Backend}, {"msbPath", &r.MsbPath},
-		{"bootId", &r.BootID}, {"pidNamespace", &r.PidNamespace}, {"endpoint", &r.Endpoint}, {"writer", &r.Writer},
+		{"startedIso", f.startedISO, &r.StartedISO}, {"backend", f.backend, &r.Backend}, {"msbPath", f.msbPath, &r.MsbPath},
+		{"bootId", f.bootID, &r.BootID}, {"pidNamespace", f.pidNamespace, &r.PidNamespace}, {"endpoint", f.endpoint, &r.Endpoint}, {"writer", f.writer, &r.Writer},
 	} {
-		v := fields[f.key]
-		if !present(v) {
+		if !present(s.v) {
 			continue
 		}
-		if v[0] != '"' {
-			return Record{}, fmt.Errorf("record %q is %s, not a string", f.key, clip(v))
+		if s.v[0] != '"' {
+			return Record{}, fmt.Errorf("record %q is %s, not a string", s.key, clip(s.v))
 		}
-		if err := json.Unmarshal(v, f.dst); err != nil {
-			return Record{}, fmt.Errorf("record %q: %w", f.key, err)
+		if err := unquote(s.v, s.dst); err != nil {
+			return Record{}, fmt.Errorf("record %q: %w", s.key, err)
 		}
 	}
 	if r.Backend == "" {
@@ -114,7 +104,7 @@ func ParseRecord(data []byte) (Record, error) {
 	if _, err := r.Started(); err != nil {
 		return Record{}, err
 	}
-	if v := fields["startTicks"]; present(v) {
+	if v := f.startTicks; present(v) {
 		text, ok := jsonNumber(v)
 		if !ok {
 			return Record{}, fmt.Errorf(`record "startTicks" %s is not a number`, clip(v))
@@ -126,6 +116,198 @@ func ParseRecord(data []byte) (Record, error) {
 		r.StartTicks = t
 	}
 	return r, nil
+}
+
+// recordFields are the raw JSON values of the keys a record's reader
+// knows, nil for a key that is absent. Every other key is ignored.
+type recordFields struct {
+	pid, startedISO, backend, msbPath, startTicks, bootID, pidNamespace, endpoint, writer json.RawMessage
+}
+
+func (f *recordFields) set(key []byte, v json.RawMessage) {
+	switch string(key) {
+	case "pid":
+		f.pid = v
+	case "startedIso":
+		f.startedISO = v
+	case "backend":
+		f.backend = v
+	case "msbPath":
+		f.msbPath = v
+	case "startTicks":
+		f.startTicks = v
+	case "bootId":
+		f.bootID = v
+	case "pidNamespace":
+		f.pidNamespace = v
+	case "endpoint":
+		f.endpoint = v
+	case "writer":
+		f.writer = v
+	}
+}
+
+// decode reads any record, with encoding/json.
+func (f *recordFields) decode(data []byte) error {
+	// Decoded field by field rather than into a struct: encoding/json
+	// matches struct keys case-insensitively and lets a JSON string fill a
+	// json.Number, so {"pid":"15899"} or {"PID":1,"pid":2} would be read
+	// here differently from how the rest of the family reads them (exact
+	// keys, a number for pid), and the sweep would judge another process.
+	var fields map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&fields); err != nil {
+		return fmt.Errorf("record is not valid JSON: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("record has data after its JSON object")
+	}
+	if fields == nil {
+		return errors.New(`record is null, not an object with a "pid"`)
+	}
+	for k, v := range fields {
+		f.set([]byte(k), v)
+	}
+	return nil
+}
+
+// scanPlain reads the records every member writes, in a fraction of
+// decode's time (a sweep of a large ledger reads hundreds of thousands):
+// one JSON object whose keys and values are strings of printable ASCII
+// without escapes, integers or null. It reports false, having set
+// nothing that matters, for anything else, which decode then reads: what
+// both accept, they read alike (the later of two equal keys wins, as in a
+// decoded map), and every error comes from decode.
+func (f *recordFields) scanPlain(data []byte) bool {
+	var got recordFields
+	i := skipSpace(data, 0)
+	if i == len(data) || data[i] != '{' {
+		return false
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		i++
+	} else {
+		for {
+			key, j, ok := plainString(data, i)
+			if !ok {
+				return false
+			}
+			i = skipSpace(data, j)
+			if i == len(data) || data[i] != ':' {
+				return false
+			}
+			i = skipSpace(data, i+1)
+			var v []byte
+			if v, i, ok = plainValue(data, i); !ok {
+				return false
+			}
+			got.set(key[1:len(key)-1], v)
+			i = skipSpace(data, i)
+			if i == len(data) {
+				return false
+			}
+			if data[i] == '}' {
+				i++
+				break
+			}
+			if data[i] != ',' {
+				return false
+			}
+			i = skipSpace(data, i+1)
+		}
+	}
+	if skipSpace(data, i) != len(data) {
+		return false
+	}
+	*f = got
+	return true
+}
+
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON white space.
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// plainString is the string starting at data[i], quotes included, when it
+// holds printable ASCII only and no escape; end is the index after it.
+func plainString(data []byte, i int) (s []byte, end int, ok bool) {
+	if i == len(data) || data[i] != '"' {
+		return nil, 0, false
+	}
+	for j := i + 1; j < len(data); j++ {
+		switch c := data[j]; {
+		case c == '"':
+			return data[i : j+1], j + 1, true
+		case c == '\\' || c < 0x20 || c > 0x7e:
+			return nil, 0, false
+		}
+	}
+	return nil, 0, false
+}
+
+// plainValue is the value starting at data[i] when it is a plain string,
+// an integer in JSON's syntax (no fraction, no exponent), or null.
+func plainValue(data []byte, i int) (v []byte, end int, ok bool) {
+	if i == len(data) {
+		return nil, 0, false
+	}
+	switch c := data[i]; {
+	case c == '"':
+		return plainString(data, i)
+	case c == 'n':
+		if len(data)-i >= 4 && string(data[i:i+4]) == "null" {
+			return data[i : i+4], i + 4, true
+		}
+		return nil, 0, false
+	case c == '-' || isDigit(c):
+		j := i
+		if c == '-' {
+			j++
+		}
+		switch {
+		case j == len(data) || !isDigit(data[j]):
+			return nil, 0, false
+		case data[j] == '0':
+			j++
+		default:
+			for j < len(data) && isDigit(data[j]) {
+				j++
+			}
+		}
+		// What follows a number must end it: a fraction, an exponent or a
+		// stray digit (a leading zero) is decode's to read or refuse.
+		if j < len(data) && (data[j] == '.' || data[j] == 'e' || data[j] == 'E' || isDigit(data[j])) {
+			return nil, 0, false
+		}
+		return data[i:j], j, true
+	}
+	return nil, 0, false
+}
+
+// unquote sets *dst to the JSON string v. A string of printable ASCII
+// without escapes is its bytes between the quotes; any other goes
+// through encoding/json.
+func unquote(v json.RawMessage, dst *string) error {
+	if len(v) >= 2 && v[len(v)-1] == '"' {
+		inner := v[1 : len(v)-1]
+		plain := true
+		for _, c := range inner {
+			if c == '\\' || c == '"' || c < 0x20 || c > 0x7e {
+				plain = false
+				break
+			}
+		}
+		if plain {
+			*dst = string(inner)
+			return nil
+		}
+	}
+	return json.Unmarshal(v, dst)
 }
 
 // clip shortens a raw JSON value for an error message: a hostile record
@@ -157,17 +339,163 @@ func jsonNumber(v json.RawMessage) (string, bool) {
 }
 
 // Started parses StartedISO. The zero time (and no error) means the writer
-// recorded no start time.
+// recorded no start time. Every ISO-8601 instant a member of the family
+// writes is read (ParseISO).
 func (r Record) Started() (time.Time, error) {
 	if r.StartedISO == "" {
 		return time.Time{}, nil
 	}
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999"} {
-		if t, err := time.Parse(layout, r.StartedISO); err == nil {
-			return t.UTC(), nil
+	t, err := ParseISO(r.StartedISO)
+	if err != nil {
+		return time.Time{}, fmt.Errorf(`record "startedIso" %q is not an ISO-8601 instant: %v`, clipString(r.StartedISO), err)
+	}
+	return t, nil
+}
+
+func clipString(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// ParseISO reads an ISO-8601 date and time of day as the family's members
+// and their platforms write them: YYYY-MM-DD, then 'T' (or 't', or one
+// space), then hh:mm, optionally :ss and a fraction of any length (',' or
+// '.'), then 'Z' (or 'z'), an offset as +hh:mm, +hhmm or +hh, or nothing,
+// which is read as UTC. The result is in UTC.
+func ParseISO(s string) (time.Time, error) {
+	p := isoParser{s: s}
+	year := p.digits(4, "year")
+	p.lit('-')
+	month := p.digits(2, "month")
+	p.lit('-')
+	day := p.digits(2, "day")
+	if p.err == nil {
+		if c, ok := p.peek(); ok && (c == 'T' || c == 't' || c == ' ') {
+			p.i++
+		} else {
+			p.fail("want 'T' after the date")
 		}
 	}
-	return time.Time{}, fmt.Errorf(`record "startedIso" %q is not an ISO-8601 instant`, r.StartedISO)
+	hour := p.digits(2, "hour")
+	p.lit(':')
+	minute := p.digits(2, "minute")
+	var sec, nsec int
+	if c, ok := p.peek(); ok && c == ':' && p.err == nil {
+		p.i++
+		sec = p.digits(2, "second")
+		if c, ok := p.peek(); ok && (c == '.' || c == ',') && p.err == nil {
+			p.i++
+			n := 0
+			for ; p.i < len(p.s) && isDigit(p.s[p.i]); p.i++ {
+				if n < 9 {
+					nsec = nsec*10 + int(p.s[p.i]-'0')
+				}
+				n++
+			}
+			if n == 0 {
+				p.fail("a fraction with no digits")
+			}
+			for ; n < 9; n++ {
+				nsec *= 10
+			}
+		}
+	}
+	offset := 0
+	if c, ok := p.peek(); ok && p.err == nil {
+		switch c {
+		case 'Z', 'z':
+			p.i++
+		case '+', '-':
+			p.i++
+			oh := p.digits(2, "offset hours")
+			om := 0
+			if c, ok := p.peek(); ok && c == ':' {
+				p.i++
+				om = p.digits(2, "offset minutes")
+			} else if ok && isDigit(c) {
+				om = p.digits(2, "offset minutes")
+			}
+			if oh > 23 || om > 59 {
+				p.fail("offset out of range")
+			}
+			offset = oh*3600 + om*60
+			if c == '-' {
+				offset = -offset
+			}
+		default:
+			p.fail(fmt.Sprintf("unexpected %q", c))
+		}
+	}
+	if p.err == nil && p.i != len(p.s) {
+		p.fail("trailing text")
+	}
+	if p.err != nil {
+		return time.Time{}, p.err
+	}
+	if month < 1 || month > 12 || day < 1 || day > daysIn(year, month) || hour > 24 || minute > 59 || sec > 60 ||
+		(hour == 24 && (minute != 0 || sec != 0 || nsec != 0)) {
+		return time.Time{}, errors.New("a field is out of range")
+	}
+	if sec == 60 {
+		sec = 59 // a leap second: the instant before it is close enough
+		nsec = 999_999_999
+	}
+	t := time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.FixedZone("", offset))
+	return t.UTC(), nil
+}
+
+type isoParser struct {
+	s   string
+	i   int
+	err error
+}
+
+func (p *isoParser) fail(why string) {
+	if p.err == nil {
+		p.err = fmt.Errorf("at byte %d: %s", p.i, why)
+	}
+}
+
+func (p *isoParser) peek() (byte, bool) {
+	if p.i < len(p.s) {
+		return p.s[p.i], true
+	}
+	return 0, false
+}
+
+func (p *isoParser) lit(c byte) {
+	if p.err != nil {
+		return
+	}
+	if got, ok := p.peek(); !ok || got != c {
+		p.fail(fmt.Sprintf("want %q", c))
+		return
+	}
+	p.i++
+}
+
+func (p *isoParser) digits(n int, what string) int {
+	if p.err != nil {
+		return 0
+	}
+	v := 0
+	for k := 0; k < n; k++ {
+		if p.i >= len(p.s) || !isDigit(p.s[p.i]) {
+			p.fail("want " + strconv.Itoa(n) + " digits of the " + what)
+			return 0
+		}
+		v = v*10 + int(p.s[p.i]-'0')
+		p.i++
+	}
+	return v
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func daysIn(year, month int) int {
+	return time.Date(year, time.Month(month)+1, 0, 0, 0, 0, 0, time.UTC).Day()
 }
 
 // Marshal returns the record as the family writes it: compact JSON, the

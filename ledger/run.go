@@ -31,15 +31,8 @@ type Run struct {
 
 	mu       sync.Mutex
 	recorded bool
-	lists    [2][]string
+	lists    [len(Kinds)][]string
 }
-
-type list int
-
-const (
-	sandboxList list = iota
-	networkList
-)
 
 // NewRun creates this process's run in cache (creating runs/ if needed).
 // Nothing is written until the first name is added.
@@ -72,8 +65,7 @@ func NewRun(cache string, o Owner) (*Run, error) {
 		if err != nil {
 			return nil, err
 		}
-		recPath, _, _ := Paths(dir, id)
-		if _, err := os.Lstat(recPath); errors.Is(err, fs.ErrNotExist) {
+		if !anyFileOf(dir, id) {
 			return &Run{dir: dir, id: id, rec: rec}, nil
 		}
 	}
@@ -97,54 +89,45 @@ func (r *Run) RunsDir() string { return r.dir }
 // Record is what the run's record says (or will say when written).
 func (r *Run) Record() Record { return r.rec }
 
-// AddSandbox records a sandbox name. Call it before asking the backend to
-// create the sandbox; on error, do not create it.
-func (r *Run) AddSandbox(name string) error { return r.add(sandboxList, name) }
+// Add records a name of kind k. Call it before asking the backend to
+// create what it names; on error, do not create it.
+func (r *Run) Add(k Kind, name string) error { return r.add(k, name) }
 
-// RemoveSandbox forgets a sandbox name. Call it only once the backend has
-// confirmed the sandbox gone (or never there).
-func (r *Run) RemoveSandbox(name string) error { return r.remove(sandboxList, name) }
+// Remove forgets a name of kind k. Call it only once the backend has
+// confirmed it gone (or never there, or not this run's).
+func (r *Run) Remove(k Kind, name string) error { return r.remove(k, name) }
 
-// AddNetwork records a network name, before it is created.
-func (r *Run) AddNetwork(name string) error { return r.add(networkList, name) }
-
-// RemoveNetwork forgets a network name, once it is confirmed gone.
-func (r *Run) RemoveNetwork(name string) error { return r.remove(networkList, name) }
-
-// Sandboxes returns the sandbox names the run lists now.
-func (r *Run) Sandboxes() []string { return r.snapshot(sandboxList) }
-
-// Networks returns the network names the run lists now.
-func (r *Run) Networks() []string { return r.snapshot(networkList) }
-
-func (r *Run) snapshot(l list) []string {
+// Names returns the names of kind k the run lists now.
+func (r *Run) Names(k Kind) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Clone(r.lists[l])
+	return slices.Clone(r.lists[k])
 }
 
-func (r *Run) path(l list) string {
-	_, sbx, nets := Paths(r.dir, r.id)
-	if l == sandboxList {
-		return sbx
+// Len is how many names the run lists now, of every kind.
+func (r *Run) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, l := range r.lists {
+		n += len(l)
 	}
-	return nets
+	return n
 }
 
-func (r *Run) add(l list, name string) error {
+func (r *Run) add(k Kind, name string) error {
 	if !ValidName(name) {
 		return fmt.Errorf("ledger: %q is not a valid name (a name is %s)", name, names.Rule)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.recorded {
-		recPath, _, _ := Paths(r.dir, r.id)
-		if err := writeAtomic(recPath, r.rec.Marshal()); err != nil {
+		if err := writeAtomic(RecordPath(r.dir, r.id), r.rec.Marshal()); err != nil {
 			return fmt.Errorf("ledger: %w", err)
 		}
 		r.recorded = true
 	}
-	p := r.path(l)
+	p := LinePath(r.dir, r.id, k)
 	f, err := appendNoFollow(p)
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err)
@@ -155,40 +138,52 @@ func (r *Run) add(l list, name string) error {
 	cerr := f.Close()
 	if err := errors.Join(werr, cerr); err != nil {
 		// The file may end in a part of the line: put back what is known.
-		if rerr := WriteLines(p, r.lists[l]); rerr != nil {
+		if rerr := WriteLines(p, r.lists[k]); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 		return fmt.Errorf("ledger: append to %s: %w", p, err)
 	}
-	r.lists[l] = append(r.lists[l], name)
+	r.lists[k] = append(r.lists[k], name)
 	return nil
 }
 
-func (r *Run) remove(l list, name string) error {
+func (r *Run) remove(k Kind, name string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	i := slices.Index(r.lists[l], name)
+	i := slices.Index(r.lists[k], name)
 	if i < 0 {
 		return nil
 	}
-	rest := slices.Delete(slices.Clone(r.lists[l]), i, i+1)
-	other := r.lists[1-l]
-	if len(rest) == 0 && len(other) == 0 {
-		_, sbx, nets := Paths(r.dir, r.id)
-		if err := errors.Join(removeIfExists(sbx), removeIfExists(nets)); err != nil {
+	rest := slices.Delete(slices.Clone(r.lists[k]), i, i+1)
+	empty := len(rest) == 0
+	for other, l := range r.lists {
+		if Kind(other) != k && len(l) > 0 {
+			empty = false
+		}
+	}
+	if empty {
+		// Line files before the record: no reader sees lines without one.
+		if err := RemoveRunFiles(r.dir, r.id); err != nil {
 			return fmt.Errorf("ledger: prune run %s: %w", r.id, err)
 		}
-		r.lists[l] = nil
-		recPath, _, _ := Paths(r.dir, r.id)
-		if err := removeIfExists(recPath); err != nil {
-			return fmt.Errorf("ledger: prune run %s: %w", r.id, err)
-		}
+		r.lists[k] = nil
 		r.recorded = false
 		return nil
 	}
-	if err := WriteLines(r.path(l), rest); err != nil {
+	if err := WriteLines(LinePath(r.dir, r.id, k), rest); err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
-	r.lists[l] = rest
+	r.lists[k] = rest
 	return nil
+}
+
+// anyFileOf reports whether runsDir holds a record or a line file of id:
+// a new run must not take over the lines of a run whose record is gone.
+func anyFileOf(runsDir, id string) bool {
+	for _, p := range runPaths(runsDir, id) {
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			return true
+		}
+	}
+	return false
 }

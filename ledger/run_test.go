@@ -41,7 +41,7 @@ func exists(tb testing.TB, p string) bool {
 
 func readLinesOK(tb testing.TB, p string) []string {
 	tb.Helper()
-	names, rejected, err := ledger.ReadLines(p)
+	names, rejected, err := readLines3(p)
 	if err != nil || len(rejected) != 0 {
 		tb.Fatalf("ReadLines(%s): rejected %v, err %v", p, rejected, err)
 	}
@@ -91,7 +91,7 @@ func TestRunLifecycle(t *testing.T) {
 		t.Fatal("NewRun wrote files before the first name: a run that never starts a sandbox must leave nothing")
 	}
 
-	if err := r.AddSandbox("rz-" + r.ID() + "-1"); err != nil {
+	if err := r.Add(ledger.SandboxKind, "rz-"+r.ID()+"-1"); err != nil {
 		t.Fatal(err)
 	}
 	got := readRecordOK(t, rec)
@@ -114,10 +114,10 @@ func TestRunLifecycle(t *testing.T) {
 		t.Errorf("Judge(own record) = %v: the record must identify this process", l)
 	}
 
-	if err := r.AddNetwork("rz-net-0badcafe"); err != nil {
+	if err := r.Add(ledger.NetworkKind, "rz-net-0badcafe"); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.AddSandbox("rz-" + r.ID() + "-2"); err != nil {
+	if err := r.Add(ledger.SandboxKind, "rz-"+r.ID()+"-2"); err != nil {
 		t.Fatal(err)
 	}
 	if n := readLinesOK(t, sbx); !slices.Equal(n, []string{"rz-" + r.ID() + "-1", "rz-" + r.ID() + "-2"}) {
@@ -131,12 +131,12 @@ func TestRunLifecycle(t *testing.T) {
 	}
 
 	// Removing an unknown name is a no-op, not an error.
-	if err := r.RemoveSandbox("rz-never-added"); err != nil {
+	if err := r.Remove(ledger.SandboxKind, "rz-never-added"); err != nil {
 		t.Errorf("RemoveSandbox(unknown) = %v", err)
 	}
 	// Invalid names are never written.
 	for _, bad := range []string{"", "-rf", "a\nb", "$(x)"} {
-		if err := r.AddSandbox(bad); err == nil {
+		if err := r.Add(ledger.SandboxKind, bad); err == nil {
 			t.Errorf("AddSandbox(%q) succeeded: only valid names may reach the ledger", bad)
 		}
 	}
@@ -144,13 +144,13 @@ func TestRunLifecycle(t *testing.T) {
 		t.Errorf(".sandboxes = %q after invalid adds", n)
 	}
 
-	if err := r.RemoveSandbox("rz-" + r.ID() + "-1"); err != nil {
+	if err := r.Remove(ledger.SandboxKind, "rz-"+r.ID()+"-1"); err != nil {
 		t.Fatal(err)
 	}
 	if n := readLinesOK(t, sbx); !slices.Equal(n, []string{"rz-" + r.ID() + "-2"}) {
 		t.Errorf(".sandboxes after removal = %q", n)
 	}
-	if err := r.RemoveSandbox("rz-" + r.ID() + "-2"); err != nil {
+	if err := r.Remove(ledger.SandboxKind, "rz-"+r.ID()+"-2"); err != nil {
 		t.Fatal(err)
 	}
 	if exists(t, sbx) {
@@ -159,18 +159,18 @@ func TestRunLifecycle(t *testing.T) {
 	if !exists(t, rec) || !exists(t, nets) {
 		t.Error("record or .networks removed while a network is still listed")
 	}
-	if err := r.RemoveNetwork("rz-net-0badcafe"); err != nil {
+	if err := r.Remove(ledger.NetworkKind, "rz-net-0badcafe"); err != nil {
 		t.Fatal(err)
 	}
 	if exists(t, rec) || exists(t, sbx) || exists(t, nets) {
 		t.Error("both lists empty but files remain: all three must be pruned")
 	}
-	if len(r.Sandboxes()) != 0 || len(r.Networks()) != 0 {
-		t.Errorf("in-memory lists %q %q after pruning", r.Sandboxes(), r.Networks())
+	if len(r.Names(ledger.SandboxKind)) != 0 || len(r.Names(ledger.NetworkKind)) != 0 {
+		t.Errorf("in-memory lists %q %q after pruning", r.Names(ledger.SandboxKind), r.Names(ledger.NetworkKind))
 	}
 
 	// The next name recreates the record (Node forgets to: not copied).
-	if err := r.AddNetwork("rz-net-12345678"); err != nil {
+	if err := r.Add(ledger.NetworkKind, "rz-net-12345678"); err != nil {
 		t.Fatal(err)
 	}
 	if got := readRecordOK(t, rec); got != r.Record() {
@@ -199,7 +199,7 @@ func TestRunMsbRecord(t *testing.T) {
 	}
 	for _, tc := range tests {
 		r, _ := newRun(t, tc.owner)
-		if err := r.AddSandbox("rz-1"); err != nil {
+		if err := r.Add(ledger.SandboxKind, "rz-1"); err != nil {
 			t.Fatal(err)
 		}
 		rec, _, _ := ledger.Paths(r.RunsDir(), r.ID())
@@ -221,10 +221,10 @@ func TestRunFileModes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(r.AddSandbox("rz-1"))
-	must(r.AddSandbox("rz-2"))
-	must(r.AddNetwork("rz-net-1"))
-	must(r.AddNetwork("rz-net-2"))
+	must(r.Add(ledger.SandboxKind, "rz-1"))
+	must(r.Add(ledger.SandboxKind, "rz-2"))
+	must(r.Add(ledger.NetworkKind, "rz-net-1"))
+	must(r.Add(ledger.NetworkKind, "rz-net-2"))
 	rec, sbx, nets := ledger.Paths(r.RunsDir(), r.ID())
 	check := func(when string) {
 		t.Helper()
@@ -239,8 +239,8 @@ func TestRunFileModes(t *testing.T) {
 		}
 	}
 	check("after appends")
-	must(r.RemoveSandbox("rz-1")) // rewritten through a temporary file
-	must(r.RemoveNetwork("rz-net-1"))
+	must(r.Remove(ledger.SandboxKind, "rz-1")) // rewritten through a temporary file
+	must(r.Remove(ledger.NetworkKind, "rz-net-1"))
 	check("after rewrites")
 	for _, d := range []string{cache, r.RunsDir()} {
 		if fi, _ := os.Stat(d); fi.Mode().Perm() != 0o700 {
@@ -256,7 +256,7 @@ func TestRunRefusesSymlinkedLineFile(t *testing.T) {
 	writeFile(t, target, []byte("precious\n"))
 	_, sbx, _ := ledger.Paths(r.RunsDir(), r.ID())
 	symlinkOrSkip(t, target, sbx)
-	if err := r.AddSandbox("rz-1"); err == nil {
+	if err := r.Add(ledger.SandboxKind, "rz-1"); err == nil {
 		t.Error("AddSandbox wrote through a symbolic link")
 	}
 	if b, _ := os.ReadFile(target); string(b) != "precious\n" {
@@ -338,19 +338,19 @@ func TestRunConcurrent(t *testing.T) {
 	// some of them at once; it keeps sandboxes i%3==0 and networks i%2==1.
 	phase(func(g int) error {
 		for i := range rounds {
-			if err := r.AddSandbox(sb(g, i)); err != nil {
+			if err := r.Add(ledger.SandboxKind, sb(g, i)); err != nil {
 				return err
 			}
-			if err := r.AddNetwork(nw(g, i)); err != nil {
+			if err := r.Add(ledger.NetworkKind, nw(g, i)); err != nil {
 				return err
 			}
 			if i%3 != 0 {
-				if err := r.RemoveSandbox(sb(g, i)); err != nil {
+				if err := r.Remove(ledger.SandboxKind, sb(g, i)); err != nil {
 					return err
 				}
 			}
 			if i%2 == 0 {
-				if err := r.RemoveNetwork(nw(g, i)); err != nil {
+				if err := r.Remove(ledger.NetworkKind, nw(g, i)); err != nil {
 					return err
 				}
 			}
@@ -376,9 +376,9 @@ func TestRunConcurrent(t *testing.T) {
 		what      string
 		got, want []string
 	}{
-		{"in-memory sandboxes", sorted(r.Sandboxes()), wantSb},
+		{"in-memory sandboxes", sorted(r.Names(ledger.SandboxKind)), wantSb},
 		{".sandboxes", sorted(readLinesOK(t, sbxPath)), wantSb},
-		{"in-memory networks", sorted(r.Networks()), wantNw},
+		{"in-memory networks", sorted(r.Names(ledger.NetworkKind)), wantNw},
 		{".networks", sorted(readLinesOK(t, netsPath)), wantNw},
 	} {
 		if !slices.Equal(c.got, c.want) {
@@ -392,21 +392,21 @@ func TestRunConcurrent(t *testing.T) {
 	phase(func(g int) error {
 		for i := range rounds {
 			if i%3 == 0 {
-				if err := r.RemoveSandbox(sb(g, i)); err != nil {
+				if err := r.Remove(ledger.SandboxKind, sb(g, i)); err != nil {
 					return err
 				}
 			}
 			if i%2 == 1 {
-				if err := r.RemoveNetwork(nw(g, i)); err != nil {
+				if err := r.Remove(ledger.NetworkKind, nw(g, i)); err != nil {
 					return err
 				}
 			}
 		}
 		for range rounds {
-			if err := r.AddSandbox(sb(g, 999)); err != nil {
+			if err := r.Add(ledger.SandboxKind, sb(g, 999)); err != nil {
 				return err
 			}
-			if err := r.RemoveSandbox(sb(g, 999)); err != nil {
+			if err := r.Remove(ledger.SandboxKind, sb(g, 999)); err != nil {
 				return err
 			}
 		}
@@ -417,8 +417,8 @@ func TestRunConcurrent(t *testing.T) {
 	if reads.Load() == 0 {
 		t.Error("the reader never completed a pass")
 	}
-	if len(r.Sandboxes()) != 0 || len(r.Networks()) != 0 {
-		t.Errorf("in-memory lists not empty at the end: %q %q", r.Sandboxes(), r.Networks())
+	if len(r.Names(ledger.SandboxKind)) != 0 || len(r.Names(ledger.NetworkKind)) != 0 {
+		t.Errorf("in-memory lists not empty at the end: %q %q", r.Names(ledger.SandboxKind), r.Names(ledger.NetworkKind))
 	}
 	entries, err := os.ReadDir(r.RunsDir())
 	if err != nil {

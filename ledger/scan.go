@@ -1,12 +1,15 @@
 package ledger
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -23,26 +26,44 @@ type RunFiles struct {
 	// run has line files but no record, else a parse or read error.
 	RecordErr error
 	// ModTime is the record file's modification time, or the newest line
-	// file's when there is no record: the age of an unparseable run.
+	// file's when there is no record.
 	ModTime time.Time
-	// HasSandboxes and HasNetworks tell which line files exist.
-	HasSandboxes, HasNetworks bool
+	// has tells which of the run's files the folder listed: the record,
+	// then one line file per Kind.
+	has [1 + len(Kinds)]bool
 	// Problems are files of the run that were not read (a symbolic link, a
 	// directory where a file should be): reported, never followed.
 	Problems []string
-	// Temps are hidden temporary files a writer of the run was killed
-	// before renaming: never read, deleted with the run (RemoveFiles).
-	Temps []string
 }
 
-// RemoveFiles deletes the run's files (RemoveRunFiles), then its leftover
-// temporary files, best effort.
+// Has reports whether the folder listed the line file of kind k.
+func (rf RunFiles) Has(k Kind) bool { return rf.has[1+k] }
+
+// HasLines reports whether the folder listed any line file of the run.
+func (rf RunFiles) HasLines() bool {
+	for _, k := range Kinds {
+		if rf.Has(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// RemoveFiles deletes the run's files that the folder listed: the line
+// files first, then the record. (A dead run writes no new file; deleting
+// only what is known is what keeps a sweep of many runs fast.)
 func (rf RunFiles) RemoveFiles() error {
-	if err := RemoveRunFiles(rf.Dir, rf.ID); err != nil {
+	var errs []error
+	for _, k := range Kinds {
+		if rf.Has(k) {
+			errs = append(errs, removeIfExists(LinePath(rf.Dir, rf.ID, k)))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	for _, t := range rf.Temps {
-		os.Remove(filepath.Join(rf.Dir, t))
+	if rf.has[0] {
+		return removeIfExists(RecordPath(rf.Dir, rf.ID))
 	}
 	return nil
 }
@@ -51,156 +72,415 @@ func (rf RunFiles) RemoveFiles() error {
 type Lists struct {
 	Sandboxes []string
 	Networks  []string
-	// Rejected lines are not valid names: never acted on.
-	Rejected []Rejected
-	// Problems are line files that could not be read; their names are
-	// unknown, so the run must not be forgotten.
+	// Processes are the lines of local processes (rightsize-go only).
+	Processes []string
+	// Rejected lines are not valid names: never acted on. Only the first
+	// few of each file are kept; RejectedCount counts them all.
+	Rejected      []Rejected
+	RejectedCount int
+	// Problems are line files that could not be read (oversized ones
+	// included); their names are unknown, so the run must not be forgotten.
 	Problems []string
+	// Oversized: a line file was past MaxLineFileSize or MaxLines.
+	Oversized bool
 }
 
-// ListRuns reads every run in cache/runs: one entry per file stem, sorted by
-// id, records parsed, line files not yet read. A missing runs folder is no
-// runs. Hidden temporary files are never read; they are listed in Temps.
-func ListRuns(cache string) ([]RunFiles, error) {
+// Of returns the names of kind k.
+func (l Lists) Of(k Kind) []string {
+	switch k {
+	case NetworkKind:
+		return l.Networks
+	case ProcessKind:
+		return l.Processes
+	default:
+		return l.Sandboxes
+	}
+}
+
+// Len is how many names the lists hold.
+func (l Lists) Len() int { return len(l.Sandboxes) + len(l.Networks) + len(l.Processes) }
+
+// Scan is one reading of the runs folder: the names of its files, sorted,
+// and nothing else. Runs are read one at a time from it (Each), so that
+// walking a folder of 200,000 runs costs the memory of their names, not
+// of their records.
+type Scan struct {
+	// Dir is the runs folder.
+	Dir   string
+	files []string // sorted by run id, then extension
+	// inos are the inode numbers of files, one for one; nil where the
+	// platform's listing gives none.
+	inos  []uint64
+	other []string // everything else: temporary files, locks, strangers
+}
+
+// ScanRuns lists cache/runs. A missing folder is an empty Scan; a folder
+// that is not this user's alone is an *UnsafeDirError and is not read.
+func ScanRuns(cache string) (*Scan, error) {
 	dir := filepath.Join(cache, RunsDir)
-	fi, err := os.Lstat(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+	s := &Scan{Dir: dir}
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return s, nil
 	}
+	if err := CheckPrivate(cache); err != nil {
+		return nil, err
+	}
+	if err := CheckPrivate(dir); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("ledger: %s is not a directory (%s): not read", dir, fi.Mode().Type())
-	}
-	entries, err := os.ReadDir(dir)
+	defer f.Close()
+	all, inos, err := readDirNames(f)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
-	byID := map[string]*RunFiles{}
-	get := func(id string) *RunFiles {
-		rf := byID[id]
-		if rf == nil {
-			rf = &RunFiles{ID: id, Dir: dir, RecordErr: ErrNoRecord}
-			byID[id] = rf
-		}
-		return rf
-	}
-	for _, e := range entries {
-		name := e.Name()
-		if strings.HasPrefix(name, ".") {
-			if id, ok := tempOf(name); ok && e.Type().IsRegular() {
-				rf := get(id)
-				rf.Temps = append(rf.Temps, name)
-				if info, err := e.Info(); err == nil && errors.Is(rf.RecordErr, ErrNoRecord) && info.ModTime().After(rf.ModTime) {
-					rf.ModTime = info.ModTime()
-				}
+	// Filtered in place: the listing of 200,000 runs is held once.
+	s.files, s.inos = all[:0], inos[:0:len(inos)]
+	for i, name := range all {
+		if _, _, ok := runFile(name); ok {
+			s.files = append(s.files, name)
+			if inos != nil {
+				s.inos = append(s.inos, inos[i])
 			}
-			continue
-		}
-		ext := filepath.Ext(name)
-		id := strings.TrimSuffix(name, ext)
-		if id == "" {
-			continue
-		}
-		switch ext {
-		case RecordExt, SandboxesExt, NetworksExt:
-		default:
-			continue
-		}
-		rf := get(id)
-		if !e.Type().IsRegular() {
-			rf.Problems = append(rf.Problems, fmt.Sprintf("%s is not a regular file (%s): not read", name, e.Type()))
-			if info, err := e.Info(); err == nil && info.ModTime().After(rf.ModTime) {
-				rf.ModTime = info.ModTime()
-			}
-			if ext == RecordExt {
-				rf.RecordErr = fmt.Errorf("%s is not a regular file (%s): not read", name, e.Type())
-			}
-			continue
-		}
-		switch ext {
-		case RecordExt:
-			rf.Record, rf.ModTime, rf.RecordErr = readRecord(filepath.Join(dir, name))
-		case SandboxesExt, NetworksExt:
-			if ext == SandboxesExt {
-				rf.HasSandboxes = true
-			} else {
-				rf.HasNetworks = true
-			}
-			if errors.Is(rf.RecordErr, ErrNoRecord) {
-				if info, err := e.Info(); err == nil && info.ModTime().After(rf.ModTime) {
-					rf.ModTime = info.ModTime()
-				}
-			}
+		} else {
+			s.other = append(s.other, name)
 		}
 	}
-	out := make([]RunFiles, 0, len(byID))
-	for _, rf := range byID {
-		out = append(out, *rf)
+	if inos == nil {
+		s.inos = nil
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, nil
+	sort.Sort(byRunFile{s})
+	slices.Sort(s.other)
+	return s, nil
 }
 
-// ReadRun reads one run's files, as ListRuns would.
-func ReadRun(cache, id string) (RunFiles, error) {
-	runs, err := ListRuns(cache)
+// byRunFile sorts a Scan's files by run id, then extension, their inode
+// numbers along with them.
+type byRunFile struct{ s *Scan }
+
+func (b byRunFile) Len() int { return len(b.s.files) }
+
+func (b byRunFile) Less(i, j int) bool {
+	ia, ea, _ := runFile(b.s.files[i])
+	ib, eb, _ := runFile(b.s.files[j])
+	if ia != ib {
+		return ia < ib
+	}
+	return ea < eb
+}
+
+func (b byRunFile) Swap(i, j int) {
+	b.s.files[i], b.s.files[j] = b.s.files[j], b.s.files[i]
+	if b.s.inos != nil {
+		b.s.inos[i], b.s.inos[j] = b.s.inos[j], b.s.inos[i]
+	}
+}
+
+// runExts are the extensions of a run's files, at the index runFile gives.
+var runExts = func() []string {
+	out := make([]string, 1+len(Kinds))
+	out[0] = RecordExt
+	for _, k := range Kinds {
+		out[1+int(k)] = "." + k.Plural()
+	}
+	return out
+}()
+
+// runFile splits a run file's name into its run id and the index of its
+// extension (0 the record, 1+Kind a line file).
+func runFile(name string) (id string, ext int, ok bool) {
+	if strings.HasPrefix(name, ".") {
+		return "", 0, false
+	}
+	e := filepath.Ext(name)
+	id = name[:len(name)-len(e)]
+	if id == "" {
+		return "", 0, false
+	}
+	for i, x := range runExts {
+		if e == x {
+			return id, i, true
+		}
+	}
+	return "", 0, false
+}
+
+// Len is how many runs the scan holds.
+func (s *Scan) Len() int {
+	n, last := 0, ""
+	for i, name := range s.files {
+		id, _, _ := runFile(name)
+		if i == 0 || id != last {
+			n++
+		}
+		last = id
+	}
+	return n
+}
+
+// Each calls fn for every run, in run id order, its record read just
+// before the call; it stops at fn's first error and returns it.
+func (s *Scan) Each(fn func(RunFiles) error) error {
+	for i := 0; i < len(s.files); {
+		rf, next := s.runAt(i)
+		i = next
+		rf.load()
+		if err := fn(rf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EachOnDisk is Each in the order the runs' files were laid down on disk
+// (by the inode number of the record, or of the first line file when there
+// is none) instead of run id order, where the platform's listing tells it;
+// elsewhere it is Each. Run ids are random: in their order, reading and
+// deleting 200,000 files touches the file system's blocks of inodes and
+// of free-space bitmaps at random, each many times over; in this order,
+// about once each.
+func (s *Scan) EachOnDisk(fn func(RunFiles) error) error {
+	if s.inos == nil || len(s.files) > math.MaxInt32 {
+		return s.Each(fn)
+	}
+	// Each run's first file is its record when it has one (the record's
+	// extension sorts first), else its first line file.
+	var firsts []int32
+	for i := 0; i < len(s.files); {
+		firsts = append(firsts, int32(i))
+		_, i = s.runAt(i)
+	}
+	// Equal numbers (a file system that gives none) keep run id order.
+	slices.SortFunc(firsts, func(a, b int32) int { return cmp.Or(cmp.Compare(s.inos[a], s.inos[b]), cmp.Compare(a, b)) })
+	for _, first := range firsts {
+		rf, _ := s.runAt(int(first))
+		rf.load()
+		if err := fn(rf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runAt returns the run whose first file is files[i], its record not yet
+// read, and the index of the next run's first file.
+func (s *Scan) runAt(i int) (RunFiles, int) {
+	id, _, _ := runFile(s.files[i])
+	rf := RunFiles{ID: id, Dir: s.Dir, RecordErr: ErrNoRecord}
+	for ; i < len(s.files); i++ {
+		fid, ext, _ := runFile(s.files[i])
+		if fid != id {
+			break
+		}
+		rf.has[ext] = true
+	}
+	return rf, i
+}
+
+// load reads the record, or the line files' times when there is none.
+func (rf *RunFiles) load() {
+	rec := RecordPath(rf.Dir, rf.ID)
+	if rf.has[0] {
+		rf.Record, rf.ModTime, rf.RecordErr = readRecord(rec)
+		if rf.RecordErr != nil {
+			if _, lerr := os.Lstat(rec); errors.Is(lerr, fs.ErrNotExist) {
+				// Deleted since the scan (reaped by a sibling): as if absent.
+				rf.RecordErr, rf.has[0] = ErrNoRecord, false
+			} else if fi, lerr := os.Lstat(rec); lerr == nil && !fi.Mode().IsRegular() {
+				rf.Problems = append(rf.Problems, fmt.Sprintf("%s is not a regular file (%s): not read", filepath.Base(rec), describeType(fi.Mode())))
+			}
+		}
+	}
+	if rf.has[0] {
+		return
+	}
+	for _, k := range Kinds {
+		if !rf.Has(k) {
+			continue
+		}
+		if fi, err := os.Lstat(LinePath(rf.Dir, rf.ID, k)); err == nil && fi.ModTime().After(rf.ModTime) {
+			rf.ModTime = fi.ModTime()
+		}
+	}
+}
+
+// Temps returns the temporary files in the folder that any member of the
+// family may leave when killed between writing one and renaming it:
+// Go's ".<id>.json.tmp-*", Node's ".<id>.json.tmp-<pid>-<ms>", Rust's
+// "<id>.json.tmp", Kotlin's "<id>.json<random>.tmp", and the same for the
+// line files. No reader ever opens them.
+func (s *Scan) Temps() []string {
+	var out []string
+	for _, name := range s.other {
+		if isTemp(name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func isTemp(name string) bool {
+	base := strings.TrimPrefix(name, ".")
+	known := false
+	for _, ext := range []string{RecordExt, SandboxesExt, NetworksExt, ProcessesExt} {
+		if strings.Contains(base, ext) {
+			known = true
+		}
+	}
+	return known && (strings.HasSuffix(base, ".tmp") || strings.Contains(base, ".tmp-") || strings.Contains(base, ".tmp."))
+}
+
+// Locks returns the ids of the lock files in the folder.
+func (s *Scan) Locks() []string {
+	var out []string
+	for _, name := range s.other {
+		if id, ok := strings.CutSuffix(name, LockExt); ok && id != "" && !strings.HasPrefix(id, ".") {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// HasRun reports whether the scan saw a file of run id.
+func (s *Scan) HasRun(id string) bool {
+	i, _ := slices.BinarySearchFunc(s.files, id, func(name, id string) int {
+		fid, _, _ := runFile(name)
+		return strings.Compare(fid, id)
+	})
+	if i >= len(s.files) {
+		return false
+	}
+	fid, _, _ := runFile(s.files[i])
+	return fid == id
+}
+
+// ListRuns reads every run in cache/runs: one entry per run id, sorted,
+// records parsed, line files not yet read. A missing runs folder is no
+// runs. It holds every run in memory: for a folder of any size, use
+// ScanRuns and Each.
+func ListRuns(cache string) ([]RunFiles, error) {
+	s, err := ScanRuns(cache)
 	if err != nil {
+		return nil, err
+	}
+	var out []RunFiles
+	err = s.Each(func(rf RunFiles) error { out = append(out, rf); return nil })
+	return out, err
+}
+
+// ReadRun reads one run's files, as ScanRuns and Each would. A run with no
+// file at all is an error wrapping fs.ErrNotExist.
+func ReadRun(cache, id string) (RunFiles, error) {
+	if !validRunID(id) {
+		return RunFiles{}, fmt.Errorf("ledger: %q cannot name a run's files", id)
+	}
+	dir := filepath.Join(cache, RunsDir)
+	if err := CheckPrivate(cache); err != nil {
 		return RunFiles{}, err
 	}
-	for _, rf := range runs {
-		if rf.ID == id {
-			return rf, nil
+	if err := CheckPrivate(dir); err != nil {
+		return RunFiles{}, err
+	}
+	rf := RunFiles{ID: id, Dir: dir, RecordErr: ErrNoRecord}
+	found := false
+	for i, p := range runPaths(dir, id) {
+		if _, err := os.Lstat(p); err == nil {
+			rf.has[i], found = true, true
 		}
 	}
-	return RunFiles{}, fmt.Errorf("ledger: run %s: %w", id, fs.ErrNotExist)
+	if !found {
+		return RunFiles{}, fmt.Errorf("ledger: run %s: %w", id, fs.ErrNotExist)
+	}
+	rf.load()
+	return rf, nil
+}
+
+// validRunID: a file stem that names files inside the runs folder only.
+func validRunID(id string) bool {
+	return id != "" && !strings.ContainsAny(id, `/\`) && !strings.HasPrefix(id, ".") && !strings.HasPrefix(id, "-") && !strings.ContainsRune(id, 0)
 }
 
 func readRecord(path string) (Record, time.Time, error) {
+	data, mt, err := readRecordFile(path)
+	if err != nil {
+		return Record{}, mt, err
+	}
+	rec, err := ParseRecord(data)
+	return rec, mt, err
+}
+
+// readRecordFile reads a record's bytes and its modification time (known
+// when the file could be looked at, even if it was not read). A symbolic
+// link is not followed; anything but a regular file, and one past
+// MaxRecordSize, is not read.
+func readRecordFile(path string) ([]byte, time.Time, error) {
+	if data, mt, ok, err := readRecordFast(path); ok {
+		return data, mt, err
+	}
+	return readRecordSlow(path)
+}
+
+// readRecordSlow is readRecordFile through an *os.File, on every platform.
+func readRecordSlow(path string) ([]byte, time.Time, error) {
 	f, err := openNoFollow(path)
 	if err != nil {
 		var mt time.Time
 		if fi, lerr := os.Lstat(path); lerr == nil {
 			mt = fi.ModTime()
 		}
-		return Record{}, mt, err
+		return nil, mt, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return Record{}, time.Time{}, err
+		return nil, time.Time{}, err
 	}
 	if !fi.Mode().IsRegular() {
-		return Record{}, fi.ModTime(), fmt.Errorf("%s is not a regular file", path)
+		return nil, fi.ModTime(), notRegular(path)
 	}
 	if fi.Size() > MaxRecordSize {
-		return Record{}, fi.ModTime(), fmt.Errorf("record is %d bytes, more than the %d a record can be: not read", fi.Size(), MaxRecordSize)
+		return nil, fi.ModTime(), recordTooBig(fi.Size())
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxRecordSize+1))
 	if err != nil {
-		return Record{}, fi.ModTime(), err
+		return nil, fi.ModTime(), err
 	}
-	rec, err := ParseRecord(data)
-	return rec, fi.ModTime(), err
+	return data, fi.ModTime(), nil
+}
+
+func notRegular(path string) error { return fmt.Errorf("%s is not a regular file", path) }
+
+func recordTooBig(size int64) error {
+	return fmt.Errorf("record is %d bytes, more than the %d a record can be: not read", size, MaxRecordSize)
 }
 
 // ReadLists reads the run's line files now. Line files that cannot be read
-// (a symbolic link, say) are reported in Problems.
+// (a symbolic link, an oversized one) are reported in Problems.
 func (rf RunFiles) ReadLists() Lists {
-	_, sbx, nets := Paths(rf.Dir, rf.ID)
 	var l Lists
-	var rej []Rejected
-	var err error
-	l.Sandboxes, rej, err = ReadLines(sbx)
-	l.Rejected = append(l.Rejected, rej...)
-	if err != nil {
-		l.Problems = append(l.Problems, err.Error())
-	}
-	l.Networks, rej, err = ReadLines(nets)
-	l.Rejected = append(l.Rejected, rej...)
-	if err != nil {
-		l.Problems = append(l.Problems, err.Error())
+	for _, k := range Kinds {
+		p := LinePath(rf.Dir, rf.ID, k)
+		lf, err := ReadLines(p)
+		if err != nil {
+			l.Problems = append(l.Problems, err.Error())
+			if errors.Is(err, ErrOversized) {
+				l.Oversized = true
+			}
+			continue
+		}
+		switch k {
+		case SandboxKind:
+			l.Sandboxes = lf.Names
+		case NetworkKind:
+			l.Networks = lf.Names
+		case ProcessKind:
+			l.Processes = lf.Names
+		}
+		l.Rejected = append(l.Rejected, lf.Rejected...)
+		l.RejectedCount += lf.RejectedCount
 	}
 	return l
 }
@@ -212,3 +492,69 @@ func (rf RunFiles) Age(now time.Time) time.Duration {
 	}
 	return now.Sub(rf.ModTime)
 }
+
+// EachAhead is Each (or EachOnDisk when onDisk) with the records read and
+// parsed by a goroutine of its own, a few batches ahead of fn: reading
+// waits on the disk while fn judges, deletes or prints on the other core.
+// A record read ahead is at most about a thousand runs older than fn's
+// turn with it (four batches). Memory is bounded by the batches, not the number of runs; the
+// reader has stopped when EachAhead returns.
+func (s *Scan) EachAhead(onDisk bool, fn func(RunFiles) error) error {
+	const batch = 256
+	each := s.Each
+	if onDisk {
+		each = s.EachOnDisk
+	}
+	batches := make(chan []RunFiles, 2)
+	free := make(chan []RunFiles, 3)
+	stop := make(chan struct{})
+	var readErr error
+	go func() {
+		defer close(batches)
+		send := func(b []RunFiles) bool {
+			select {
+			case batches <- b:
+				return true
+			case <-stop:
+				return false
+			}
+		}
+		b := make([]RunFiles, 0, batch)
+		readErr = each(func(rf RunFiles) error {
+			if b = append(b, rf); len(b) < batch {
+				return nil
+			}
+			if !send(b) {
+				return errReadStopped
+			}
+			select {
+			case b = <-free:
+			default:
+				b = make([]RunFiles, 0, batch)
+			}
+			return nil
+		})
+		if readErr == nil && len(b) > 0 {
+			send(b)
+		}
+	}()
+	for b := range batches {
+		for i, rf := range b {
+			if err := fn(rf); err != nil {
+				close(stop)
+				for range batches {
+				}
+				return err
+			}
+			b[i] = RunFiles{} // nothing of a run outlives its turn
+		}
+		select {
+		case free <- b[:0]:
+		default:
+		}
+	}
+	return readErr
+}
+
+// errReadStopped ends the reading ahead when fn has stopped.
+var errReadStopped = errors.New("stopped")

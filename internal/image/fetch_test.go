@@ -36,6 +36,9 @@ import (
 // engine, as the other engine tests do.
 func engineClient(t *testing.T) (*client.Client, string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a container engine: skipped with -short")
+	}
 	if skip, _ := strconv.ParseBool(os.Getenv("RIGHTSIZE_SKIP_ENGINE_TESTS")); skip {
 		t.Skip("RIGHTSIZE_SKIP_ENGINE_TESTS is set")
 	}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -192,40 +191,5 @@ func build(ctx context.Context, cli *client.Client, kind, ref string, bb *image.
 
 // buildServer builds ./server for linux/arch and returns the executable.
 func buildServer(ctx context.Context, arch string) ([]byte, error) {
-	goTool, err := goCommand()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "rightsize-testimage-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	out := filepath.Join(dir, "server")
-	cmd := exec.CommandContext(ctx, goTool, "build", "-trimpath", "-ldflags=-s -w", "-o", out, serverPackage)
-	// GOFLAGS is cleared: a -race or -cover meant for the tests would fail
-	// or bloat a CGO_ENABLED=0 build.
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch, "GOFLAGS=")
-	if output, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("%s build %s for linux/%s: %w\n%s", goTool, serverPackage, arch, err, output)
-	}
-	return os.ReadFile(out)
-}
-
-// goCommand finds the go tool. `go test` puts GOROOT/bin first on the PATH
-// of the test binaries it runs.
-func goCommand() (string, error) {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p, nil
-	}
-	for _, root := range []string{os.Getenv("GOROOT"), "/usr/local/go"} {
-		if root == "" {
-			continue
-		}
-		p := filepath.Join(root, "bin", "go")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return "", errors.New("testimage: the go tool is not on the PATH; it builds the test images' /server")
+	return image.BuildStatic(ctx, "", serverPackage, arch)
 }

@@ -52,15 +52,32 @@ var (
 // same message instead of retrying a build that cannot work.
 type lazyImage struct {
 	kind string
-	once sync.Once
-	ref  string
-	err  error
+	// noGate: a test of the memoization itself, which needs no engine.
+	noGate bool
+	once   sync.Once
+	ref    string
+	err    error
+}
+
+// Engine is the gate of every test that needs the engine: under -short it
+// skips the test, saying so in one line (`go test -short ./...` runs only
+// the tests that need no engine, anywhere); so does RIGHTSIZE_SKIP_ENGINE_TESTS.
+// Otherwise it returns, and the test fails, not skips, when no engine
+// answers: `make test` is the whole gate.
+func Engine(tb testing.TB) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("needs a container engine: skipped with -short")
+	}
+	if skip, _ := strconv.ParseBool(os.Getenv(EnvSkip)); skip {
+		tb.Skip(EnvSkip + "=" + os.Getenv(EnvSkip) + ": engine tests skipped")
+	}
 }
 
 func (im *lazyImage) get(tb testing.TB) string {
 	tb.Helper()
-	if skip, _ := strconv.ParseBool(os.Getenv(EnvSkip)); skip {
-		tb.Skip(EnvSkip + "=" + os.Getenv(EnvSkip) + ": engine tests skipped")
+	if !im.noGate {
+		Engine(tb)
 	}
 	im.once.Do(func() { im.ref, im.err = ensure(im.kind) })
 	if im.err != nil {

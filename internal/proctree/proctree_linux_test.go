@@ -1,0 +1,226 @@
+//go:build linux
+
+package proctree_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rightsize/rightsize-go/internal/proctree"
+)
+
+// start starts argv with mark in its environment, in a group of its own
+// when ownGroup; it is killed and reaped when the test ends.
+func start(t *testing.T, mark string, ownGroup bool, argv ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	if mark != "" {
+		cmd.Env = append(os.Environ(), proctree.EnvMark+"="+mark)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: ownGroup}
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		if ownGroup {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd
+}
+
+// alive reports whether pid is a live (not zombie) process.
+func alive(pid int) bool {
+	st, err := proctree.ReadStat(pid)
+	return err == nil && !st.Zombie()
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10s for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func mark(t *testing.T, n int) string {
+	return proctree.Mark("t"+strconv.Itoa(os.Getpid()), proctree.Line(uint64(n), proctree.SessionID()))
+}
+
+// From outside its parent, every process carrying the mark is ended — the
+// command and what it started, in its group — and nothing else.
+func TestEndMarkedTree(t *testing.T) {
+	m := mark(t, 1)
+	tree := start(t, m, true, "/bin/sh", "-c", "sleep 1000 & sleep 1000 & wait")
+	other := start(t, mark(t, 2), true, "sleep", "1000")
+	waitFor(t, "the tree's two sleeps", func() bool { return len(proctree.Live(proctree.OfMarks(m))) >= 3 })
+	members := proctree.Live(proctree.OfMarks(m))
+
+	res := proctree.EndMarked(proctree.OfMarks(m), time.Second, false)
+	require.True(t, res.Clean(), "%+v", res)
+	for _, pid := range members {
+		require.False(t, alive(pid), "pid %d of the tree is alive", pid)
+	}
+	require.GreaterOrEqual(t, len(res.Ended), 3)
+	require.True(t, alive(other.Process.Pid), "another mark's process was signalled")
+	_ = tree
+}
+
+// A pid, and a group number, that passed to an unrelated process after
+// the marked one was gone is never signalled: the mark is checked through
+// a pidfd on the process itself.
+func TestEndMarkedNeverSignalsAReusedPid(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("forcing a pid's reuse writes /proc/sys/kernel/ns_last_pid: root only")
+	}
+	m := mark(t, 3)
+	first := exec.Command("sleep", "1000")
+	first.Env = append(os.Environ(), proctree.EnvMark+"="+m)
+	first.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, first.Start())
+	pid := first.Process.Pid
+	first.Process.Kill()
+	first.Wait()
+
+	// The next pid the kernel gives is pid: an unmarked process in a group
+	// of its own, with the dead one's pid and group number.
+	var reused *exec.Cmd
+	for attempt := 0; attempt < 200 && reused == nil; attempt++ {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
+			t.Skipf("cannot force a pid: %v", err)
+		}
+		c := exec.Command("sleep", "1000")
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		require.NoError(t, c.Start())
+		if c.Process.Pid == pid {
+			reused = c
+			break
+		}
+		c.Process.Kill()
+		c.Wait()
+	}
+	if reused == nil {
+		t.Skip("the machine took pid " + strconv.Itoa(pid) + " before this test could, 200 times")
+	}
+	t.Cleanup(func() { reused.Process.Kill(); reused.Wait() })
+	st, err := proctree.ReadStat(pid)
+	require.NoError(t, err)
+	require.Equal(t, pid, st.Pgrp, "the reused pid leads a group of the dead one's number")
+
+	res := proctree.EndMarked(proctree.OfMarks(m), 200*time.Millisecond, true)
+	require.Empty(t, res.Ended, "nothing of the mark lives: nothing is ended")
+	require.True(t, alive(pid), "the process that reused pid %d was signalled", pid)
+}
+
+// A marked process that left its session is reported as escaped and left
+// alone; by hand, it is ended.
+func TestEndMarkedEscaped(t *testing.T) {
+	setsid, err := exec.LookPath("setsid")
+	if err != nil {
+		t.Skip("no setsid command")
+	}
+	m := mark(t, 4)
+	start(t, m, true, "/bin/sh", "-c", fmt.Sprintf("%s sleep 1000 & sleep 1000 & wait", setsid))
+	var escapee int
+	waitFor(t, "the escaped sleep", func() bool {
+		for _, pid := range proctree.Live(proctree.OfMarks(m)) {
+			if st, err := proctree.ReadStat(pid); err == nil && st.Session == pid {
+				escapee = pid
+				return true
+			}
+		}
+		return false
+	})
+	t.Cleanup(func() { syscall.Kill(escapee, syscall.SIGKILL) })
+
+	res := proctree.EndMarked(proctree.OfMarks(m), time.Second, false)
+	require.Len(t, res.Escaped, 1, "%+v", res)
+	require.Equal(t, escapee, res.Escaped[0].PID)
+	require.Contains(t, res.Escaped[0].Why, "left its session")
+	require.True(t, alive(escapee), "an escaped process was signalled")
+	require.False(t, res.Clean())
+
+	res = proctree.EndMarked(proctree.OfMarks(m), time.Second, true)
+	require.True(t, res.Clean(), "%+v", res)
+	waitFor(t, "the escaped process to end by hand", func() bool { return !alive(escapee) })
+}
+
+// Where the test's session leader is outside its pid namespace (CI jobs in
+// containers, `unshare -p`), its session reads 0: an escape is still told.
+// The escape test runs again in such a namespace when this machine can
+// make one.
+func TestEndMarkedEscapedSessionOutsideNamespace(t *testing.T) {
+	if proctree.SessionID() == 0 {
+		t.Skip("already in such a namespace: TestEndMarkedEscaped is the test")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and unshare to make a pid namespace")
+	}
+	if out, err := exec.Command(unshare, "-p", "-f", "--mount-proc", "true").CombinedOutput(); err != nil {
+		t.Skipf("this machine makes no pid namespace here (an unprivileged container?): %v: %s", err, out)
+	}
+	out, err := exec.Command(unshare, "-p", "-f", "--mount-proc", os.Args[0],
+		"-test.run", "^TestEndMarkedEscaped$", "-test.v", "-test.count", "1").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "--- PASS: TestEndMarkedEscaped ", "%s", out)
+}
+
+// A marked process in the signaller's own group is never signalled.
+func TestEndMarkedNeverOwnGroup(t *testing.T) {
+	m := mark(t, 5)
+	c := start(t, m, false, "sleep", "1000")
+	waitFor(t, "the sleep", func() bool { return len(proctree.Live(proctree.OfMarks(m))) == 1 })
+	res := proctree.EndMarked(proctree.OfMarks(m), 200*time.Millisecond, true)
+	require.Len(t, res.Left, 1)
+	require.Contains(t, res.Left[0].Why, "own process group")
+	require.True(t, alive(c.Process.Pid))
+}
+
+// From its parent, the command's whole group ends (its zombie pins the
+// group's number); a member that left the group is reported as escaped.
+func TestEndGroup(t *testing.T) {
+	m := mark(t, 6)
+	c := exec.Command("/bin/sh", "-c", "trap '' TERM; sleep 1000 & sleep 1000 & wait")
+	c.Env = append(os.Environ(), proctree.EnvMark+"="+m)
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, c.Start())
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	waitFor(t, "the group's sleeps", func() bool { return len(proctree.Live(proctree.OfMarks(m))) >= 3 })
+	members := proctree.Live(proctree.OfMarks(m))
+	start := time.Now()
+	res := proctree.EndGroup(c.Process.Pid, m, 300*time.Millisecond)
+	require.True(t, res.Clean(), "%+v", res)
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "a shell that ignores SIGTERM waits out the grace, then SIGKILL")
+	for _, pid := range members {
+		require.False(t, alive(pid), "pid %d of the group is alive", pid)
+	}
+	require.True(t, slices.ContainsFunc(res.Ended, func(p proctree.Proc) bool { return p.PID == c.Process.Pid }))
+	require.NotEmpty(t, proctree.EndGroup(syscall.Getpgrp(), "", 0).Unproven, "this process's own group is refused")
+}
+
+func TestParseStat(t *testing.T) {
+	st, err := proctree.ParseStat([]byte("42 (a (weird) name) S 1 42 42 0 -1 4194304 1 0 0 0 0 0 0 0 20 0 1 0 123456 0 0"))
+	require.NoError(t, err)
+	require.Equal(t, proctree.Stat{State: 'S', Pgrp: 42, Session: 42, StartTicks: 123456, Comm: "a (weird) name"}, st)
+	_, err = proctree.ParseStat([]byte("garbage"))
+	require.Error(t, err)
+	pid, ticks, ok := proctree.ParseID("123.456")
+	require.True(t, ok)
+	require.Equal(t, 123, pid)
+	require.Equal(t, uint64(456), ticks)
+	_, _, ok = proctree.ParseID("1.2")
+	require.False(t, ok, "pid 1 is never a test's")
+}

@@ -1,0 +1,22 @@
+//go:build !linux && !darwin
+
+package proctree
+
+import "time"
+
+// EndMarked cannot prove, on this system, which process a signal from
+// outside its parent would reach: nothing is signalled.
+func EndMarked(want func(string) bool, grace time.Duration, byHand bool) Result {
+	return Result{Unproven: ErrUnsupported}
+}
+
+// EndGroup is not offered here: on Windows a Job Object holds the tree.
+func EndGroup(pgid int, mark string, grace time.Duration) Result {
+	return Result{Unproven: ErrUnsupported}
+}
+
+// Live is not available here.
+func Live(want func(string) bool) []int { return nil }
+
+// SessionID is 0 here.
+func SessionID() int { return 0 }
