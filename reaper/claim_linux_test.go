@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/backend/docker"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/reaper"
@@ -25,16 +26,39 @@ import (
 
 const claimRuns = 20
 
+// fixture is the real engine and the processes the claim tests judge.
+type fixture struct {
+	drv *docker.Driver
+	me  ledger.Identity
+	// dead is a process of this boot that no longer runs.
+	dead ledger.Identity
+}
+
+func (f *fixture) deadRecord() []byte {
+	return recordOf(f.dead, backend.Docker, f.drv.Endpoint()).Marshal()
+}
+
+func (f *fixture) gone(t *testing.T, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if containerExists(t, f.drv, n) {
+			t.Errorf("container %s is still there; the sweep should have removed it", n)
+		}
+	}
+}
+
 // deadRuns writes n dead runs into cache, each listing one real running
-// container, and returns the run ids and the container names.
+// container labelled as its, and returns the run ids and the container
+// names.
 func deadRuns(t *testing.T, f *fixture, cache string, n int) (ids, ctrs []string) {
 	t.Helper()
 	runs := runsDir(t, cache)
-	ctrs = startContainers(t, f.drv, "claim", n)
-	for _, c := range ctrs {
-		id := randHex(t, 8)
-		ids = append(ids, id)
-		writeRun(t, runs, id, f.deadRecord(), []string{c}, nil)
+	for range n {
+		ids = append(ids, randHex(t, 8))
+	}
+	ctrs = startContainers(t, f.drv, "claim", ids)
+	for i, c := range ctrs {
+		writeRun(t, runs, ids[i], f.deadRecord(), []string{c}, nil)
 	}
 	return ids, ctrs
 }
@@ -69,8 +93,8 @@ func checkClaims(t *testing.T, f *fixture, cache string, ids, ctrs []string, rep
 			case o.Decision == reaper.Reaped:
 				reaped[o.ID]++
 			case o.Decision == reaper.LeftAlone &&
-				(strings.HasSuffix(o.Reason, "; another process is reaping it") || strings.HasSuffix(o.Reason, "; already reaped by another process")):
-				lost[o.Reason[strings.LastIndex(o.Reason, "; ")+2:]]++
+				(strings.HasSuffix(o.Reason, "another process is reaping it") || strings.HasSuffix(o.Reason, "already reaped by another process")):
+				lost[o.Reason[strings.LastIndex(o.Reason, "; ")+1:]]++
 			default:
 				t.Errorf("sweep %d: run %s: %s %q (%d kept): want reaped, or lost to the other sweep", i, o.ID, o.Decision, o.Reason, o.Kept)
 			}
@@ -183,7 +207,7 @@ type overlapBackend struct {
 	inflight, most, calls atomic.Int32
 }
 
-func (o *overlapBackend) RemoveSandboxes(_ context.Context, names []string) []error {
+func (o *overlapBackend) Remove(_ context.Context, _ backend.Kind, _ string, names []string) []error {
 	n := o.inflight.Add(1)
 	for m := o.most.Load(); n > m && !o.most.CompareAndSwap(m, n); m = o.most.Load() {
 	}

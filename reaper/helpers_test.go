@@ -8,20 +8,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/client"
-
 	"github.com/rightsize/rightsize-go/backend"
-	"github.com/rightsize/rightsize-go/backend/docker"
-	"github.com/rightsize/rightsize-go/internal/testimage"
 	"github.com/rightsize/rightsize-go/ledger"
+	"github.com/rightsize/rightsize-go/reaper"
 )
 
 // Helpers shared by the tests of this package. The engine tests use the
@@ -30,6 +25,8 @@ import (
 // by name in its cleanup, whatever the reaper did with it.
 
 func init() {
+	// A helper process of these tests may be spawned as a native watchdog.
+	reaper.WatchdogMain()
 	// Nothing here starts Ryuk, whose image could not be pulled anyway; set
 	// before testcontainers-go reads its configuration, at first use.
 	if _, ok := os.LookupEnv("TESTCONTAINERS_RYUK_DISABLED"); !ok {
@@ -41,10 +38,6 @@ func init() {
 	os.Setenv("RIGHTSIZE_WATCHDOG_SETTLE", "0")
 }
 
-// labelTest marks what these tests create, for a person looking at the
-// engine; cleanups go by name.
-const labelTest = "dev.rightsize.test"
-
 func randHex(t testing.TB, n int) string {
 	t.Helper()
 	b := make([]byte, (n+1)/2)
@@ -54,126 +47,6 @@ func randHex(t testing.TB, n int) string {
 	return hex.EncodeToString(b)[:n]
 }
 
-// uniqueName is a sandbox or network name of the calling test's own.
-func uniqueName(t testing.TB, kind string) string {
-	return "rz-rt" + kind + "-" + randHex(t, 10)
-}
-
-var (
-	engineOnce sync.Once
-	engineDrv  *docker.Driver
-	engineErr  error
-)
-
-// openDocker returns the real Docker backend, shared by the tests of this
-// binary (its client is safe for concurrent use).
-func openDocker(t testing.TB) *docker.Driver {
-	t.Helper()
-	testimage.Busybox(t) // skips or fails as every engine test here should
-	engineOnce.Do(func() { engineDrv, engineErr = docker.Open(context.Background()) })
-	if engineErr != nil {
-		t.Fatalf("docker engine: %v", engineErr)
-	}
-	return engineDrv
-}
-
-// startContainer creates and starts a busybox container named name
-// (sleep 3600) on network net ("" for none: no test here needs one, and
-// the default bridge is one more thing that could fail), removed by name
-// when the test ends.
-func startContainer(t testing.TB, d *docker.Driver, name, net string) {
-	t.Helper()
-	ctx := context.Background()
-	hc := container.HostConfig{NetworkMode: "none"}
-	if net != "" {
-		hc.NetworkMode = container.NetworkMode(net)
-	}
-	t.Cleanup(func() { removeContainer(t, d, name) })
-	_, err := d.Client().ContainerCreate(ctx, client.ContainerCreateOptions{
-		Name:       name,
-		Config:     &container.Config{Image: testimage.Busybox(t), Labels: map[string]string{labelTest: "reaper"}},
-		HostConfig: &hc,
-	})
-	if err != nil {
-		t.Fatalf("create container %s: %v", name, err)
-	}
-	if _, err := d.Client().ContainerStart(ctx, name, client.ContainerStartOptions{}); err != nil {
-		t.Fatalf("start container %s: %v", name, err)
-	}
-}
-
-// removeContainer is for cleanups: gone already is fine.
-func removeContainer(t testing.TB, d *docker.Driver, name string) {
-	if err := d.RemoveSandboxes(context.Background(), []string{name})[0]; err != nil && !errors.Is(err, backend.ErrNotFound) {
-		t.Errorf("cleanup: %v", err)
-	}
-}
-
-// createNetwork creates a bridge network named name, removed by name when
-// the test ends (after the containers started later, which use it).
-func createNetwork(t testing.TB, d *docker.Driver, name string) {
-	t.Helper()
-	t.Cleanup(func() {
-		if err := d.RemoveNetworks(context.Background(), []string{name})[0]; err != nil && !errors.Is(err, backend.ErrNotFound) {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-	if err := d.CreateNetwork(context.Background(), name, map[string]string{labelTest: "reaper"}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func containerExists(t testing.TB, d *docker.Driver, name string) bool {
-	t.Helper()
-	ok, err := d.Exists(context.Background(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ok
-}
-
-func networkExists(t testing.TB, d *docker.Driver, name string) bool {
-	t.Helper()
-	_, err := d.Client().NetworkInspect(context.Background(), name, client.NetworkInspectOptions{})
-	if err == nil {
-		return true
-	}
-	if strings.Contains(err.Error(), "not found") || strings.Contains(err.Error(), "No such network") {
-		return false
-	}
-	t.Fatalf("inspect network %s: %v", name, err)
-	return false
-}
-
-// recorder is a Backend that delegates to another and records every name
-// it is asked to remove.
-type recorder struct {
-	backend.Backend
-	mu        sync.Mutex
-	sandboxes []string
-	networks  []string
-}
-
-func (r *recorder) RemoveSandboxes(ctx context.Context, names []string) []error {
-	r.mu.Lock()
-	r.sandboxes = append(r.sandboxes, names...)
-	r.mu.Unlock()
-	return r.Backend.RemoveSandboxes(ctx, names)
-}
-
-func (r *recorder) RemoveNetworks(ctx context.Context, names []string) []error {
-	r.mu.Lock()
-	r.networks = append(r.networks, names...)
-	r.mu.Unlock()
-	return r.Backend.RemoveNetworks(ctx, names)
-}
-
-func (r *recorder) asked() (sandboxes, networks []string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.sandboxes), slices.Clone(r.networks)
-}
-
 // stubBackend stands for an engine that is not Docker (msb): every removal
 // succeeds.
 type stubBackend struct{ name, endpoint string }
@@ -181,13 +54,10 @@ type stubBackend struct{ name, endpoint string }
 func (s stubBackend) Name() string          { return s.name }
 func (s stubBackend) Endpoint() string      { return s.endpoint }
 func (s stubBackend) DefaultEndpoint() bool { return true }
-func (s stubBackend) RemoveSandboxes(_ context.Context, names []string) []error {
+func (s stubBackend) Remove(_ context.Context, _ backend.Kind, _ string, names []string) []error {
 	return make([]error, len(names))
 }
-func (s stubBackend) RemoveNetworks(_ context.Context, names []string) []error {
-	return make([]error, len(names))
-}
-func (s stubBackend) WatchdogPlan() (backend.WatchdogPlan, error) {
+func (s stubBackend) Watchdog(string) (backend.WatchdogPlan, error) {
 	return backend.WatchdogPlan{}, errors.New("stub: no watchdog")
 }
 

@@ -1,50 +1,121 @@
 package reaper
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/internal/envlist"
+	"github.com/rightsize/rightsize-go/internal/names"
 	"github.com/rightsize/rightsize-go/ledger"
-	"github.com/rightsize/rightsize-go/reaper/scripts"
 )
 
 // EnvDebug, set to 1, makes the watchdog log what it does to
 // <cache>/reaper/watchdog-<run-id>.log instead of discarding its output.
 const EnvDebug = "RIGHTSIZE_REAPER_DEBUG"
 
+// EnvWatchdog chooses the kind of watchdog: "script" (the default where
+// the backend's command line is found: a POSIX sh script, PowerShell on
+// Windows) or "native" (this program re-executed, speaking the engine's
+// API: the default where the command line is missing).
+const EnvWatchdog = "RIGHTSIZE_WATCHDOG"
+
+// Kinds of watchdog, as Watchdog.Kind says.
+const (
+	ScriptWatchdog = "script"
+	NativeWatchdog = "native"
+)
+
 // Watchdog is a spawned watchdog process.
 type Watchdog struct {
 	// PID of the watchdog process.
 	PID int
-	// Script is the path of the script it runs.
+	// Kind is ScriptWatchdog or NativeWatchdog.
+	Kind string
+	// Script is the path of a readable copy of the script it runs (script
+	// watchdogs only): the watchdog was handed the text itself.
 	Script string
 	// Log is the debug log file, when RIGHTSIZE_REAPER_DEBUG=1.
 	Log string
 
 	exited chan struct{}
 	err    error
-	// lease is the write end of its stdin, also held in leases.
-	lease *os.File
+
+	mu    sync.Mutex
+	lease *os.File // the write end of its stdin, also held in leases
+	lost  atomic.Bool
 }
 
-// Exited is closed when the watchdog process ends (which, while this
-// process lives, means it failed).
-func (w *Watchdog) Exited() <-chan struct{} { return w.exited }
-
-// Err is why the watchdog ended, once Exited is closed.
+// Err is why the watchdog ended, once it has: while its owner lives, any
+// end is a failure.
 func (w *Watchdog) Err() error { <-w.exited; return w.err }
+
+// Tell tells the watchdog that the run created what id names (the engine's
+// own id for it, and its name): it removes that at once when this process
+// dies. It is a line on the watchdog's stdin; a watchdog that is gone
+// makes it fail, and nothing else.
+func (w *Watchdog) Tell(k names.Kind, id, name string) error {
+	return w.say('+', k.Plural()[:1], id, name)
+}
+
+// Untell tells the watchdog that the run removed it itself.
+func (w *Watchdog) Untell(k names.Kind, id, name string) error {
+	return w.say('-', k.Plural()[:1], id, name)
+}
+
+// TellExec tells the watchdog of a command running in sandbox (id: the
+// engine's exec id), for the run's fate: if the owner dies first, the
+// command's lease ends it.
+func (w *Watchdog) TellExec(id, sandbox string) error { return w.say('+', "x", id, sandbox) }
+
+// UntellExec tells the watchdog the command ended.
+func (w *Watchdog) UntellExec(id, sandbox string) error { return w.say('-', "x", id, sandbox) }
+
+func (w *Watchdog) say(op byte, letter, id, name string) error {
+	if w == nil {
+		return nil
+	}
+	if !names.Valid(id) && !isEngineID(id) || !names.Valid(name) {
+		return fmt.Errorf("watchdog: %q / %q is not an id and a name", id, name)
+	}
+	line := string(op) + letter + " " + id + " " + name + "\n"
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.lost.Load() {
+		return errors.New("watchdog: gone")
+	}
+	// Shorter than PIPE_BUF: one write lands whole, whoever else writes.
+	if _, err := w.lease.WriteString(line); err != nil {
+		w.lost.Store(true)
+		return fmt.Errorf("watchdog: %w", err)
+	}
+	return nil
+}
+
+// isEngineID: an engine's own id (hex, any length), which the name grammar
+// refuses below 12 digits only to keep a ledger line from being read as an
+// id prefix; an id the owner got back from a create is whole.
+func isEngineID(s string) bool {
+	if len(s) < 12 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // leases holds the write end of every watchdog's stdin for the life of the
 // process. Being reachable from a package variable, no finalizer ever closes
@@ -55,49 +126,74 @@ var (
 	leases   []*os.File
 )
 
-// StartWatchdog writes the watchdog script to <cache>/reaper/ (when missing)
-// and spawns it, detached from this process's session and output, to reap
-// run runID of runsDir with plan once this process is gone.
+// StartWatchdog spawns a watchdog for run runID of runsDir, detached from
+// this process's session and output: the script the plan describes where
+// the plan has steps, else the native one (this program re-executed, when
+// it can be: WatchdogMain). RIGHTSIZE_WATCHDOG=native asks for the native
+// one whenever the plan allows it.
 func StartWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan) (*Watchdog, error) {
 	if runID == "" || strings.ContainsAny(runID, `/\`) || strings.HasPrefix(runID, ".") || strings.HasPrefix(runID, "-") {
 		return nil, fmt.Errorf("watchdog: run id %q cannot name a run's files", runID)
-	}
-	args, err := planArgs(plan)
-	if err != nil {
-		return nil, err
 	}
 	dir, err := ledger.EnsureSubdir(cache, ledger.ReaperDir)
 	if err != nil {
 		return nil, fmt.Errorf("watchdog: %w", err)
 	}
-	content, ext := scripts.WatchdogSh, ".sh"
-	if isWindows {
-		content, ext = scripts.WatchdogPs1, ".ps1"
-	}
-	script, err := installScript(dir, content, ext)
-	if err != nil {
-		return nil, fmt.Errorf("watchdog: %w", err)
-	}
-	interp, err := interpreter()
-	if err != nil {
-		return nil, fmt.Errorf("watchdog: %w", err)
+	want := strings.ToLower(strings.TrimSpace(os.Getenv(EnvWatchdog)))
+	useNative := plan.Native && (len(plan.Steps) == 0 || want == NativeWatchdog)
+	var cmd *exec.Cmd
+	wd := &Watchdog{exited: make(chan struct{})}
+	switch {
+	case useNative:
+		if !nativeCapable.Load() {
+			why := "this program cannot run the native watchdog (it does not import package sandboxtest, nor call reaper.WatchdogMain first thing)"
+			if len(plan.Steps) == 0 {
+				why = "the engine's command line is missing, and " + why
+			}
+			return nil, errors.New("watchdog: " + why)
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("watchdog: this program's path: %w", err)
+		}
+		cmd = exec.Command(exe)
+		cmd.Args = []string{"rightsize-watchdog"}
+		env := append(plan.Env, envNative+"=1", envNativeRuns+"="+runsDir, envNativeRun+"="+runID)
+		if plan.ProcessesOnly {
+			env = append(env, envNativeProcessesOnly+"=1")
+		}
+		cmd.Env = envlist.Merge(os.Environ(), env...)
+		wd.Kind = NativeWatchdog
+	case len(plan.Steps) > 0:
+		args, err := planArgs(plan)
+		if err != nil {
+			return nil, err
+		}
+		cmd, wd.Script, err = scriptCommand(dir, runsDir, runID, args)
+		if err != nil {
+			return nil, fmt.Errorf("watchdog: %w", err)
+		}
+		cmd.Env = envlist.Merge(os.Environ(), plan.Env...)
+		wd.Kind = ScriptWatchdog
+	default:
+		return nil, errors.New("watchdog: the backend offers none")
 	}
 
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("watchdog: pipe: %w", err)
 	}
-	cmd := exec.Command(interp[0], append(append(interp[1:], script, runsDir, runID), args...)...)
 	cmd.Stdin = r
 	cmd.Dir = string(filepath.Separator) // hold no test folder open
-	cmd.Env = envlist.Merge(os.Environ(), plan.Env...)
-	wd := &Watchdog{Script: script, exited: make(chan struct{})}
 	if os.Getenv(EnvDebug) == "1" {
 		wd.Log = filepath.Join(dir, "watchdog-"+runID+".log")
+		if plan.ProcessesOnly {
+			wd.Log = filepath.Join(dir, "watchdog-"+runID+"-processes.log")
+		}
 		lf, err := os.OpenFile(wd.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err == nil {
 			defer lf.Close()
-			fmt.Fprintf(lf, "owner pid %d, run %s: %s\n", os.Getpid(), runID, strings.Join(cmd.Args, " "))
+			fmt.Fprintf(lf, "owner pid %d, run %s: %s watchdog\n", os.Getpid(), runID, wd.Kind)
 			cmd.Stdout, cmd.Stderr = lf, lf
 		}
 	}
@@ -106,7 +202,7 @@ func StartWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan) (*Wa
 	if err := startDetached(cmd); err != nil {
 		r.Close()
 		w.Close()
-		return nil, fmt.Errorf("watchdog: start %s: %w", interp[0], err)
+		return nil, fmt.Errorf("watchdog: start %s: %w", cmd.Path, err)
 	}
 	r.Close()
 	leasesMu.Lock()
@@ -119,6 +215,7 @@ func StartWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan) (*Wa
 		if wd.err == nil {
 			wd.err = errors.New("watchdog exited while its owner lives")
 		}
+		wd.lost.Store(true)
 		close(wd.exited)
 	}()
 	return wd, nil
@@ -128,33 +225,27 @@ func StartWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan) (*Wa
 func planArgs(plan backend.WatchdogPlan) ([]string, error) {
 	var args []string
 	for i, s := range plan.Steps {
-		if s.List != "sandboxes" && s.List != "networks" {
-			return nil, fmt.Errorf("watchdog: step %d: list %q", i, s.List)
+		if s.Kind != names.SandboxKind && s.Kind != names.NetworkKind {
+			return nil, fmt.Errorf("watchdog: step %d: kind %v", i, s.Kind)
 		}
 		if len(s.Command) == 0 || !filepath.IsAbs(s.Command[0]) {
 			return nil, fmt.Errorf("watchdog: step %d: command %q must start with an absolute path", i, s.Command)
 		}
-		mode := "each"
-		if s.Batch {
+		role, mode := "act", "each"
+		if s.Find {
+			role, mode = "find", "-"
+		} else if s.Batch {
 			mode = "batch"
 		}
-		args = append(args, s.List, mode, strings.Join(s.Gone, "\n"), strings.Join(s.Retry, "\n"), strconv.Itoa(len(s.Command)))
+		args = append(args, s.Kind.Plural(), role, mode, strings.Join(s.Gone, "\n"), strings.Join(s.Retry, "\n"), strconv.Itoa(len(s.Command)))
 		args = append(args, s.Command...)
 	}
 	return args, nil
 }
 
-// installScript writes content to dir/watchdog-<12 hex of its sha256><ext>
-// unless a file with exactly that content is there already.
-func installScript(dir string, content []byte, ext string) (string, error) {
+// scriptName is the readable copy's file name: watchdog-<12 hex of the
+// content's sha256><ext>, so that each member's scripts stay apart.
+func scriptName(content []byte, ext string) string {
 	sum := sha256.Sum256(content)
-	p := filepath.Join(dir, "watchdog-"+hex.EncodeToString(sum[:])[:12]+ext)
-	if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
-		if have, err := os.ReadFile(p); err == nil && bytes.Equal(have, content) {
-			return p, nil
-		}
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", err
-	}
-	return p, ledger.WriteFileAtomic(p, content)
+	return "watchdog-" + hex.EncodeToString(sum[:])[:12] + ext
 }

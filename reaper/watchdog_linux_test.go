@@ -89,16 +89,51 @@ func copyFile(t testing.TB, from, to string) {
 	must(t, os.WriteFile(to, b, 0o755))
 }
 
-// plan is what the docker backend's plan looks like, with the stand-in.
+// plan is what the docker backend's plan looks like, with the stand-in:
+// a finder and a batch removal per kind.
 func (e *fakeEngine) plan() backend.WatchdogPlan {
 	return backend.WatchdogPlan{
 		Env: e.env,
 		Steps: []backend.WatchdogStep{
-			{List: "sandboxes", Batch: true, Gone: []string{"No such container"}, Command: []string{e.prog, "rmf"}},
-			{List: "networks", Gone: []string{"No such network", "not found"}, Command: []string{e.prog, "netrm"}},
+			{Kind: backend.SandboxKind, Find: true, Command: []string{e.prog, "find", "sandboxes"}},
+			{Kind: backend.SandboxKind, Batch: true, Gone: []string{"No such container"}, Command: []string{e.prog, "rmf"}},
+			{Kind: backend.NetworkKind, Find: true, Command: []string{e.prog, "find", "networks"}},
+			{Kind: backend.NetworkKind, Batch: true, Gone: []string{"No such network", "not found"}, Command: []string{e.prog, "netrm"}},
 		},
 	}
 }
+
+// fakeDriver is a Driver whose sandboxes and networks are names only, and
+// whose watchdog runs the stand-in: what the owner creates "exists" as the
+// id "id-NAME".
+type fakeDriver struct {
+	stubBackend
+	plan backend.WatchdogPlan
+}
+
+func (f fakeDriver) Watchdog(string) (backend.WatchdogPlan, error) { return f.plan, nil }
+func (f fakeDriver) Create(_ context.Context, name string, _ backend.Spec) (backend.Sandbox, error) {
+	return fakeSandbox(name), nil
+}
+func (f fakeDriver) Adopt(context.Context, string) (backend.Sandbox, error) {
+	return nil, backend.ErrNotFound
+}
+func (f fakeDriver) CreateNetwork(_ context.Context, name, _ string) (string, error) {
+	return "id-" + name, nil
+}
+func (f fakeDriver) Host() string { return "127.0.0.1" }
+func (f fakeDriver) Close() error { return nil }
+
+type fakeSandbox string
+
+func (s fakeSandbox) Name() string { return string(s) }
+func (s fakeSandbox) ID() string   { return "id-" + string(s) }
+func (s fakeSandbox) Host() string { return "127.0.0.1" }
+func (s fakeSandbox) MappedPort(context.Context, string) (string, error) {
+	return "", errors.ErrUnsupported
+}
+func (s fakeSandbox) Logs(context.Context) (string, error)      { return "", nil }
+func (s fakeSandbox) Stop(context.Context, time.Duration) error { return nil }
 
 // calls parses fake-rm's log: per call, its argument count, then its
 // arguments, each NUL-terminated.
@@ -230,10 +265,10 @@ func (o *owner) waitReaped(t *testing.T, d time.Duration) time.Duration {
 	return took
 }
 
-// TestWatchdogOwnerHelper is the owner: it creates a run in its cache dir,
-// starts the watchdog, lists the names it is given (creating real
-// containers for them with the docker plan), says ready, and waits to be
-// killed.
+// TestWatchdogOwnerHelper is the owner: it opens a session in its cache
+// dir (the real protocol: watchdog, ledger line, create, tell), creates the
+// networks and sandboxes it is given (real containers with the docker
+// plan), says ready, and waits to be killed.
 func TestWatchdogOwnerHelper(t *testing.T) {
 	if role() != "owner" {
 		t.Skip("helper process of the watchdog tests")
@@ -243,90 +278,99 @@ func TestWatchdogOwnerHelper(t *testing.T) {
 	if err != nil {
 		helperFail("cache dir: %v", err)
 	}
-	var plan backend.WatchdogPlan
-	var own ledger.Owner
-	var drv *docker.Driver
+	var drv backend.Driver
+	var real *docker.Driver
 	switch os.Getenv("RZ_PLAN") {
 	case "fake":
 		e := &fakeEngine{prog: os.Getenv("RZ_FAKE_PROG"), env: strings.Split(os.Getenv("RZ_FAKE_ENV"), "\x1f")}
-		plan, own = e.plan(), ledger.Owner{Backend: backend.Docker, Endpoint: "unix:///fake.sock"}
+		drv = fakeDriver{stubBackend: stubBackend{name: backend.Docker, endpoint: "unix:///fake.sock"}, plan: e.plan()}
 	case "docker":
-		if drv, err = docker.Open(ctx); err != nil {
+		if real, err = docker.Open(ctx); err != nil {
 			helperFail("docker: %v", err)
 		}
-		if plan, err = drv.WatchdogPlan(); err != nil {
-			helperFail("docker plan: %v", err)
-		}
-		own = ledger.Owner{Backend: drv.Name(), Endpoint: drv.Endpoint()}
+		drv = real
 	case "docker-dead":
 		// The real docker plan, against an engine that does not answer.
 		dead, err := docker.OpenHost(deadHost)
 		if err != nil {
 			helperFail("docker: %v", err)
 		}
-		if plan, err = dead.WatchdogPlan(); err != nil {
-			helperFail("docker plan: %v", err)
-		}
-		own = ledger.Owner{Backend: dead.Name(), Endpoint: dead.Endpoint()}
+		drv = dead
 	default:
 		helperFail("RZ_PLAN=%q", os.Getenv("RZ_PLAN"))
 	}
-	run, err := ledger.NewRun(cache, own)
+	s, err := reaper.Open(ctx, drv, reaper.WithCacheDir(cache), reaper.WithMode(reaper.On))
 	if err != nil {
-		helperFail("run: %v", err)
+		helperFail("session: %v", err)
 	}
-	wd, err := reaper.StartWatchdog(cache, run.RunsDir(), run.ID(), plan)
-	if err != nil {
-		helperFail("watchdog: %v", err)
-	}
-	proctest.Say("run", run.ID())
-	proctest.Say("runs", run.RunsDir())
-	proctest.Say("watchdog", strconv.Itoa(wd.PID))
-	proctest.Say("script", wd.Script)
-	proctest.Say("log", wd.Log)
-	// Networks first, as they are created first; the networks themselves
-	// are the test's (RZ_DOCKER_NET is one of them).
-	for _, n := range split(os.Getenv("RZ_NETWORKS")) {
-		if err := run.AddNetwork(n); err != nil {
-			helperFail("%v", err)
+	proctest.Say("run", s.RunID())
+	proctest.Say("runs", s.Ledger().RunsDir())
+	sandboxes := split(os.Getenv("RZ_SANDBOXES"))
+	if k, ok := strings.CutPrefix(os.Getenv("RZ_SANDBOXES"), "family:"); ok {
+		n, _ := strconv.Atoi(k)
+		sandboxes = nil
+		for range n {
+			sandboxes = append(sandboxes, s.NextName())
 		}
 	}
+	proctest.Say("sandboxes", strings.Join(sandboxes, ",")) // before any exists: the test removes them whatever happens
 	netMode := container.NetworkMode("none")
 	if n := os.Getenv("RZ_DOCKER_NET"); n != "" {
 		netMode = container.NetworkMode(n)
 	}
-	sandboxes := split(os.Getenv("RZ_SANDBOXES"))
-	if k, ok := strings.CutPrefix(os.Getenv("RZ_SANDBOXES"), "family:"); ok {
-		// The names rightsize gives its containers: rz-<run-id>-<seq>.
-		n, _ := strconv.Atoi(k)
-		sandboxes = nil
-		for i := range n {
-			sandboxes = append(sandboxes, fmt.Sprintf("rz-%s-%d", run.ID(), i+1))
+	create := func(k backend.Kind, name string) {
+		_, err := s.Create(ctx, k, name, func(ctx context.Context) (string, error) {
+			switch {
+			case os.Getenv("RZ_PLAN") == "docker-dead":
+				return "", errors.New("no engine")
+			case real == nil && k == backend.NetworkKind:
+				return drv.CreateNetwork(ctx, name, s.RunID())
+			case real == nil:
+				sbx, err := drv.Create(ctx, name, backend.Spec{})
+				if err != nil {
+					return "", err
+				}
+				return sbx.ID(), nil
+			case k == backend.NetworkKind:
+				return real.CreateNetwork(ctx, name, s.RunID())
+			}
+			res, err := real.Client().ContainerCreate(ctx, client.ContainerCreateOptions{
+				Name: name,
+				Config: &container.Config{Image: os.Getenv("RZ_IMAGE"), Labels: map[string]string{
+					labelTest: "reaper", docker.LabelRunID: s.RunID(), docker.LabelRunIDAlt: s.RunID(),
+				}},
+				HostConfig: &container.HostConfig{NetworkMode: netMode},
+			})
+			if err == nil {
+				_, err = real.Client().ContainerStart(ctx, name, client.ContainerStartOptions{})
+			}
+			return res.ID, err
+		})
+		if err != nil && os.Getenv("RZ_PLAN") != "docker-dead" {
+			helperFail("%s %s: %v", k, name, err)
 		}
 	}
-	proctest.Say("sandboxes", strings.Join(sandboxes, ",")) // before any exists: the test removes them whatever happens
+	// Networks first, as they are created first.
+	for _, n := range split(os.Getenv("RZ_NETWORKS")) {
+		create(backend.NetworkKind, n)
+	}
 	for _, n := range sandboxes {
-		// The line first, then the sandbox: the ledger is a superset.
-		if err := run.AddSandbox(n); err != nil {
+		create(backend.SandboxKind, n)
+	}
+	if len(sandboxes)+len(split(os.Getenv("RZ_NETWORKS"))) == 0 {
+		// The watchdog starts with the first creation; there is none.
+		if _, err := s.Admit(backend.SandboxKind, "rz-"+s.RunID()+"-0"); err != nil {
 			helperFail("%v", err)
 		}
-		if drv == nil {
-			continue
-		}
-		_, err := drv.Client().ContainerCreate(ctx, client.ContainerCreateOptions{
-			Name: n,
-			Config: &container.Config{Image: os.Getenv("RZ_IMAGE"), Labels: map[string]string{
-				labelTest: "reaper", docker.LabelRunID: run.ID(), docker.LabelRunIDAlt: run.ID(),
-			}},
-			HostConfig: &container.HostConfig{NetworkMode: netMode},
-		})
-		if err == nil {
-			_, err = drv.Client().ContainerStart(ctx, n, client.ContainerStartOptions{})
-		}
-		if err != nil {
-			helperFail("container %s: %v", n, err)
-		}
 	}
+	wd := s.Watchdog()
+	if wd == nil {
+		helperFail("no watchdog")
+	}
+	proctest.Say("watchdog", strconv.Itoa(wd.PID))
+	proctest.Say("kind", wd.Kind)
+	proctest.Say("script", wd.Script)
+	proctest.Say("log", wd.Log)
 	if os.Getenv("RZ_CHILD") == "1" {
 		// A child started after the watchdog: were the pipe's write end
 		// inherited by it, the watchdog would wait for it too.
@@ -348,12 +392,33 @@ func split(s string) []string {
 	return strings.Split(s, ",")
 }
 
+// checkFakeCalls: the ids the owner told, each kind in one call at its
+// death, then the finders' confirmation.
 func checkFakeCalls(t *testing.T, e *fakeEngine, sandboxes, networks []string) {
 	t.Helper()
-	sorted := slices.Sorted(slices.Values(sandboxes))
-	want := [][]string{append([]string{"rmf"}, sorted...)} // one call for them all
-	for _, n := range slices.Sorted(slices.Values(networks)) {
-		want = append(want, []string{"netrm", n})
+	var want [][]string
+	ids := func(verb string, names []string) []string {
+		out := []string{verb}
+		for _, n := range names {
+			out = append(out, "id-"+n)
+		}
+		return out
+	}
+	if len(sandboxes) > 0 {
+		want = append(want, ids("rmf", sandboxes))
+	}
+	if len(networks) > 0 {
+		want = append(want, ids("netrm", networks))
+	}
+	want = append(want, []string{"find", "sandboxes"}, []string{"find", "networks"})
+	// fake-rm fails a netrm batch holding a "missing" name, as docker
+	// network rm does: the second pass tries it again, then each alone,
+	// and "not found" counts as gone.
+	if slices.ContainsFunc(networks, func(n string) bool { return strings.Contains(n, "missing") }) {
+		want = append(want, ids("netrm", networks))
+		for _, n := range networks {
+			want = append(want, []string{"netrm", "id-" + n})
+		}
 	}
 	if got := e.calls(t); !slices.EqualFunc(got, want, slices.Equal[[]string]) {
 		t.Errorf("removal calls\n got  %q\n want %q", got, want)
@@ -523,24 +588,25 @@ func TestWatchdogRealDocker(t *testing.T) {
 }
 
 // TestWatchdogRealDockerNetworks: the run's containers go first, then the
-// network they were on; a network held by a container the run does not
-// list stays listed, with the record, and the next sweep removes it once
-// it is free.
+// network they were on; a network held by a container the run does not own
+// cannot be confirmed gone: the run's files stay as they are, and the next
+// sweep removes the network once it is free.
 func TestWatchdogRealDockerNetworks(t *testing.T) {
 	t.Parallel()
 	d := openDocker(t)
 	ownNet, heldNet := uniqueName(t, "wdnet"), uniqueName(t, "wdheld")
-	createNetwork(t, d, ownNet)
-	createNetwork(t, d, heldNet)
-	holder := uniqueName(t, "holder")
-	startContainer(t, d, holder, heldNet)
 	names := []string{uniqueName(t, "wdn"), uniqueName(t, "wdn")}
 	for _, n := range names {
 		t.Cleanup(func() { removeContainer(t, d, n) })
 	}
+	for _, n := range []string{ownNet, heldNet} {
+		t.Cleanup(func() { d.Client().NetworkRemove(context.Background(), n, client.NetworkRemoveOptions{}) })
+	}
 	cache := t.TempDir()
 	o := startOwner(t, cache, ownerOpts{plan: "docker", sandboxes: names, networks: []string{ownNet, heldNet},
 		env: []string{"RZ_DOCKER_NET=" + ownNet}})
+	holder := uniqueName(t, "holder")
+	startContainer(t, d, holder, heldNet, "")
 	o.kill(syscall.SIGKILL)
 	proctest.WaitUntil(t, 30*time.Second, "the watchdog to exit", func() bool { return !alive(o.watchdog) })
 	for _, n := range names {
@@ -554,20 +620,15 @@ func TestWatchdogRealDockerNetworks(t *testing.T) {
 	if !networkExists(t, d, heldNet) {
 		t.Fatalf("network %s, in use by %s, was removed", heldNet, holder)
 	}
-	rec, sbx, nets := ledger.Paths(o.runs, o.id)
-	assertFile(t, nets, heldNet+"\n")
-	if b, err := os.ReadFile(sbx); err == nil && len(b) > 0 {
-		t.Errorf("%s still lists %q", sbx, b)
-	}
-	if _, err := os.Stat(rec); err != nil {
-		t.Fatalf("the record went while a network is kept: %v", err)
+	if o.filesGone() {
+		t.Fatalf("the run's files went while a network is kept")
 	}
 
 	removeContainer(t, d, holder)
 	rep, err := reaper.Sweep(context.Background(), d, reaper.WithCacheDir(cache))
 	must(t, err)
-	if rr := only(t, rep); rr.Decision != reaper.Reaped || len(rr.Removed) != 1 || rr.Removed[0].String() != "network "+heldNet+": removed" {
-		t.Errorf("the next sweep: %s %q removed %v kept %v; want the freed network removed", rr.Decision, rr.Reason, rr.Removed, rr.Kept)
+	if rr := only(t, rep); rr.Decision != reaper.Reaped {
+		t.Errorf("the next sweep: %s %q removed %v kept %v; want the run reaped", rr.Decision, rr.Reason, rr.Removed, rr.Kept)
 	}
 	if !o.filesGone() || networkExists(t, d, heldNet) {
 		t.Errorf("after the sweep: files gone %v, network %s there %v", o.filesGone(), heldNet, networkExists(t, d, heldNet))
@@ -581,100 +642,148 @@ func TestWatchdogEngineUnreachable(t *testing.T) {
 	t.Parallel()
 	openDocker(t) // the docker command line and a busybox image are needed, as for every engine test
 	sandboxes := []string{"rz-rtdead-1", "rz-rtdead-2"}
-	o := startOwner(t, t.TempDir(), ownerOpts{plan: "docker-dead", sandboxes: sandboxes, networks: []string{"rz-rtdeadnet"}})
+	o := startOwner(t, t.TempDir(), ownerOpts{plan: "docker-dead", sandboxes: sandboxes})
 	o.kill(syscall.SIGKILL)
 	proctest.WaitUntil(t, reapDeadline, "the watchdog to exit", func() bool { return !alive(o.watchdog) })
-	rec, sbx, nets := ledger.Paths(o.runs, o.id)
+	rec, sbx, _ := ledger.Paths(o.runs, o.id)
 	assertFile(t, sbx, "rz-rtdead-1\nrz-rtdead-2\n")
-	assertFile(t, nets, "rz-rtdeadnet\n")
 	if _, err := os.Stat(rec); err != nil {
 		t.Errorf("the record went with every name kept: %v", err)
 	}
 }
 
-// TestWatchdogHostileLedger: whatever the line files hold, the watchdog
-// runs nothing from them and still removes the real containers listed.
-func TestWatchdogHostileLedger(t *testing.T) {
+// TestWatchdogOwnsWhatItRemoves: whatever is written into the run's lists
+// after the spawn — another user's container by name, a short id of one, a
+// keep-alive container's name, random bytes — the watchdog never reads
+// them: it removes what the owner told it and what carries the run's
+// label, and nothing else; keep-alive containers, even labelled with the
+// run, stay.
+func TestWatchdogOwnsWhatItRemoves(t *testing.T) {
 	t.Parallel()
 	d := openDocker(t)
-	names := []string{uniqueName(t, "hostile"), uniqueName(t, "hostile")}
-	for _, n := range names {
-		t.Cleanup(func() { removeContainer(t, d, n) })
-	}
 	cache := t.TempDir()
-	o := startOwner(t, cache, ownerOpts{plan: "docker", sandboxes: names})
-	cwd, err := os.Getwd()
-	must(t, err)
-	pw := func(i int) string { return filepath.Join(cache, fmt.Sprintf("PWNED%d", i)) }
+	o := startOwner(t, cache, ownerOpts{plan: "docker", sandboxes: []string{"family:2"}})
+	names := split(o.Expect("sandboxes"))
+	stranger := uniqueName(t, "postgres-dev")
+	strangerID := startContainer(t, d, stranger, "", "")
+	keep := "rz-reuse-" + randHex(t, 12)
+	startContainer(t, d, keep, "", o.id, docker.LabelReuse, keep[len("rz-reuse-"):])
+	keepByName := "rz-reuse-" + randHex(t, 12)
+	startContainer(t, d, keepByName, "", o.id)
 	garbage := make([]byte, 1<<20)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range garbage {
-		// No newline: random short lines would include valid names such as
-		// "0" or "e", which the engine reads as a prefix of some other
-		// container's id.
 		garbage[i] = byte(rng.UintN(256))
-		if garbage[i] == '\n' {
-			garbage[i] = 0
-		}
 	}
-	hostile := []string{
-		"$(touch PWNED)",
-		"$(touch " + pw(1) + ")",
-		"`touch " + pw(2) + "`",
-		"rz-x;touch " + pw(3),
-		"$(rz\ntouch " + pw(4) + ")", // two lines, neither a name
-		"rz-x && touch " + pw(5) + " #",
-		"-f",
-		"--volumes",
-		"$(touch " + filepath.Join(cwd, "PWNED6") + ")",
-		strings.Repeat("r", 10<<20),
-		string(garbage),
-	}
-	var b strings.Builder
-	for i, h := range hostile {
-		b.WriteString(h + "\n")
-		if i < len(names) {
-			b.WriteString(names[i] + "\n")
-		}
-	}
+	pw := filepath.Join(cache, "PWNED")
 	_, sbx, nets := ledger.Paths(o.runs, o.id)
-	must(t, os.WriteFile(sbx, []byte(b.String()), 0o600))
-	must(t, os.WriteFile(nets, []byte("$(touch "+pw(7)+")\n-f\n"), 0o600))
-	// This engine is shared: the only names the files may hold are ours.
-	if got, _, err := ledger.ReadLines(sbx); err != nil || !slices.Equal(got, names) {
-		t.Fatalf("the hostile .sandboxes holds the names %q (%v), want only %q", got, err, names)
-	}
-	if got, _, err := ledger.ReadLines(nets); err != nil || len(got) > 0 {
-		t.Fatalf("the hostile .networks holds the names %q (%v), want none", got, err)
-	}
+	f, err := os.OpenFile(sbx, os.O_WRONLY|os.O_APPEND, 0)
+	must(t, err)
+	fmt.Fprintf(f, "%s\n%s\n%s\n%s\n$(touch %s)\n", stranger, strangerID[:12], keep, keepByName, pw)
+	f.Write(garbage)
+	must(t, f.Close())
+	must(t, os.WriteFile(nets, []byte("bridge\n$(touch "+pw+")\n"), 0o600))
 
 	o.kill(syscall.SIGKILL)
 	took := o.waitReaped(t, 30*time.Second)
-	t.Logf("hostile ledger: run reaped in %s", took.Round(time.Millisecond))
+	t.Logf("run reaped in %s", took.Round(time.Millisecond))
 	for _, n := range names {
 		if containerExists(t, d, n) {
 			t.Errorf("container %s survived its owner", n)
 		}
 	}
-	for _, dir := range []string{cwd, "/", o.Cmd.Dir} {
-		if m, _ := filepath.Glob(filepath.Join(dir, "PWNED*")); len(m) > 0 {
-			t.Errorf("%q exist: a ledger line was run", m)
-			for _, p := range m {
-				os.Remove(p)
-			}
+	for _, n := range []string{stranger, keep, keepByName} {
+		if !containerExists(t, d, n) {
+			t.Errorf("container %s, not the run's, was removed", n)
 		}
 	}
-	filepath.WalkDir(cache, func(p string, _ fs.DirEntry, err error) error {
-		if err == nil && strings.Contains(filepath.Base(p), "PWNED") {
-			t.Errorf("%s exists: a ledger line was run", p)
-		}
-		return nil
-	})
+	if !networkExists(t, d, "bridge") {
+		t.Error("the default bridge network is gone")
+	}
+	if _, err := os.Stat(pw); err == nil {
+		t.Error("a line of the ledger was run")
+	}
 }
 
-// TestWatchdogScript: the script is written once, mode 0600, under a name
-// carrying the first 12 hex of its sha256, and rewritten when what is
-// there is not it.
+// TestWatchdogScriptRewrittenAfterSpawn: the watchdog was handed the
+// script's text, never its file: a file rewritten after the spawn (dash
+// reads a script file lazily, the rest of it after the owner dies) runs
+// nothing, and the owner's sandboxes are still removed.
+func TestWatchdogScriptRewrittenAfterSpawn(t *testing.T) {
+	t.Parallel()
+	d := openDocker(t)
+	cache := t.TempDir()
+	o := startOwner(t, cache, ownerOpts{plan: "docker", sandboxes: []string{"family:1"}})
+	names := split(o.Expect("sandboxes"))
+	script := o.Expect("script")
+	if script == "" {
+		o.kill(syscall.SIGKILL)
+		o.waitReaped(t, 30*time.Second)
+		t.Skip("the engine is served by the native watchdog (Podman): there is no script to rewrite")
+	}
+	pw := filepath.Join(cache, "PWNED")
+	injected := bytes.Repeat([]byte("# padding past any read buffer\n"), 1000)
+	injected = append(injected, []byte("touch "+pw+"\n")...)
+	must(t, os.WriteFile(script, append(append([]byte(nil), scripts.WatchdogSh...), injected...), 0o600))
+	must(t, os.Chmod(script, 0o777))
+	o.kill(syscall.SIGKILL)
+	o.waitReaped(t, 30*time.Second)
+	if _, err := os.Stat(pw); err == nil {
+		t.Fatal("the rewritten script file ran")
+	}
+	if containerExists(t, d, names[0]) {
+		t.Errorf("container %s survived its owner", names[0])
+	}
+}
+
+// TestWatchdogNative: where the docker command line is missing (the
+// official golang images; a job beside a docker:dind service), the
+// watchdog is this very program, re-executed, speaking the engine's API:
+// the same removal after SIGKILL.
+func TestWatchdogNative(t *testing.T) {
+	d := openDocker(t)
+	for _, tc := range []struct{ name, env string }{
+		{"no docker on PATH", "PATH=" + t.TempDir()},
+		{"asked for", reaper.EnvWatchdog + "=native"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			o := startOwner(t, t.TempDir(), ownerOpts{plan: "docker", sandboxes: []string{"family:3"}, env: []string{tc.env}})
+			if k := o.Expect("kind"); k != reaper.NativeWatchdog {
+				t.Fatalf("watchdog kind %q, want %q", k, reaper.NativeWatchdog)
+			}
+			names := split(o.Expect("sandboxes"))
+			if rss, err := vmRSSKiB(o.watchdog); err == nil {
+				t.Logf("waiting native watchdog: VmRSS %d KiB", rss)
+			}
+			o.kill(syscall.SIGKILL)
+			took := o.waitReaped(t, 30*time.Second)
+			t.Logf("SIGKILL → 3 containers removed by the native watchdog and the run's files deleted in %s", took.Round(time.Millisecond))
+			for _, n := range names {
+				if containerExists(t, d, n) {
+					t.Errorf("container %s survived its owner", n)
+				}
+			}
+		})
+	}
+}
+
+func vmRSSKiB(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			return strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+		}
+	}
+	return 0, errors.New("no VmRSS")
+}
+
+// TestWatchdogScript: a readable copy of the script is written once, mode
+// 0600, under a name carrying the first 12 hex of its sha256; whatever is
+// at that name later is never read back, never run.
 func TestWatchdogScript(t *testing.T) {
 	t.Setenv(reaper.EnvDebug, "")
 	e := newFakeEngine(t)
@@ -688,57 +797,41 @@ func TestWatchdogScript(t *testing.T) {
 		wd, err := reaper.StartWatchdog(cache, runs, id, e.plan())
 		must(t, err)
 		t.Cleanup(func() { endWatchdog(t, wd) })
-		if wd.Script != want {
-			t.Errorf("script %s, want %s", wd.Script, want)
+		if wd.Script != want || wd.Kind != reaper.ScriptWatchdog {
+			t.Errorf("script %s (%s), want %s", wd.Script, wd.Kind, want)
 		}
 		return wd
 	}
-	check := func(when string) os.FileInfo {
-		t.Helper()
-		fi, err := os.Lstat(want)
-		must(t, err)
-		if !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
-			t.Errorf("%s: script mode %v, want a regular file with mode 0600", when, fi.Mode())
-		}
-		b, err := os.ReadFile(want)
-		must(t, err)
-		if !bytes.Equal(b, scripts.WatchdogSh) {
-			t.Errorf("%s: the script holds %d bytes that are not the embedded script", when, len(b))
-		}
-		if got := listDir(t, filepath.Dir(want)); !slices.Equal(got, []string{filepath.Base(want)}) {
-			t.Errorf("%s: the reaper folder holds %q", when, got)
-		}
-		return fi
-	}
-
-	// Each watchdog is ended before the script is touched: sh reads its
-	// script as it goes, and the in-place write below stands for a
-	// tamperer, which the reaper itself never is (it renames).
 	endWatchdog(t, start("0000aaa1"))
-	first := check("first spawn")
-	endWatchdog(t, start("0000aaa2"))
-	if again := check("second spawn"); !os.SameFile(first, again) || !again.ModTime().Equal(first.ModTime()) {
-		t.Errorf("the second spawn rewrote the script")
+	fi, err := os.Lstat(want)
+	must(t, err)
+	if !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+		t.Errorf("script mode %v, want a regular file with mode 0600", fi.Mode())
+	}
+	if b, _ := os.ReadFile(want); !bytes.Equal(b, scripts.WatchdogSh) {
+		t.Errorf("the copy holds %d bytes that are not the embedded script", len(b))
 	}
 
 	pwned := filepath.Join(t.TempDir(), "PWNED")
 	must(t, os.WriteFile(want, []byte("#!/bin/sh\ntouch "+pwned+"\n"), 0o600))
-	wd := start("0000aaa3")
-	if fixed := check("after tampering"); os.SameFile(first, fixed) {
-		t.Errorf("the tampered script was not replaced")
-	}
-	endWatchdog(t, wd)
+	endWatchdog(t, start("0000aaa3"))
 	if _, err := os.Stat(pwned); err == nil {
-		t.Errorf("the tampered script ran")
+		t.Errorf("the tampered copy ran")
 	}
+	checkFakeCallsN(t, e, 2)
+}
 
-	// A symbolic link at the name is replaced too, not followed.
-	target := filepath.Join(t.TempDir(), "elsewhere.sh")
-	must(t, os.WriteFile(target, scripts.WatchdogSh, 0o600))
-	must(t, os.Remove(want))
-	must(t, os.Symlink(target, want))
-	start("0000aaa4")
-	check("after a symbolic link")
+// checkFakeCallsN: n watchdogs that were told nothing each ran the
+// finders, and nothing else.
+func checkFakeCallsN(t *testing.T, e *fakeEngine, n int) {
+	t.Helper()
+	var want [][]string
+	for range n {
+		want = append(want, []string{"find", "sandboxes"}, []string{"find", "networks"})
+	}
+	if got := e.calls(t); !slices.EqualFunc(got, want, slices.Equal[[]string]) {
+		t.Errorf("calls\n got  %q\n want %q", got, want)
+	}
 }
 
 // TestStartWatchdogDetached: a session of its own, stdin the pipe, output
@@ -765,10 +858,11 @@ func TestStartWatchdogDetached(t *testing.T) {
 	default:
 	}
 
-	// Released, it reaps the run: here a record and a name.
+	// Released, it reaps the run: here a record and a name, neither ever
+	// read; nothing was told, and nothing carries the run's label.
 	writeRun(t, runs, "0000bbb1", []byte(`{"pid":1,"startedIso":"","backend":"docker"}`), []string{"rz-x-1"}, nil)
 	endWatchdog(t, wd)
-	checkFakeCalls(t, e, []string{"rz-x-1"}, nil)
+	checkFakeCallsN(t, e, 1)
 	if left := listDir(t, runs); len(left) > 0 {
 		t.Errorf("runs folder holds %q after the watchdog", left)
 	}

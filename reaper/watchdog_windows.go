@@ -4,13 +4,17 @@ package reaper
 
 import (
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/windows"
-)
 
-const isWindows = true
+	"github.com/rightsize/rightsize-go/reaper/scripts"
+)
 
 // interpreter prefers Windows PowerShell, present on every Windows since 7,
 // and falls back to PowerShell 7.
@@ -21,6 +25,32 @@ func interpreter() ([]string, error) {
 		}
 	}
 	return nil, errors.New("neither powershell.exe nor pwsh.exe is on PATH")
+}
+
+// scriptCommand runs a copy of the script made for this spawn alone, with
+// a name no other spawn uses, created exclusively in the private reaper
+// folder. PowerShell parses a whole script file before it runs any of it,
+// so a change to the file after the spawn runs nothing; the text is not
+// handed over on the command line as on Unix because, encoded for
+// -EncodedCommand, it is longer than a Windows command line may be.
+func scriptCommand(dir, runsDir, runID string, args []string) (*exec.Cmd, string, error) {
+	interp, err := interpreter()
+	if err != nil {
+		return nil, "", err
+	}
+	name := strings.TrimSuffix(scriptName(scripts.WatchdogPs1, ".ps1"), ".ps1") + "-" + strconv.Itoa(os.Getpid()) + "-" + runID + ".ps1"
+	p := filepath.Join(dir, name)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, "", err
+	}
+	_, werr := f.Write(scripts.WatchdogPs1)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		os.Remove(p)
+		return nil, "", err
+	}
+	argv := append(append(interp[1:], p, runsDir, runID), args...)
+	return exec.Command(interp[0], argv...), p, nil
 }
 
 // startDetached starts cmd without a console, in a process group of its

@@ -4,18 +4,21 @@
 //
 // Both speak one protocol, documented at the top of each script:
 //
-//	watchdog RUNS_DIR RUN_ID [LIST MODE GONE RETRY N WORD1 ... WORDN] ...
+//	watchdog RUNS_DIR RUN_ID [KIND ROLE MODE GONE RETRY N WORD1 ... WORDN] ...
 //
 // The watchdog blocks reading stdin, the read end of a pipe whose write end
-// only the owner holds; at EOF it runs the steps (engine removal commands with
-// the run's names appended), drops from the ledger every name that was
-// removed or reported missing, and deletes the run's files when nothing is
-// left, keeping the record otherwise.
+// only the owner holds. While it waits, the owner tells it each sandbox and
+// network it created and each it removed (`+s ID NAME`, `-s ID`, `+n ...`,
+// `-n ...`). At EOF it removes what it was told, by id, in one batch; after
+// a short settle it asks the engine for whatever still carries the run's
+// label (the finder steps) and removes that too. It never reads a name
+// from a ledger file for a labelled kind, and deletes the run's files only
+// when nothing is left.
 //
 // This package only carries the scripts. Writing them to the cache directory,
 // choosing the steps for a backend and spawning the process belong to the
-// reaper; the scripts must never run anything taken from a ledger file: names
-// are filtered to [A-Za-z0-9][A-Za-z0-9_.-]{0,127} and passed as arguments.
+// reaper. Ids and names are filtered to [A-Za-z0-9][A-Za-z0-9_.-]{0,127}
+// and passed as arguments, never through a shell.
 package scripts
 
 import _ "embed"

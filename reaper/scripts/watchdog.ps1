@@ -1,58 +1,105 @@
 # rightsize-go watchdog for Windows (Windows PowerShell 5.1; written to also run
-# under PowerShell 7).
+# under PowerShell 7). Same protocol and decisions as watchdog.sh.
 #
 # NOT EXECUTED BY THIS REPOSITORY'S TESTS: it was written on a Linux machine
-# without PowerShell. It mirrors watchdog.sh, which is tested under dash,
-# bash --posix and busybox ash; anything here that has not been run on Windows
-# is a guess until a Windows CI job runs it. Things to verify there first:
-#   - a watchdog whose stdin pipe is still open keeps waiting (powershell.exe
-#     must not consume or close stdin before the script reads it);
+# without PowerShell, and no test here runs it (one only checks that the file
+# is ASCII, has no carriage return and is the embedded copy). It mirrors
+# watchdog.sh, which is tested under dash, bash --posix and busybox ash;
+# anything here is a guess until a Windows CI job runs it. To verify there:
+#   - a watchdog whose stdin pipe is still open keeps waiting, without CPU
+#     (powershell.exe and pwsh.exe must neither consume nor close stdin before
+#     the script reads it), and the owner's death reads as EOF (a broken pipe
+#     is 0 bytes read, not an exception);
 #   - empty GONE/RETRY arguments and words starting with '-' arrive intact
-#     (see Get-ScriptArguments below);
-#   - [IO.File]::Replace and Move-Item -Force behave as described.
+#     (Get-ScriptArguments), under powershell.exe and under pwsh.exe;
+#   - ConvertTo-NativeArgument: docker receives the finder's --format word,
+#     with its embedded double quotes and spaces, as one argument;
+#   - Invoke-Native: a console program started by this detached process opens
+#     no window, its stdout and stderr are both captured without deadlock,
+#     and a call past the time bound is killed and counted as failed;
+#   - Test-Flag's integer tests of file attributes, [IO.File]::Replace with a
+#     null backup name, and the Move fallbacks behave as described;
+#   - the script's own copy can be deleted while it runs (PowerShell keeps no
+#     handle on a -File script after parsing it), and every exit deletes it;
+#   - the script-level trap turns an unexpected error into exit 1.
 #
-# Spawned once per test process, e.g.
+# The owner spawns it as
 #   powershell.exe -NoLogo -NoProfile -NonInteractive -ExecutionPolicy Bypass
-#       -File watchdog.ps1 RUNS_DIR RUN_ID [STEP ...]
-#   STEP := LIST MODE GONE RETRY N WORD1 ... WORDN
-# with stdin the read end of a pipe whose write end only that process holds.
-# It blocks reading stdin; at EOF (the owner exited, however it died) it
-# removes the run's sandboxes and networks with the engine's command line and
-# deletes the run's ledger files.
+#       -File watchdog-<hash>-<pid>-<run>.ps1 RUNS_DIR RUN_ID [STEP ...]
+#   STEP := KIND ROLE MODE GONE RETRY N WORD1 ... WORDN
+# on a copy of this script made for that spawn alone (PowerShell parses the
+# whole file before running any of it), with stdin the read end of a pipe
+# whose write end only the owner holds. The owner tells the script, on that
+# pipe, what it created; at EOF (the owner exited, however it died) the
+# script removes it, finds and removes what still carries the run's label,
+# and deletes the run's ledger files. Last, it deletes its own copy: nothing
+# else does.
 #
 #   RUNS_DIR  absolute path of the ledger's runs folder
 #   RUN_ID    file stem: RUNS_DIR\RUN_ID.json, .sandboxes, .networks; refused
 #             when empty, containing '/', '\' or ':', or starting with '.' or '-'
-#   LIST      sandboxes | networks: the line file the names come from
-#   MODE      batch: one call with every name, then one call per name if that
-#             call failed; each: one call per name
-#   GONE      newline-separated fixed strings: a failed call whose output holds
-#             one of them means "does not exist" (exit 126/127 never do)
-#   RETRY     newline-separated fixed strings: a failed call whose output holds
-#             one of them is run once more after 0.5 s
-#   N WORDS   the command (WORD1 an absolute program path) and its leading
-#             arguments; names are appended as separate arguments
+#   KIND      sandboxes | networks
+#   ROLE      act: WORDS with ids appended removes them
+#             find: WORDS, complete, prints "ID|NAME|MARK" for each sandbox
+#             or network carrying the run's label. A KIND with a finder is
+#             "labelled": its second pass acts on what the finder prints,
+#             never on a name from anywhere else
+#   MODE      batch: one call with every id, then one call per id if that
+#             failed; each: one call per id (a finder's is ignored: "-")
+#   GONE      newline-separated fixed strings: a failed call on one id whose
+#             output holds one of them means "does not exist" (exit 126 and
+#             127 never do)
+#   RETRY     newline-separated fixed strings: a failed call whose output
+#             holds one of them is run once more after 0.5 s
+#   N WORDS   the command (WORD1 an absolute path of a program, an .exe: a
+#             .cmd or .bat would be run by cmd.exe with other quoting rules)
+#             and its leading arguments
 #
-# The last step given for a list decides each of its names: success or GONE
-# removes the name from the ledger, anything else keeps it (and the record).
-# Earlier steps for the same list are best effort. A line file that is a
-# reparse point (symlink, junction) or not a regular file is not read: its
-# names count as none, it is left in place, and the record is kept.
+# What the owner tells, one line each on stdin (anything else is ignored,
+# and so is a last line without its newline):
 #
-# File content is data, never code: a name must match
-# \A[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\z (case-sensitive match, so no Unicode
-# case folding) and is passed as one argument; nothing is ever evaluated.
+#   +s ID NAME   a sandbox it created (or is creating)
+#   -s ID NAME   one it removed itself
+#   +n ID NAME   a network; -n ID NAME
 #
-# Windows PowerShell 5.1 builds a native command line without escaping
-# embedded double quotes and drops empty arguments: the command words must
-# contain neither (names cannot).
+# At EOF, the first pass runs every act step over the told ids. Then,
+# RIGHTSIZE_WATCHDOG_SETTLE seconds later (default 2; 0 for no wait), the
+# second pass: for a labelled kind, its finder, then its act steps over what
+# it found and what the first pass failed to remove; for another kind, the
+# act steps over the told ids again. With no wait and no finder at all there
+# is no second pass.
+#
+# Decision: a labelled kind is clean when its finder answered and whatever
+# was acted on in the second pass was removed (or was gone). Another kind
+# keeps each told name whose last act step failed. When every kind is clean
+# and nothing is kept, the line files and then the record are deleted;
+# otherwise the record stays for a later sweep, a labelled kind's line file
+# is left as it is (a superset of what lives), and another kind's is
+# rewritten with what it keeps (only a regular file, never a reparse point).
+#
+# Each call is bounded by RIGHTSIZE_WATCHDOG_CALL_TIMEOUT seconds (default
+# 120), output included: a call stopped for it has failed, whatever it
+# printed, and every later call is skipped (failed too).
+#
+# Nothing read from the pipe, from an engine's output or from a file is ever
+# run or evaluated: ids and names must match
+# \A[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\z (a case-sensitive match, so no
+# Unicode case folding) and are passed as separate arguments. The ledger's
+# line files are never read. Commands are started with
+# System.Diagnostics.Process and a command line this script quotes itself
+# (the rules of CommandLineToArgvW, which Go programs such as docker follow):
+# Windows PowerShell 5.1's own native calls drop empty arguments and do not
+# escape embedded double quotes, which the docker finder's --format has.
 
 Set-StrictMode -Version 2.0
 $ErrorActionPreference = 'Stop'
 
-$script:SelfPath = $MyInvocation.MyCommand.Path
+$script:SelfPath = $PSCommandPath
+if ([string]::IsNullOrEmpty($script:SelfPath)) {
+    $script:SelfPath = $MyInvocation.MyCommand.Path
+}
 $script:RunIdForLog = '?'
-$script:NameRegex = '\A[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\z'
+$script:WordRegex = '\A[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\z'
 
 function Write-Log([string]$Message) {
     try {
@@ -62,13 +109,54 @@ function Write-Log([string]$Message) {
     }
 }
 
+# Write-OutputLines shows a call's output under its log line, as the sh
+# watchdog does: "    | " before each line.
+function Write-OutputLines([string]$Output) {
+    foreach ($line in $Output.Split([char]10)) {
+        try {
+            [Console]::Error.WriteLine(('    | {0}' -f $line.TrimEnd([char]13)))
+        } catch {
+        }
+    }
+}
+
+# Remove-SelfCopy deletes this script's own file: each spawn runs a copy made
+# for it alone (watchdog-<12 hex>-<pid>-<run>.ps1) that nothing else removes.
+# A file not named so (the repository's own watchdog.ps1, run by hand) stays.
+function Remove-SelfCopy {
+    $path = $script:SelfPath
+    if ([string]::IsNullOrEmpty($path)) {
+        return
+    }
+    if ([IO.Path]::GetFileName($path) -notmatch '\Awatchdog-[0-9a-f]{12}-[0-9]+-.+\.ps1\z') {
+        return
+    }
+    try {
+        [IO.File]::Delete($path)
+    } catch {
+        Write-Log ('{0}: could not delete this script copy ({1})' -f $path, $_.Exception.Message)
+    }
+}
+
+function Exit-Watchdog([int]$Code) {
+    Remove-SelfCopy
+    exit $Code
+}
+
 function Exit-Usage([string]$Message) {
     Write-Log $Message
     try {
-        [Console]::Error.WriteLine('usage: watchdog.ps1 RUNS_DIR RUN_ID [LIST MODE GONE RETRY N WORD1 ... WORDN] ...')
+        [Console]::Error.WriteLine('usage: watchdog.ps1 RUNS_DIR RUN_ID [KIND ROLE MODE GONE RETRY N WORD1 ... WORDN] ...')
     } catch {
     }
-    exit 2
+    Exit-Watchdog 2
+}
+
+# An error nothing expected: give up with the ledger as it is (the record
+# stays for a later sweep), and still delete this copy.
+trap {
+    Write-Log ('unexpected error, giving up; the ledger is left as it is: {0}' -f $_)
+    Exit-Watchdog 1
 }
 
 # Get-ScriptArguments returns the script's arguments exactly as the process
@@ -94,7 +182,7 @@ function Get-ScriptArguments([object[]]$Bound) {
             } catch {
                 return ,$fallback
             }
-            if ($null -eq $script:SelfPath -or $candidate -ne [IO.Path]::GetFullPath($script:SelfPath)) {
+            if ([string]::IsNullOrEmpty($script:SelfPath) -or $candidate -ne [IO.Path]::GetFullPath($script:SelfPath)) {
                 return ,$fallback
             }
             if ($i + 2 -ge $raw.Length) {
@@ -113,21 +201,57 @@ function Test-AbsolutePath([string]$Path) {
     if ($Path -match '\A[A-Za-z]:[\\/]' -or $Path -match '\A[\\/][\\/][^\\/]') {
         return $true
     }
-    return ([IO.Path]::DirectorySeparatorChar -eq [char]'/' -and $Path.StartsWith('/'))
+    return ([IO.Path]::DirectorySeparatorChar -eq [char]'/' -and $Path.StartsWith('/', [StringComparison]::Ordinal))
+}
+
+# Test-Word: a word of the family's name grammar (ids and names alike).
+function Test-Word([string]$Value) {
+    return ($Value.Length -le 128 -and $Value -cmatch $script:WordRegex)
+}
+
+# Test-Flag: whether Attributes has Flag, compared as integers (no reliance on
+# how PowerShell converts an enum to a boolean).
+function Test-Flag([IO.FileAttributes]$Attributes, [IO.FileAttributes]$Flag) {
+    return (([int]$Attributes -band [int]$Flag) -ne 0)
+}
+
+# Get-PathKind: absent | file | reparse (symbolic link, junction: never
+# followed) | directory | unknown (cannot be inspected). Test-Path would
+# follow links; the attributes do not.
+function Get-PathKind([string]$Path) {
+    try {
+        $attributes = [IO.File]::GetAttributes($Path)
+    } catch {
+        $e = $_.Exception
+        if ($e -is [Management.Automation.MethodInvocationException] -and $null -ne $e.InnerException) {
+            $e = $e.InnerException
+        }
+        if ($e -is [IO.FileNotFoundException] -or $e -is [IO.DirectoryNotFoundException]) {
+            return 'absent'
+        }
+        return 'unknown'
+    }
+    if (Test-Flag $attributes ([IO.FileAttributes]::ReparsePoint)) {
+        return 'reparse'
+    }
+    if (Test-Flag $attributes ([IO.FileAttributes]::Directory)) {
+        return 'directory'
+    }
+    return 'file'
 }
 
 # ---------------------------------------------------------------------------
 # Arguments: everything is checked before waiting, so a caller that passes
 # nonsense learns it at once (exit 2), not after it died.
 
-$argv = Get-ScriptArguments $args
+$argv = [string[]]@(Get-ScriptArguments $args)
 if ($argv.Length -lt 2) {
     Exit-Usage 'need RUNS_DIR and RUN_ID'
 }
 $runsDir = $argv[0]
 $runId = $argv[1]
 if ($runId -eq '' -or $runId.Contains('/') -or $runId.Contains('\') -or $runId.Contains(':') -or
-    $runId.StartsWith('.') -or $runId.StartsWith('-')) {
+    $runId.StartsWith('.', [StringComparison]::Ordinal) -or $runId.StartsWith('-', [StringComparison]::Ordinal)) {
     Exit-Usage ("refusing RUN_ID '{0}': empty, contains '/', '\' or ':', or starts with '.' or '-'" -f $runId)
 }
 $script:RunIdForLog = $runId
@@ -135,64 +259,189 @@ if (-not (Test-AbsolutePath $runsDir)) {
     Exit-Usage ("RUNS_DIR '{0}' is not an absolute path" -f $runsDir)
 }
 
-$steps = New-Object System.Collections.ArrayList
-$lastStep = @{ sandboxes = 0; networks = 0 }
+# Steps, and per kind whether it has a finder and the index of its last act
+# step (the one that decides).
+$script:Steps = New-Object 'System.Collections.Generic.List[object]'
+$script:HasFinder = @{ sandboxes = $false; networks = $false }
+$script:LastAct = @{ sandboxes = 0; networks = 0 }
 $k = 2
+$index = 0
 while ($k -lt $argv.Length) {
-    $index = $steps.Count + 1
-    if ($argv.Length - $k -lt 6) {
-        Exit-Usage "step ${index}: need LIST MODE GONE RETRY N WORD1..."
+    $index++
+    if ($argv.Length - $k -lt 7) {
+        Exit-Usage "step ${index}: need KIND ROLE MODE GONE RETRY N WORD1..."
     }
-    $list = $argv[$k]
-    $mode = $argv[$k + 1]
-    if ($list -cne 'sandboxes' -and $list -cne 'networks') {
-        Exit-Usage "step ${index}: LIST '$list' is not sandboxes or networks"
+    $kind = $argv[$k]
+    $role = $argv[$k + 1]
+    $mode = $argv[$k + 2]
+    if ($kind -cne 'sandboxes' -and $kind -cne 'networks') {
+        Exit-Usage "step ${index}: KIND '$kind' is not sandboxes or networks"
     }
-    if ($mode -cne 'batch' -and $mode -cne 'each') {
-        Exit-Usage "step ${index}: MODE '$mode' is not batch or each"
+    if ($role -ceq 'find') {
+        $script:HasFinder[$kind] = $true
+    } elseif ($role -ceq 'act') {
+        if ($mode -cne 'batch' -and $mode -cne 'each') {
+            Exit-Usage "step ${index}: MODE '$mode' is not batch or each"
+        }
+        $script:LastAct[$kind] = $index
+    } else {
+        Exit-Usage "step ${index}: ROLE '$role' is not act or find"
     }
-    if ($argv[$k + 4] -cnotmatch '\A[1-9][0-9]{0,2}\z') {
-        Exit-Usage ("step ${index}: N '{0}' is not a number from 1 to 999" -f $argv[$k + 4])
+    if ($argv[$k + 5] -cnotmatch '\A[1-9][0-9]{0,2}\z') {
+        Exit-Usage ("step ${index}: N '{0}' is not a number from 1 to 999" -f $argv[$k + 5])
     }
-    $n = [int]$argv[$k + 4]
-    if ($argv.Length - ($k + 5) -lt $n) {
-        Exit-Usage ("step ${index}: N is $n but only {0} words follow" -f ($argv.Length - ($k + 5)))
+    $n = [int]$argv[$k + 5]
+    if ($argv.Length - ($k + 6) -lt $n) {
+        Exit-Usage ("step ${index}: N is $n but only {0} words follow" -f ($argv.Length - ($k + 6)))
     }
-    $words = [string[]]$argv[($k + 5)..($k + 4 + $n)]
+    $words = [string[]]@($argv[($k + 6)..($k + 5 + $n)])
     if (-not (Test-AbsolutePath $words[0])) {
         Exit-Usage ("step ${index}: program '{0}' is not an absolute path" -f $words[0])
     }
-    [void]$steps.Add(@{
+    [void]$script:Steps.Add(@{
             Index = $index
-            List  = $list
+            Kind  = $kind
+            Role  = $role
             Mode  = $mode
-            Gone  = [string[]]@($argv[$k + 2] -split "`r?`n" | Where-Object { $_ -ne '' })
-            Retry = [string[]]@($argv[$k + 3] -split "`r?`n" | Where-Object { $_ -ne '' })
+            Gone  = [string[]]@($argv[$k + 3].Split([char]10) | Where-Object { $_ -ne '' })
+            Retry = [string[]]@($argv[$k + 4].Split([char]10) | Where-Object { $_ -ne '' })
             Words = $words
         })
-    $lastStep[$list] = $index
-    $k += 5 + $n
+    $k += 6 + $n
 }
+
+# An engine that takes the connection and never answers must not hold the
+# watchdog, or its names, for ever: each call is bounded by
+# RIGHTSIZE_WATCHDOG_CALL_TIMEOUT seconds (a whole number from 1; default
+# 120), then killed.
+$script:CallTimeoutText = $env:RIGHTSIZE_WATCHDOG_CALL_TIMEOUT
+if ($null -eq $script:CallTimeoutText -or $script:CallTimeoutText -cnotmatch '\A[1-9][0-9]*\z') {
+    $script:CallTimeoutText = '120'
+}
+$script:CallTimeoutMs = [int]::MaxValue
+if ($script:CallTimeoutText.Length -le 9) {
+    $script:CallTimeoutMs = [int][Math]::Min([double]$script:CallTimeoutText * 1000, [double][int]::MaxValue)
+}
+$script:EngineHung = $false
 
 # Do not pin the caller's working directory: on Windows it could then not be
 # deleted while the watchdog waits.
+$script:WorkDir = [Environment]::GetFolderPath('System')
 try {
-    Set-Location -LiteralPath ([Environment]::GetFolderPath('System'))
-    [Environment]::CurrentDirectory = [Environment]::GetFolderPath('System')
+    Set-Location -LiteralPath $script:WorkDir
+    [Environment]::CurrentDirectory = $script:WorkDir
 } catch {
 }
 
 # ---------------------------------------------------------------------------
-# Wait: read raw stdin to EOF, discarding it, with a fixed 4 KiB buffer.
+# Told ids: per kind an ordered set, ID -> "ID/NAME" ('/' is in neither
+# grammar). Ordinal keys: ids differing in case are different ids. The sets
+# are only ever used through methods, never through '.Key' member access,
+# which PowerShell would resolve as a dictionary key.
 
+$script:Told = @{
+    sandboxes = (New-Object System.Collections.Specialized.OrderedDictionary ([StringComparer]::Ordinal))
+    networks  = (New-Object System.Collections.Specialized.OrderedDictionary ([StringComparer]::Ordinal))
+}
+
+# Register-Line applies one line from the owner (without its newline): fields
+# are separated by runs of spaces (only spaces), as sh's read with IFS=' '
+# splits them; a missing NAME is the ID; fields after NAME are ignored.
+function Register-Line([string]$Line) {
+    $fields = $Line.Split([char[]]@([char]32), [StringSplitOptions]::RemoveEmptyEntries)
+    if ($fields.Length -lt 1) {
+        return
+    }
+    $op = $fields[0]
+    if ($op -ceq '+s' -or $op -ceq '-s') {
+        $kind = 'sandboxes'
+    } elseif ($op -ceq '+n' -or $op -ceq '-n') {
+        $kind = 'networks'
+    } else {
+        return
+    }
+    $id = ''
+    if ($fields.Length -gt 1) {
+        $id = $fields[1]
+    }
+    $name = ''
+    if ($fields.Length -gt 2) {
+        $name = $fields[2]
+    }
+    if ($name.Length -eq 0) {
+        $name = $id
+    }
+    if (-not (Test-Word $id) -or -not (Test-Word $name)) {
+        return
+    }
+    $set = $script:Told[$kind]
+    $set.Remove($id)
+    if ($op.StartsWith('+', [StringComparison]::Ordinal)) {
+        $set.Add($id, ('{0}/{1}' -f $id, $name))
+    }
+}
+
+function New-TokenList {
+    return ,(New-Object 'System.Collections.Generic.List[string]')
+}
+
+function Get-ToldTokens([string]$Kind) {
+    $list = New-TokenList
+    foreach ($entry in $script:Told[$Kind].GetEnumerator()) {
+        $list.Add([string]$entry.Value)
+    }
+    return ,$list
+}
+
+function Get-TokenId([string]$Token) {
+    return $Token.Substring(0, $Token.IndexOf([char]'/'))
+}
+
+function Get-TokenName([string]$Token) {
+    return $Token.Substring($Token.IndexOf([char]'/') + 1)
+}
+
+# ---------------------------------------------------------------------------
+# Wait: read raw stdin to EOF, a fixed 4 KiB buffer at a time, applying each
+# complete line. Bytes are decoded as ISO-8859-1, one character each, so that
+# NUL and non-ASCII bytes stay visible to the (ASCII-only) grammar. A last
+# line without its newline is ignored, as sh's read ignores it.
+
+$latin1 = [Text.Encoding]::GetEncoding(28591)
+$pending = New-Object Text.StringBuilder
+$stdin = $null
 try {
     $stdin = [Console]::OpenStandardInput()
-    $buffer = New-Object byte[] 4096
-    while ($stdin.Read($buffer, 0, $buffer.Length) -gt 0) {
-    }
 } catch {
-    Write-Log ("reading stdin failed ({0}); treating it as EOF" -f $_.Exception.Message)
+    Write-Log ('cannot open stdin ({0}); treating it as EOF' -f $_.Exception.Message)
 }
+if ($null -ne $stdin) {
+    $buffer = New-Object byte[] 4096
+    while ($true) {
+        try {
+            $count = $stdin.Read($buffer, 0, $buffer.Length)
+        } catch {
+            Write-Log ('reading stdin failed ({0}); treating it as EOF' -f $_.Exception.Message)
+            $count = 0
+        }
+        if ($count -le 0) {
+            break
+        }
+        $start = 0
+        while ($start -lt $count) {
+            $newline = [Array]::IndexOf($buffer, [byte]10, $start, $count - $start)
+            if ($newline -lt 0) {
+                [void]$pending.Append($latin1.GetString($buffer, $start, $count - $start))
+                break
+            }
+            [void]$pending.Append($latin1.GetString($buffer, $start, $newline - $start))
+            Register-Line $pending.ToString()
+            $pending.Length = 0
+            $start = $newline + 1
+        }
+    }
+}
+$pending.Length = 0
 
 Write-Log "owner gone (stdin closed): reaping run $runId in $runsDir"
 
@@ -204,301 +453,510 @@ $listFiles = @{
     networks  = [IO.Path]::Combine($runsDir, "$runId.networks")
 }
 
-function Test-Present([string]$Path) {
-    # Test-Path follows links; the attributes do not, so a dangling link counts.
-    try {
-        [void][IO.File]::GetAttributes($Path)
-        return $true
-    } catch {
-        return $false
-    }
-}
-
-if (-not (Test-Present $recordFile) -and -not (Test-Present $listFiles.sandboxes) -and -not (Test-Present $listFiles.networks)) {
-    Write-Log 'no ledger files: nothing to do'
-    exit 0
-}
-
-# ---------------------------------------------------------------------------
-# Names.
-
-# Read-NameList returns @{ State = absent|read|unsafe; Names = sorted unique }.
-function Read-NameList([string]$Path) {
-    $result = @{ State = 'absent'; Names = [string[]]@() }
-    try {
-        $attributes = [IO.File]::GetAttributes($Path)
-    } catch {
-        $e = $_.Exception
-        if ($e -is [Management.Automation.MethodInvocationException] -and $null -ne $e.InnerException) {
-            $e = $e.InnerException
-        }
-        if ($e -is [IO.FileNotFoundException] -or $e -is [IO.DirectoryNotFoundException]) {
-            return $result
-        }
-        Write-Log ("{0}: cannot inspect it ({1}); not read, the record is kept" -f $Path, $_.Exception.Message)
-        $result.State = 'unsafe'
-        return $result
-    }
-    if ($attributes -band [IO.FileAttributes]::ReparsePoint) {
-        Write-Log "$Path is a reparse point (symbolic link or junction): not read, left in place; the record is kept"
-        $result.State = 'unsafe'
-        return $result
-    }
-    if ($attributes -band [IO.FileAttributes]::Directory) {
-        Write-Log "$Path is not a regular file: not read, left in place; the record is kept"
-        $result.State = 'unsafe'
-        return $result
-    }
-    try {
-        $bytes = [IO.File]::ReadAllBytes($Path)
-    } catch {
-        Write-Log ("{0}: cannot read it ({1}); left in place, the record is kept" -f $Path, $_.Exception.Message)
-        $result.State = 'unsafe'
-        return $result
-    }
-    # ISO-8859-1 maps every byte to one character, so NUL and non-ASCII bytes
-    # stay visible to the (ASCII-only) name pattern and are rejected.
-    $text = [Text.Encoding]::GetEncoding(28591).GetString($bytes)
-    $trim = [char[]]@([char]32, [char]9, [char]13, [char]11, [char]12)
-    $names = New-Object 'System.Collections.Generic.SortedSet[string]' ([StringComparer]::Ordinal)
-    $bad = 0
-    foreach ($line in $text.Split([char]10)) {
-        $name = $line.Trim($trim)
-        if ($name.Length -eq 0) {
-            continue
-        }
-        if ($name.Length -le 128 -and $name -cmatch $script:NameRegex -and $name -cnotmatch '\A[0-9A-Fa-f]{1,11}\z') {
-            [void]$names.Add($name)
-        } else {
-            $bad++
-        }
-    }
-    if ($bad -gt 0) {
-        Write-Log "${Path}: skipped $bad invalid line(s); they are dropped from the ledger"
-    }
-    $result.State = 'read'
-    $result.Names = [string[]]@($names)
-    return $result
-}
-
-$lists = @{
-    sandboxes = Read-NameList $listFiles.sandboxes
-    networks  = Read-NameList $listFiles.networks
-}
-Write-Log ('sandboxes: {0} name(s); networks: {1} name(s)' -f $lists.sandboxes.Names.Length, $lists.networks.Names.Length)
-
 # ---------------------------------------------------------------------------
 # Calls.
 
+# ConvertTo-NativeArgument quotes one argument for a Windows command line so
+# that CommandLineToArgvW (and Go's and the C runtime's parsers) give it back
+# as it is: empty, spaces, double quotes and backslashes before them included.
+function ConvertTo-NativeArgument([string]$Value) {
+    if ($Value.Length -eq 0) {
+        return '""'
+    }
+    if ($Value.IndexOfAny([char[]]@([char]32, [char]9, [char]10, [char]11, [char]34)) -lt 0) {
+        return $Value
+    }
+    $sb = New-Object Text.StringBuilder
+    [void]$sb.Append([char]34)
+    $slashes = 0
+    foreach ($c in $Value.ToCharArray()) {
+        if ($c -ceq [char]92) {
+            $slashes++
+            continue
+        }
+        if ($c -ceq [char]34) {
+            # Backslashes before a quote are doubled, and the quote escaped.
+            [void]$sb.Append([char]92, 2 * $slashes + 1)
+        } elseif ($slashes -gt 0) {
+            [void]$sb.Append([char]92, $slashes)
+        }
+        $slashes = 0
+        [void]$sb.Append($c)
+    }
+    # Backslashes before the closing quote are doubled.
+    if ($slashes -gt 0) {
+        [void]$sb.Append([char]92, 2 * $slashes)
+    }
+    [void]$sb.Append([char]34)
+    return $sb.ToString()
+}
+
+function Get-TaskText($Task) {
+    try {
+        if ($Task.IsCompleted) {
+            return [string]$Task.Result
+        }
+    } catch {
+    }
+    return ''
+}
+
+# Invoke-Native runs the command once, with no stdin (closed at once, as sh's
+# </dev/null), stdout and stderr captured (UTF-8), within the time bound.
+# Returns @{ Code; Output (stdout, then stderr, trailing newlines dropped);
+# TimedOut }. A program that cannot be started counts as exit 127.
+function Invoke-Native([string[]]$Command) {
+    $result = @{ Code = 127; Output = ''; TimedOut = $false }
+    $quoted = New-Object 'System.Collections.Generic.List[string]'
+    for ($i = 1; $i -lt $Command.Length; $i++) {
+        $quoted.Add((ConvertTo-NativeArgument $Command[$i]))
+    }
+    $utf8 = New-Object Text.UTF8Encoding $false
+    $psi = New-Object System.Diagnostics.ProcessStartInfo
+    $psi.FileName = $Command[0]
+    $psi.Arguments = [string]::Join(' ', $quoted.ToArray())
+    $psi.UseShellExecute = $false
+    $psi.CreateNoWindow = $true
+    $psi.RedirectStandardInput = $true
+    $psi.RedirectStandardOutput = $true
+    $psi.RedirectStandardError = $true
+    $psi.StandardOutputEncoding = $utf8
+    $psi.StandardErrorEncoding = $utf8
+    $psi.WorkingDirectory = $script:WorkDir
+    $p = New-Object System.Diagnostics.Process
+    $p.StartInfo = $psi
+    try {
+        [void]$p.Start()
+    } catch {
+        $e = $_.Exception
+        if ($null -ne $e.InnerException) {
+            $e = $e.InnerException
+        }
+        $result.Output = $e.Message
+        return $result
+    }
+    try {
+        try {
+            $p.StandardInput.Close()
+        } catch {
+        }
+        # Both streams are read at once, so that neither can fill and block
+        # the program.
+        $outTask = $p.StandardOutput.ReadToEndAsync()
+        $errTask = $p.StandardError.ReadToEndAsync()
+        $clock = [Diagnostics.Stopwatch]::StartNew()
+        if (-not $p.WaitForExit($script:CallTimeoutMs)) {
+            $result.TimedOut = $true
+            try {
+                $p.Kill()
+            } catch {
+            }
+            [void]$p.WaitForExit(10000)
+        }
+        # The output ends when every holder of the pipes has closed them (a
+        # child of the program may hold them too): that is bounded as well.
+        $left = 10000
+        if (-not $result.TimedOut) {
+            $left = [int][Math]::Max(1000, [double]$script:CallTimeoutMs - $clock.ElapsedMilliseconds)
+        }
+        $tasks = [Threading.Tasks.Task[]]@($outTask, $errTask)
+        $complete = $false
+        try {
+            $complete = [Threading.Tasks.Task]::WaitAll($tasks, $left)
+        } catch {
+            # A failed read: what was read is lost, the exit code still tells.
+            $complete = $true
+        }
+        if (-not $complete) {
+            $result.TimedOut = $true
+        }
+        if (-not $result.TimedOut) {
+            $result.Code = $p.ExitCode
+        }
+        $crlf = [char[]]@([char]13, [char]10)
+        $out = (Get-TaskText $outTask).TrimEnd($crlf)
+        $err = (Get-TaskText $errTask).TrimEnd($crlf)
+        if ($out.Length -gt 0 -and $err.Length -gt 0) {
+            $result.Output = $out + "`n" + $err
+        } else {
+            $result.Output = $out + $err
+        }
+    } finally {
+        $p.Dispose()
+    }
+    return $result
+}
+
+# Test-OutputHas: whether Output holds one of the fixed strings (ordinal,
+# case-sensitive: the same bytes as sh's case pattern).
 function Test-OutputHas([string]$Output, [string[]]$Patterns) {
-    foreach ($p in $Patterns) {
-        if ($p.Length -gt 0 -and $Output.IndexOf($p, [StringComparison]::Ordinal) -ge 0) {
+    foreach ($pattern in $Patterns) {
+        if ($pattern.Length -gt 0 -and $Output.IndexOf($pattern, [StringComparison]::Ordinal) -ge 0) {
             return $true
         }
     }
     return $false
 }
 
-# Invoke-Once runs the command once and returns @{ Code; Output }.
-function Invoke-Once([string[]]$Command) {
-    # Native stderr arrives as error records under 2>&1; they are output here,
-    # not errors, and must not stop the script.
-    $ErrorActionPreference = 'Continue'
-    $exe = $Command[0]
-    $rest = @()
-    if ($Command.Length -gt 1) {
-        $rest = $Command[1..($Command.Length - 1)]
+# Get-CallResult classifies a call: ok | gone | retry | fail. A batch call is
+# never "gone": its output cannot say which id is missing. A call stopped by
+# the time bound fails and marks the engine as hung.
+function Get-CallResult($Call, [string[]]$Gone, [string[]]$Retry, [bool]$Batch) {
+    if ($Call.TimedOut) {
+        $script:EngineHung = $true
+        return 'fail'
     }
-    $code = 1
-    $output = ''
-    try {
-        $global:LASTEXITCODE = 0
-        $lines = & $exe @rest 2>&1 | ForEach-Object { [string]$_ }
-        $code = $LASTEXITCODE
-        if ($null -eq $code) {
-            $code = 0
-        }
-        $output = (@($lines) -join "`n")
-    } catch {
-        $code = 127
-        $output = $_.Exception.Message
-    }
-    return @{ Code = $code; Output = $output }
-}
-
-# Get-Result classifies a call: ok | gone | retry | fail. A batch call is
-# never "gone": its output cannot say which name is missing.
-function Get-Result($Call, $Step, [bool]$Batch) {
     if ($Call.Code -eq 0) {
         return 'ok'
     }
     if ($Call.Code -eq 126 -or $Call.Code -eq 127) {
         return 'fail'
     }
-    if (-not $Batch -and (Test-OutputHas $Call.Output $Step.Gone)) {
+    if (-not $Batch -and (Test-OutputHas $Call.Output $Gone)) {
         return 'gone'
     }
-    if (Test-OutputHas $Call.Output $Step.Retry) {
+    if (Test-OutputHas $Call.Output $Retry) {
         return 'retry'
     }
     return 'fail'
 }
 
-function Write-CallLog([string]$Label, $Call, [string]$Result) {
-    Write-Log ('{0}: exit {1} ({2})' -f $Label, $Call.Code, $Result)
-    if ($Call.Code -ne 0 -and $Call.Output.Length -gt 0) {
-        foreach ($line in $Call.Output.Split([char]10)) {
-            Write-Log ('    | {0}' -f $line)
-        }
+function Write-CallLog([string]$Label, [string]$What, $Call, [string]$Result) {
+    if ($Call.TimedOut) {
+        Write-Log ('{0} {1}: no answer within {2}s, stopped; later calls are skipped' -f $Label, $What, $script:CallTimeoutText)
+    } else {
+        Write-Log ('{0} {1}: exit {2} ({3})' -f $Label, $What, $Call.Code, $Result)
+    }
+    if (($Call.TimedOut -or $Call.Code -ne 0) -and $Call.Output.Length -gt 0) {
+        Write-OutputLines $Call.Output
     }
 }
 
 # Invoke-Attempt: one call, and once more after 0.5 s if its output asked for
 # a retry. Returns ok | gone | fail.
-function Invoke-Attempt($Step, [string]$What, [string[]]$Command, [bool]$Batch) {
-    $label = 'step {0} ({1} {2}) {3}' -f $Step.Index, $Step.List, $Step.Mode, $What
-    $call = Invoke-Once $Command
-    $result = Get-Result $call $Step $Batch
-    Write-CallLog $label $call $result
-    if ($result -eq 'retry') {
+function Invoke-Attempt([string]$Label, [string]$What, $Step, [string[]]$Command, [bool]$Batch) {
+    if ($script:EngineHung) {
+        Write-Log ('{0} {1}: not tried, the engine did not answer an earlier call (fail)' -f $Label, $What)
+        return 'fail'
+    }
+    $call = Invoke-Native $Command
+    $result = Get-CallResult $call $Step.Gone $Step.Retry $Batch
+    Write-CallLog $Label $What $call $result
+    if ($result -ceq 'retry') {
         Start-Sleep -Milliseconds 500
-        $call = Invoke-Once $Command
-        $result = Get-Result $call $Step $Batch
-        if ($result -eq 'retry') {
+        $call = Invoke-Native $Command
+        $result = Get-CallResult $call $Step.Gone $Step.Retry $Batch
+        if ($result -ceq 'retry') {
             $result = 'fail'
         }
-        Write-CallLog "$label (retry)" $call $result
+        Write-CallLog $Label "$What (retry)" $call $result
     }
     return $result
 }
 
-# Invoke-Step runs one step over names; returns @{ Runnable; Kept }.
-function Invoke-Step($Step, [string[]]$Names) {
-    $exe = $Step.Words[0]
-    $kept = New-Object System.Collections.Generic.List[string]
-    $isFile = $false
-    try {
-        $isFile = -not ([IO.File]::GetAttributes($exe) -band [IO.FileAttributes]::Directory)
-    } catch {
-    }
-    if (-not $isFile) {
-        Write-Log ("step {0} ({1} {2}): program '{3}' is not a file: every {1} name is kept" -f $Step.Index, $Step.List, $Step.Mode, $exe)
-        return @{ Runnable = $false; Kept = [string[]]@() }
-    }
+# Invoke-Act acts on Set (tokens "ID/NAME") with the step's command: batch,
+# then one id at a time if the batch failed (unless Quick: the first pass of
+# a labelled kind, whose second pass decides anyway). Returns the tokens that
+# failed.
+function Invoke-Act($Step, [string]$Label, $Set, [bool]$Quick) {
+    $failed = New-TokenList
     if ($Step.Mode -ceq 'batch') {
-        $result = Invoke-Attempt $Step ("batch of {0}" -f $Names.Length) ([string[]]($Step.Words + $Names)) $true
-        if ($result -eq 'ok') {
-            return @{ Runnable = $true; Kept = [string[]]@() }
+        $command = New-Object 'System.Collections.Generic.List[string]'
+        $command.AddRange([string[]]$Step.Words)
+        foreach ($token in $Set) {
+            $command.Add((Get-TokenId $token))
         }
-        Write-Log ('step {0} ({1} {2}): the batch call failed; one name at a time' -f $Step.Index, $Step.List, $Step.Mode)
+        $result = Invoke-Attempt $Label 'batch' $Step $command.ToArray() $true
+        if ($result -ceq 'ok') {
+            return ,$failed
+        }
+        if ($Quick) {
+            foreach ($token in $Set) {
+                $failed.Add($token)
+            }
+            return ,$failed
+        }
+        Write-Log ('{0}: the batch call failed; one at a time' -f $Label)
     }
-    foreach ($name in $Names) {
-        $result = Invoke-Attempt $Step $name ([string[]]($Step.Words + @($name))) $false
-        if ($result -ne 'ok' -and $result -ne 'gone') {
-            $kept.Add($name)
+    foreach ($token in $Set) {
+        $command = [string[]]@($Step.Words + @(Get-TokenId $token))
+        $result = Invoke-Attempt $Label (Get-TokenName $token) $Step $command $false
+        if ($result -cne 'ok' -and $result -cne 'gone') {
+            $failed.Add($token)
         }
     }
-    return @{ Runnable = $true; Kept = [string[]]$kept.ToArray() }
+    return ,$failed
 }
 
-# Invoke-Pass runs every step once over the lists; returns @{ Kept; Forced }.
-function Invoke-Pass {
-    $passKept = @{ sandboxes = [string[]]@(); networks = [string[]]@() }
-    $passForced = @{ sandboxes = $false; networks = $false }
-    foreach ($step in $steps) {
-        $names = $lists[$step.List].Names
-        if ($names.Length -eq 0) {
-            Write-Log ('step {0} ({1} {2}): no names' -f $step.Index, $step.List, $step.Mode)
+# Invoke-Finder runs a finder step; returns @{ Ok; Found (tokens) }. A line
+# is "ID|NAME|MARK"; NAME loses one leading '/', an empty NAME is the ID; a
+# line with a MARK, a NAME starting with rz-reuse- (keep-alive) or an id or
+# name outside the grammar is not acted on.
+function Invoke-Finder($Step, [string]$Label) {
+    $found = New-TokenList
+    if ($script:EngineHung) {
+        Write-Log ('{0}: not tried, the engine did not answer an earlier call' -f $Label)
+        return @{ Ok = $false; Found = $found }
+    }
+    $call = Invoke-Native $Step.Words
+    $result = Get-CallResult $call ([string[]]@()) ([string[]]@()) $true
+    Write-CallLog $Label 'finder' $call $result
+    if ($result -cne 'ok') {
+        return @{ Ok = $false; Found = $found }
+    }
+    foreach ($rawLine in $call.Output.Split([char]10)) {
+        $line = $rawLine.TrimEnd([char]13)
+        $parts = $line.Split([char[]]@([char]'|'), 3)
+        $fid = $parts[0]
+        $fname = ''
+        $fmark = ''
+        if ($parts.Length -gt 1) {
+            $fname = $parts[1]
+        }
+        if ($parts.Length -gt 2) {
+            $fmark = $parts[2]
+        }
+        if ($fid.Length -eq 0 -and $fname.Length -eq 0) {
             continue
         }
-        $outcome = Invoke-Step $step $names
-        if (-not $outcome.Runnable) {
-            $passForced[$step.List] = $true
+        if ($fname.StartsWith('/', [StringComparison]::Ordinal)) {
+            $fname = $fname.Substring(1)
         }
-        if ($step.Index -eq $lastStep[$step.List]) {
-            $passKept[$step.List] = $outcome.Kept
+        $name = $fname
+        if ($name.Length -eq 0) {
+            $name = $fid
         }
+        if (-not (Test-Word $fid) -or -not (Test-Word $name)) {
+            Write-Log 'finder: skipped a line that is not an id and a name'
+            continue
+        }
+        if ($fname.StartsWith('rz-reuse-', [StringComparison]::Ordinal)) {
+            continue
+        }
+        if ($fmark.Length -ne 0) {
+            continue
+        }
+        $found.Add(('{0}/{1}' -f $fid, $name))
     }
-    return @{ Kept = $passKept; Forced = $passForced }
+    return @{ Ok = $true; Found = $found }
 }
 
-# Two passes, RIGHTSIZE_WATCHDOG_SETTLE seconds apart (default 2, 0 for one):
-# a create the owner sent just before it died may be finished by the engine
-# after the first pass found no such name. The second pass decides.
-$pass = Invoke-Pass
-$settle = 2.0
-if ($env:RIGHTSIZE_WATCHDOG_SETTLE -match '\A[0-9]+(\.[0-9]+)?\z') {
-    $settle = [double]$env:RIGHTSIZE_WATCHDOG_SETTLE
+# Test-ProgramFile: a file, or a link to one (as sh's -f follows links: a
+# program installed as a symbolic link, as WinGet does, is a program).
+function Test-ProgramFile([string]$Path) {
+    try {
+        return [IO.File]::Exists($Path)
+    } catch {
+        return $false
+    }
 }
-if ($settle -gt 0 -and ($lists['sandboxes'].Names.Length + $lists['networks'].Names.Length) -gt 0) {
-    Write-Log "second pass in ${settle}s: a create sent just before the owner died may finish after the first"
-    Start-Sleep -Milliseconds ([int]($settle * 1000))
-    $pass = Invoke-Pass
-}
-$kept = $pass.Kept
-$forced = $pass.Forced
 
-# A list whose names were never decided by a runnable last step keeps them all.
-foreach ($list in @('sandboxes', 'networks')) {
-    if ($forced[$list] -or $lastStep[$list] -eq 0) {
-        $kept[$list] = $lists[$list].Names
-        if ($lastStep[$list] -eq 0 -and $lists[$list].Names.Length -gt 0) {
-            Write-Log "no step for ${list}: every $list name is kept"
+# What the first pass of a labelled kind failed to remove: its second pass
+# acts on it too (a told id without the run's label would not be found).
+$script:Again = @{ sandboxes = (New-TokenList); networks = (New-TokenList) }
+
+# Invoke-Pass runs every step once. Pass 1 acts on the told sets; pass 2
+# finds first for a labelled kind. Sets $script:Kept (tokens, for a kind
+# without a finder) and $script:Clean per kind.
+function Invoke-Pass([int]$Pass) {
+    $script:Clean = @{ sandboxes = $true; networks = $true }
+    $script:Kept = @{ sandboxes = (New-TokenList); networks = (New-TokenList) }
+    $found = @{ sandboxes = (New-TokenList); networks = (New-TokenList) }
+    foreach ($step in $script:Steps) {
+        $kind = $step.Kind
+        $label = 'pass {0} step {1} ({2} {3})' -f $Pass, $step.Index, $kind, $step.Role
+        $labelled = [bool]$script:HasFinder[$kind]
+        if (-not (Test-ProgramFile $step.Words[0])) {
+            Write-Log ("{0}: program '{1}' is not an executable file" -f $label, $step.Words[0])
+            $script:Clean[$kind] = $false
+            if (-not $labelled) {
+                $script:Kept[$kind] = Get-ToldTokens $kind
+            }
+            continue
+        }
+        if ($step.Role -ceq 'find') {
+            if ($Pass -ne 2) {
+                continue
+            }
+            $finder = Invoke-Finder $step $label
+            if (-not $finder.Ok) {
+                $script:Clean[$kind] = $false
+            }
+            $found[$kind] = $finder.Found
+            continue
+        }
+        $quick = $false
+        if ($labelled -and $Pass -eq 2) {
+            $set = New-TokenList
+            $ids = New-Object 'System.Collections.Generic.HashSet[string]' ([StringComparer]::Ordinal)
+            foreach ($token in $found[$kind]) {
+                $set.Add($token)
+                [void]$ids.Add((Get-TokenId $token))
+            }
+            foreach ($token in $script:Again[$kind]) {
+                if ($ids.Add((Get-TokenId $token))) {
+                    $set.Add($token)
+                }
+            }
+        } else {
+            $set = Get-ToldTokens $kind
+            $quick = $labelled
+        }
+        $failed = New-TokenList
+        if ($set.Count -eq 0) {
+            Write-Log ('{0}: nothing to act on' -f $label)
+        } else {
+            $failed = Invoke-Act $step $label $set $quick
+        }
+        if ($labelled) {
+            if ($Pass -eq 2 -and $failed.Count -gt 0) {
+                $script:Clean[$kind] = $false
+            }
+            if ($Pass -eq 1) {
+                $script:Again[$kind] = $failed
+            }
+            continue
+        }
+        if ($step.Index -eq $script:LastAct[$kind]) {
+            $script:Kept[$kind] = $failed
         }
     }
+}
+
+Invoke-Pass 1
+
+# Then the second pass, RIGHTSIZE_WATCHDOG_SETTLE seconds later: a create the
+# owner sent just before it died may be finished by the engine after the
+# first pass.
+$settle = $env:RIGHTSIZE_WATCHDOG_SETTLE
+if ([string]::IsNullOrEmpty($settle) -or $settle -cnotmatch '\A[0-9.]+\z' -or $settle.StartsWith('.', [StringComparison]::Ordinal)) {
+    $settle = '2'
+}
+if ($settle -ceq '0' -or $settle -ceq '0.0') {
+    # No wait; a labelled kind still needs its finder to decide.
+    if ($script:HasFinder['sandboxes'] -or $script:HasFinder['networks']) {
+        Invoke-Pass 2
+    }
+} else {
+    if (-not $script:EngineHung) {
+        Write-Log "second pass in ${settle}s: a create sent just before the owner died may finish after the first"
+        $seconds = 0.0
+        $invariant = [Globalization.CultureInfo]::InvariantCulture
+        if (-not [double]::TryParse($settle, [Globalization.NumberStyles]::AllowDecimalPoint, $invariant, [ref]$seconds)) {
+            $seconds = 2.0
+        }
+        Start-Sleep -Milliseconds ([int][Math]::Min($seconds * 1000, [double][int]::MaxValue))
+    }
+    Invoke-Pass 2
+}
+
+# A kind no step acts on keeps what it was told.
+foreach ($kind in @('sandboxes', 'networks')) {
+    $told = Get-ToldTokens $kind
+    if ($script:LastAct[$kind] -eq 0 -and $told.Count -gt 0) {
+        $script:Clean[$kind] = $false
+        $script:Kept[$kind] = $told
+        Write-Log ('no step for {0}: every {1} is kept' -f $kind, @{ sandboxes = 'sandbox'; networks = 'network' }[$kind])
+    }
+}
+if ($script:EngineHung) {
+    $script:Clean['sandboxes'] = $false
+    $script:Clean['networks'] = $false
 }
 
 # ---------------------------------------------------------------------------
 # Ledger files.
 
-function Remove-IfPresent([string]$Path) {
+# Remove-LedgerFile deletes Path as rm -f would: a file, or the link itself
+# for a reparse point (never what it points to); absent is fine; a real
+# directory stays.
+function Remove-LedgerFile([string]$Path) {
+    $what = Get-PathKind $Path
     try {
-        if (Test-Present $Path) {
-            Remove-Item -LiteralPath $Path -Force
+        switch ($what) {
+            'absent' {
+                return
+            }
+            'file' {
+                $attributes = [IO.File]::GetAttributes($Path)
+                if (Test-Flag $attributes ([IO.FileAttributes]::ReadOnly)) {
+                    [IO.File]::SetAttributes($Path, [IO.FileAttributes]([int]$attributes -band (-bnot [int][IO.FileAttributes]::ReadOnly)))
+                }
+                [IO.File]::Delete($Path)
+            }
+            'reparse' {
+                if (Test-Flag ([IO.File]::GetAttributes($Path)) ([IO.FileAttributes]::Directory)) {
+                    [IO.Directory]::Delete($Path, $false)
+                } else {
+                    [IO.File]::Delete($Path)
+                }
+            }
+            default {
+                Write-Log ('{0}: not a file ({1}): not deleted' -f $Path, $what)
+            }
         }
     } catch {
-        Write-Log ("{0}: could not delete it ({1})" -f $Path, $_.Exception.Message)
+        Write-Log ('{0}: could not delete it ({1})' -f $Path, $_.Exception.Message)
     }
 }
 
-if ($kept.sandboxes.Length -eq 0 -and $kept.networks.Length -eq 0 -and
-    $lists.sandboxes.State -ne 'unsafe' -and $lists.networks.State -ne 'unsafe') {
+$keptCount = $script:Kept['sandboxes'].Count + $script:Kept['networks'].Count
+if ($script:Clean['sandboxes'] -and $script:Clean['networks'] -and $keptCount -eq 0) {
     # Line files before the record: a reader never sees names without a record.
-    Remove-IfPresent $listFiles.sandboxes
-    Remove-IfPresent $listFiles.networks
-    Remove-IfPresent $recordFile
+    Remove-LedgerFile $listFiles['sandboxes']
+    Remove-LedgerFile $listFiles['networks']
+    Remove-LedgerFile $recordFile
     Write-Log 'everything removed; ledger files deleted'
-    exit 0
+    Exit-Watchdog 0
 }
 
-# Write-NameList replaces Path with Names, one per line, via a temporary file
-# in the same folder: File.Replace swaps it in atomically; Move-Item -Force
-# (delete, then move) is the fallback.
-function Write-NameList([string]$Path, [string[]]$Names) {
+# Write-NameList replaces Path, when it is a regular file (never through a
+# reparse point), with the names of Tokens, one per line, via a temporary file
+# in the same folder created exclusively (never written through something
+# planted at its name): File.Replace swaps it in; File.Move with overwrite
+# (PowerShell 7), then Move-Item -Force, are the fallbacks.
+function Write-NameList([string]$Path, $Tokens) {
+    if ((Get-PathKind $Path) -cne 'file') {
+        return
+    }
     $tmp = [IO.Path]::Combine($runsDir, ('.{0}.tmp.{1}' -f [IO.Path]::GetFileName($Path), $PID))
-    $content = (@($Names | ForEach-Object { $_ + "`n" })) -join ''
+    $text = New-Object Text.StringBuilder
+    foreach ($token in $Tokens) {
+        [void]$text.Append((Get-TokenName $token)).Append([char]10)
+    }
     try {
-        if (Test-Present $tmp) {
-            Remove-Item -LiteralPath $tmp -Force
+        Remove-LedgerFile $tmp
+        $bytes = [Text.Encoding]::ASCII.GetBytes($text.ToString())
+        $stream = [IO.File]::Open($tmp, [IO.FileMode]::CreateNew, [IO.FileAccess]::Write, [IO.FileShare]::None)
+        try {
+            $stream.Write($bytes, 0, $bytes.Length)
+            $stream.Flush()
+        } finally {
+            $stream.Dispose()
         }
-        # No BOM: the other languages read these files as plain UTF-8.
-        [IO.File]::WriteAllText($tmp, $content, (New-Object Text.UTF8Encoding $false))
         try {
             [IO.File]::Replace($tmp, $Path, [NullString]::Value)
         } catch {
-            Move-Item -LiteralPath $tmp -Destination $Path -Force
+            $move = [IO.File].GetMethod('Move', [Type[]]@([string], [string], [bool]))
+            if ($null -ne $move) {
+                [IO.File]::Move($tmp, $Path, $true)
+            } else {
+                Move-Item -LiteralPath $tmp -Destination $Path -Force
+            }
         }
-        Write-Log ('{0}: kept {1} name(s)' -f $Path, $Names.Length)
+        Write-Log ('{0}: rewritten with what is kept' -f $Path)
     } catch {
         Write-Log ('{0}: could not rewrite it ({1}); left as it was' -f $Path, $_.Exception.Message)
-        Remove-IfPresent $tmp
+        Remove-LedgerFile $tmp
     }
 }
 
-foreach ($list in @('sandboxes', 'networks')) {
-    if ($lists[$list].State -eq 'read') {
-        Write-NameList $listFiles[$list] $kept[$list]
+# A labelled kind's list stays as it is: a superset of what lives, which the
+# next sweep checks against the labels. Another kind's keeps what failed.
+foreach ($kind in @('sandboxes', 'networks')) {
+    if (-not $script:HasFinder[$kind] -and $script:LastAct[$kind] -ne 0 -and $script:Clean[$kind]) {
+        Write-NameList $listFiles[$kind] $script:Kept[$kind]
     }
 }
 Write-Log "something was kept; $recordFile stays for a later sweep"
-exit 0
+Exit-Watchdog 0

@@ -2,49 +2,79 @@
 # rightsize-go watchdog (POSIX sh; runs unchanged under dash, bash --posix and
 # busybox ash).
 #
-# A Go test process spawns this once, with stdin the read end of a pipe whose
-# write end only that process holds. The script blocks reading stdin; at EOF
-# (the owner exited: clean exit, panic, SIGKILL alike) it removes the run's
-# sandboxes and networks with the engine's command line and deletes the run's
-# ledger files.
+# A Go test process spawns this once, as `sh -c "$script" rightsize-watchdog
+# ARGS...` (the text itself, never a file someone could change after the
+# spawn), with stdin the read end of a pipe whose write end only that
+# process holds. The process tells the script, on that pipe, what it
+# created; at EOF (the owner exited: clean exit, panic, SIGKILL alike) the
+# script removes it, finds and removes what still carries the run's label,
+# and deletes the run's ledger files.
 #
-#   sh watchdog.sh RUNS_DIR RUN_ID [STEP ...]
-#   STEP := LIST MODE GONE RETRY N WORD1 ... WORDN
+#   sh -c SCRIPT NAME RUNS_DIR RUN_ID [STEP ...]
+#   STEP := KIND ROLE MODE GONE RETRY N WORD1 ... WORDN
 #
 #   RUNS_DIR  absolute path of the ledger's runs folder
 #   RUN_ID    file stem: RUNS_DIR/RUN_ID.json, .sandboxes, .networks
-#   LIST      sandboxes | networks: the line file the names come from
-#   MODE      batch: one call with every name, then one call per name if that
-#             call failed; each: one call per name
-#   GONE      newline-separated fixed strings: a failed call whose output holds
-#             one of them means "does not exist" (exit 126/127 never do)
-#   RETRY     newline-separated fixed strings: a failed call whose output holds
-#             one of them is run once more after 0.5 s
+#   KIND      sandboxes | networks
+#   ROLE      act: WORDS with ids (or names) appended removes them
+#             find: WORDS, complete, prints "ID|NAME|MARK" for each sandbox
+#             or network carrying the run's label. A KIND with a finder is
+#             "labelled": its second pass acts on what the finder prints,
+#             never on a name from anywhere else
+#   MODE      batch: one call with every id, then one call per id if that
+#             failed; each: one call per id (a finder's is ignored: "-")
+#   GONE      newline-separated fixed strings: a failed call on one id whose
+#             output holds one of them means "does not exist" (exit 126 and
+#             127 never do)
+#   RETRY     newline-separated fixed strings: a failed call whose output
+#             holds one of them is run once more after 0.5 s
 #   N WORDS   the command (WORD1 an absolute program path) and its leading
-#             arguments; names are appended as separate arguments
+#             arguments
 #
-# The steps run twice: a second pass, RIGHTSIZE_WATCHDOG_SETTLE seconds
-# (default 2; 0 for none) after the first, over the same names. A create the
-# owner sent just before it died may be finished by the engine after the
-# first pass found no such name; without the second pass that sandbox or
-# network would be forgotten, still running. The second pass decides.
+# What the owner tells, one line each on stdin (anything else is ignored):
+#
+#   +s ID NAME   a sandbox it created (or is creating: msb tells the name
+#                as ID before the create)
+#   -s ID NAME   one it removed itself
+#   +n ID NAME   a network; -n ID NAME
+#   +x ID NAME   a command (the engine's exec id) running in sandbox NAME,
+#                which its lease ends when the owner dies; -x ID NAME when
+#                it ended (for the run's fate only: nothing is done to it)
+#
+# At EOF, the first pass runs every act step over the told ids, at once:
+# nothing is forked before the first removal but the time bound and the
+# engine's command. Then, RIGHTSIZE_WATCHDOG_SETTLE seconds later (default
+# 2; 0 for no wait), the second pass: for a labelled kind, its finder, then
+# its act steps over what it found (a create the owner sent just before it
+# died, finished by the engine after the first pass, is found there); for
+# another kind, the act steps over the told names again.
+#
+# Decision: a labelled kind is clean when its finder answered and whatever
+# it found was removed (or was gone). Another kind keeps each told name
+# whose last act step failed. When every kind is clean and nothing is kept,
+# the line files and then the record are deleted; otherwise the record
+# stays for a later sweep, a labelled kind's line file is left as it is (a
+# superset of what lives), and another kind's is rewritten with what it
+# keeps.
+#
+# When it had anything to do, the watchdog writes the run's fate to
+# RUNS_DIR/../fates/RUN_ID-<ms>.json (see ledger/fates.go): each id and
+# name with "removed" or "kept", the commands that ended with the owner,
+# and the owner as its stub (RUNS_DIR/../fates/.RUN_ID.owner, written by
+# the owner before the spawn) describes it. Its noticedIso is when the
+# first pass ended: no clock is read before the first removal.
 #
 # Each call is bounded by RIGHTSIZE_WATCHDOG_CALL_TIMEOUT seconds (default
-# 120) where timeout(1) works: an engine that never answers must not hold
-# the watchdog, or its names, for ever. A call stopped for it has failed,
-# whatever it printed, and every later call is skipped (failed too).
+# 120) where timeout(1) works: a call stopped for it has failed, whatever it
+# printed, and every later call is skipped (failed too).
 #
-# The last step given for a list decides each of its names: success or GONE
-# removes the name from the ledger, anything else keeps it (and the record).
-# Earlier steps for the same list are best effort.
-#
-# File content is data, never code: names are filtered with tr, grep and sed
-# to ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$, and not fewer than 12 hex digits
-# only (an engine would read those as an id prefix), before the shell sees
-# them, no eval,
-# no unquoted expansion of anything read from a file.
+# Nothing read from the pipe or from an engine's output is ever run: ids and
+# names are checked against [A-Za-z0-9][A-Za-z0-9_.-]{0,127} with case
+# patterns (no fork), and passed as separate arguments; no eval, no
+# unquoted expansion of anything read but checked words, with globbing off.
 
 set -u
+set -f
 
 LC_ALL=C
 export LC_ALL
@@ -55,8 +85,6 @@ export PATH
 # it has done its job; a closed stderr must not kill it while it logs.
 trap '' HUP INT QUIT PIPE
 
-nl='
-'
 run_id_for_log='?'
 
 log() {
@@ -65,7 +93,7 @@ log() {
 
 usage() {
 	log "$1"
-	printf 'usage: watchdog.sh RUNS_DIR RUN_ID [LIST MODE GONE RETRY N WORD1 ... WORDN] ...\n' >&2
+	printf 'usage: watchdog RUNS_DIR RUN_ID [KIND ROLE MODE GONE RETRY N WORD1 ... WORDN] ...\n' >&2
 	exit 2
 }
 
@@ -87,30 +115,46 @@ case $runs_dir in
 *) usage "RUNS_DIR '$runs_dir' is not an absolute path" ;;
 esac
 
-# check_steps validates the step list and records, per list, the index of the
-# step that decides its names.
-last_sandboxes=0
-last_networks=0
+# check_steps validates the step list and records, per kind, whether it has
+# a finder and the index of its last act step (the one that decides).
+find_s=
+find_n=
+last_s=0
+last_n=0
 check_steps() {
 	_i=0
 	while [ "$#" -gt 0 ]; do
 		_i=$((_i + 1))
-		[ "$#" -ge 6 ] || usage "step $_i: need LIST MODE GONE RETRY N WORD1..."
+		[ "$#" -ge 7 ] || usage "step $_i: need KIND ROLE MODE GONE RETRY N WORD1..."
 		case $1 in
-		sandboxes) last_sandboxes=$_i ;;
-		networks) last_networks=$_i ;;
-		*) usage "step $_i: LIST '$1' is not sandboxes or networks" ;;
+		sandboxes | networks) ;;
+		*) usage "step $_i: KIND '$1' is not sandboxes or networks" ;;
 		esac
 		case $2 in
-		batch | each) ;;
-		*) usage "step $_i: MODE '$2' is not batch or each" ;;
+		find)
+			case $1 in
+			sandboxes) find_s=yes ;;
+			*) find_n=yes ;;
+			esac
+			;;
+		act)
+			case $3 in
+			batch | each) ;;
+			*) usage "step $_i: MODE '$3' is not batch or each" ;;
+			esac
+			case $1 in
+			sandboxes) last_s=$_i ;;
+			*) last_n=$_i ;;
+			esac
+			;;
+		*) usage "step $_i: ROLE '$2' is not act or find" ;;
 		esac
-		case $5 in
+		case $6 in
 		[1-9] | [1-9][0-9] | [1-9][0-9][0-9]) ;;
-		*) usage "step $_i: N '$5' is not a number from 1 to 999" ;;
+		*) usage "step $_i: N '$6' is not a number from 1 to 999" ;;
 		esac
-		_n=$5
-		shift 5
+		_n=$6
+		shift 6
 		[ "$#" -ge "$_n" ] || usage "step $_i: N is $_n but only $# words follow"
 		case $1 in
 		/*) ;;
@@ -121,17 +165,14 @@ check_steps() {
 }
 check_steps "$@"
 
-for _tool in tr grep sed sort mv rm sleep; do
-	command -v "$_tool" >/dev/null 2>&1 || usage "required tool '$_tool' not found in PATH"
-done
+command -v rm >/dev/null 2>&1 || usage "required tool 'rm' not found in PATH"
 
 # An engine that takes the connection and never answers must not hold the
 # watchdog, or its names, for ever: each call is bounded by
 # RIGHTSIZE_WATCHDOG_CALL_TIMEOUT seconds (a whole number from 1; default
 # 120), then SIGKILLed 10 s later if it ignored the SIGTERM, where a
 # timeout(1) command with -k works (coreutils; busybox from 1.30). Checked
-# now, before the wait, so that the owner's death costs no probe. Elsewhere
-# calls are not bounded.
+# now, before the wait, so that the owner's death costs no probe.
 call_bound=
 call_kill=10
 call_timeout=${RIGHTSIZE_WATCHDOG_CALL_TIMEOUT:-120}
@@ -139,115 +180,77 @@ case $call_timeout in
 '' | *[!0-9]* | 0*) call_timeout=120 ;;
 esac
 # No redirection here: the shell would hold /dev/null in place of its own
-# stdin for the probe's length. It inherits the pipe and reads nothing;
-# "not found", if it comes to that, goes to the log.
+# stdin for the probe's length. It inherits the pipe and reads nothing.
 if timeout -k "$call_kill" "$call_timeout" true; then
 	call_bound=yes
 fi
-# engine_hung is set once a call got no answer in time: the engine will not
-# answer the next one either, so every later call is skipped and its names
-# kept, rather than each waiting out the bound in turn.
 engine_hung=
 
 # Do not pin the caller's working directory (it may be a test's temp dir).
 cd / || :
 
 # ---------------------------------------------------------------------------
-# Wait. Only the read builtin runs here: no child process, no CPU, about
-# 100 KiB of private memory. Whatever arrives on stdin is thrown away; read fails at EOF
-# (also for a last line without newline), and that ends the loop.
+# Told ids: " ID/NAME ID/NAME " per kind. '/' is in neither grammar, so the
+# pair is one word; set_add and set_del change it with parameter expansion
+# only.
 
-while IFS= read -r _discard; do :; done
-_discard=
+told_s=' '
+told_n=' '
+told_x=' '
+
+# ok_word VALUE: a word of the family's name grammar, checked by case
+# patterns alone.
+ok_word() {
+	case $1 in
+	'' | [!A-Za-z0-9]* | *[!A-Za-z0-9_.-]*) return 1 ;;
+	esac
+	[ "${#1}" -le 128 ]
+}
+
+# set_op OP KIND ID NAME: adds or deletes ID/NAME in the kind's set.
+set_op() {
+	case $2 in
+	s) _set=$told_s ;;
+	x) _set=$told_x ;;
+	*) _set=$told_n ;;
+	esac
+	case $_set in
+	*" $3/"*)
+		_pre=${_set%%" $3/"*}
+		_post=${_set#*" $3/"}
+		_post=${_post#* }
+		_set="$_pre $_post"
+		;;
+	esac
+	[ "$1" = + ] && _set="$_set$3/$4 "
+	case $2 in
+	s) told_s=$_set ;;
+	x) told_x=$_set ;;
+	*) told_n=$_set ;;
+	esac
+}
+
+# ---------------------------------------------------------------------------
+# Wait. Only the read builtin runs here: no child process, no CPU while
+# nothing arrives. read fails at EOF (also for a last line without newline),
+# and that ends the loop.
+
+while IFS=' ' read -r _op _id _name _rest; do
+	case $_op in
+	+s | -s | +n | -n | +x | -x) ;;
+	*) continue ;;
+	esac
+	ok_word "$_id" || continue
+	ok_word "${_name:-$_id}" || continue
+	set_op "${_op%?}" "${_op#?}" "$_id" "${_name:-$_id}"
+done
+_op='' _id='' _name='' _rest=''
 
 log "owner gone (stdin closed): reaping run $run_id in $runs_dir"
 
 rec=$runs_dir/$run_id.json
 sb_file=$runs_dir/$run_id.sandboxes
 net_file=$runs_dir/$run_id.networks
-
-if [ ! -e "$rec" ] && [ ! -e "$sb_file" ] && [ ! -L "$sb_file" ] &&
-	[ ! -e "$net_file" ] && [ ! -L "$net_file" ]; then
-	log "no ledger files: nothing to do"
-	exit 0
-fi
-
-# ---------------------------------------------------------------------------
-# Names.
-
-valid_re='[A-Za-z0-9][A-Za-z0-9_.-]{0,127}'
-hex_re='[0-9A-Fa-f]{1,11}'
-
-# normalize maps NUL to an invalid character (so rz-a<NUL>b is rejected, not
-# read as rz-ab) and the other trimmable bytes to spaces; an inner tab, like an
-# inner space, still makes the line invalid.
-normalize() {
-	tr '\000\011\013\014\015' '%    ' <"$1"
-}
-
-# read_list FILE: sets list_names (sorted, unique, newline-separated) and
-# list_state: absent | read | unsafe.
-read_list() {
-	list_names=
-	if [ -L "$1" ]; then
-		log "$1 is a symbolic link: not read, left in place; the record is kept"
-		list_state=unsafe
-		return
-	fi
-	if [ ! -e "$1" ]; then
-		list_state=absent
-		return
-	fi
-	if [ ! -f "$1" ] || [ ! -r "$1" ]; then
-		log "$1 is not a readable regular file: not read, left in place; the record is kept"
-		list_state=unsafe
-		return
-	fi
-	list_state='read'
-	# grep first, anchored: it bounds the work sed does on hostile long lines.
-	# Fewer than 12 hex digits only is refused too: the engine would read it
-	# as the prefix of some other container's id.
-	list_names=$(normalize "$1" | grep -E "^ *$valid_re *\$" | grep -v -E "^ *$hex_re *\$" | sed -e 's/^ *//' -e 's/ *$//' | sort -u)
-}
-
-# log_rejected FILE: says how many lines of FILE were not names. Only a log
-# line, so it runs after the calls and never delays them.
-log_rejected() {
-	[ -f "$1" ] && [ ! -L "$1" ] && [ -r "$1" ] || return 0
-	_bad=$(normalize "$1" | grep -c -v -E "^ *($valid_re)? *\$")
-	_hex=$(normalize "$1" | grep -E "^ *$valid_re *\$" | grep -c -E "^ *$hex_re *\$")
-	_bad=$((${_bad:-0} + ${_hex:-0}))
-	case $_bad in
-	0) ;;
-	*) log "$1: skipped $_bad invalid line(s); they are dropped from the ledger" ;;
-	esac
-}
-
-# The sandboxes are read at once, the networks only when their first step
-# comes: the first removal starts as early as it can.
-read_list "$sb_file"
-sb_names=$list_names
-sb_state=$list_state
-net_names=
-net_state=unread
-load_networks() {
-	[ "$net_state" = unread ] || return 0
-	read_list "$net_file"
-	net_names=$list_names
-	net_state=$list_state
-	log "networks: $(count_names "$net_names") name(s)"
-}
-
-count_names() {
-	_c=0
-	while IFS= read -r _name; do
-		[ -n "$_name" ] && _c=$((_c + 1))
-	done <<EOF
-$1
-EOF
-	printf '%s' "$_c"
-}
-log "sandboxes: $(count_names "$sb_names") name(s)"
 
 # ---------------------------------------------------------------------------
 # Calls.
@@ -267,7 +270,6 @@ EOF
 }
 
 # call CMD...: runs it once, output captured; sets call_rc and call_out.
-# Bounded in time where timeout(1) works (see call_bound above).
 call() {
 	if [ -n "$call_bound" ]; then
 		call_out=$(timeout -k "$call_kill" "$call_timeout" "$@" </dev/null 2>&1)
@@ -277,13 +279,23 @@ call() {
 	call_rc=$?
 }
 
+# timed_out: whether the last call was stopped by its time bound. coreutils'
+# timeout exits 124; busybox's ends the call with SIGTERM (143); either
+# ends it with SIGKILL (137) when it ignored the SIGTERM.
+timed_out() {
+	[ -n "$call_bound" ] || return 1
+	case $call_rc in
+	124 | 137 | 143) return 0 ;;
+	esac
+	return 1
+}
+
 # classify: sets call_result from call_rc and call_out: ok | gone | retry | fail.
-# A batch call is never "gone": its output cannot say which name is missing.
+# A batch call is never "gone": its output cannot say which id is missing.
 classify() {
 	if [ "$call_rc" -eq 0 ]; then
 		call_result=ok
 	elif timed_out; then
-		# Whatever it printed before it was stopped decides nothing.
 		call_result=fail
 		engine_hung=yes
 	elif [ "$call_rc" -eq 126 ] || [ "$call_rc" -eq 127 ]; then
@@ -297,22 +309,9 @@ classify() {
 	fi
 }
 
-# timed_out: whether the last call was stopped by its time bound. coreutils'
-# timeout exits 124; busybox's ends the call with SIGTERM (143); either
-# ends it with SIGKILL (137) when it ignored the SIGTERM. A program that a
-# signal from elsewhere ended the same way is taken for a hung one too:
-# its names are kept, which is never wrong, only later.
-timed_out() {
-	[ -n "$call_bound" ] || return 1
-	case $call_rc in
-	124 | 137 | 143) return 0 ;;
-	esac
-	return 1
-}
-
 log_call() {
 	if timed_out; then
-		log "$step_label $1: exit $call_rc: no answer within ${call_timeout}s, stopped ($call_result); later calls are skipped"
+		log "$step_label $1: exit $call_rc: no answer within ${call_timeout}s, stopped; later calls are skipped"
 	else
 		log "$step_label $1: exit $call_rc ($call_result)"
 	fi
@@ -343,35 +342,109 @@ attempt() {
 	fi
 }
 
-# batch_attempt CMD...: one call with every name in $step_names appended.
-batch_attempt() {
-	while IFS= read -r _name; do
-		[ -n "$_name" ] && set -- "$@" "$_name"
-	done <<EOF
-$step_names
-EOF
+# batch_call WORDS...: one call of WORDS with every id of step_set appended
+# (in this function's own arguments: the caller's stay the command).
+batch_call() {
+	for _tok in $step_set; do
+		set -- "$@" "${_tok%%/*}"
+	done
 	call_batch=yes
-	attempt "batch of $(count_names "$step_names")" "$@"
+	attempt "batch" "$@"
 	call_batch=no
 }
 
-# each_attempt CMD...: one call per name; appends undecided names to step_kept.
-each_attempt() {
-	while IFS= read -r _name; do
-		[ -n "$_name" ] || continue
-		attempt "$_name" "$@" "$_name"
+# act WORDS...: acts on $step_set (" ID/NAME ... ") with the command WORDS:
+# batch, then one at a time if the batch failed (unless step_quick: the
+# first pass of a labelled kind, whose second pass decides anyway); sets
+# step_failed (" ID/NAME ... ").
+act() {
+	step_failed=' '
+	if [ "$step_mode" = batch ]; then
+		batch_call "$@"
+		[ "$call_result" = ok ] && return 0
+		if [ -n "$step_quick" ]; then
+			step_failed=$step_set
+			return 0
+		fi
+		log "$step_label: the batch call failed; one at a time"
+	fi
+	for _tok in $step_set; do
+		attempt "${_tok#*/}" "$@" "${_tok%%/*}"
 		case $call_result in
 		ok | gone) ;;
-		*) step_kept=$step_kept$_name$nl ;;
+		*) step_failed="$step_failed$_tok " ;;
 		esac
+	done
+}
+
+# find WORDS...: runs the finder; sets found (" ID/NAME ... ") and
+# find_ok (yes | no).
+find_run() {
+	found=' '
+	find_ok=no
+	if [ -n "$engine_hung" ]; then
+		log "$step_label: not tried, the engine did not answer an earlier call"
+		return 0
+	fi
+	call_batch=yes
+	call "$@"
+	step_gone='' step_retry=''
+	classify
+	call_batch=no
+	log_call "finder"
+	[ "$call_result" = ok ] || return 0
+	find_ok=yes
+	while IFS='|' read -r _fid _fname _fmark; do
+		[ -n "$_fid$_fname" ] || continue
+		_fname=${_fname#/}
+		if ! ok_word "$_fid" || ! ok_word "${_fname:-$_fid}"; then
+			log "finder: skipped a line that is not an id and a name"
+			continue
+		fi
+		case $_fname in
+		rz-reuse-*) continue ;;
+		esac
+		[ -z "$_fmark" ] || continue
+		found="$found$_fid/${_fname:-$_fid} "
 	done <<EOF
-$step_names
+$call_out
 EOF
 }
 
-# run_step WORD1..WORDN REST...: runs the current step (step_* globals) with
-# its first $step_n arguments as the command; the rest belongs to later steps.
-run_step() {
+# run_pass PASS STEP...: one pass of the steps. Pass 1 acts on the told
+# sets; pass 2 finds first for a labelled kind. Sets kept_s and kept_n
+# (" ID/NAME ... " for a kind without a finder) and clean_s, clean_n.
+run_pass() {
+	_pass=$1
+	shift
+	step_i=0
+	clean_s=yes
+	clean_n=yes
+	kept_s=' '
+	kept_n=' '
+	found_s=' '
+	found_n=' '
+	while [ "$#" -gt 0 ]; do
+		step_i=$((step_i + 1))
+		step_kind=$1 step_role=$2 step_mode=$3 step_gone=$4 step_retry=$5 step_n=$6
+		shift 6
+		step_label="pass $_pass step $step_i ($step_kind $step_role)"
+		run_one "$@"
+		shift "$step_n"
+	done
+}
+
+# mark_unclean: the current kind is not clean.
+mark_unclean() {
+	case $step_kind in
+	sandboxes) clean_s=no ;;
+	*) clean_n=no ;;
+	esac
+}
+
+# run_one WORDS... REST...: the current step with its first $step_n
+# arguments as the command.
+run_one() {
 	_total=$#
 	_k=0
 	while [ "$_k" -lt "$_total" ]; do
@@ -379,141 +452,227 @@ run_step() {
 		[ "$_k" -le "$step_n" ] && set -- "$@" "$1"
 		shift
 	done
-	step_kept=
+	labelled=$find_n
+	[ "$step_kind" = sandboxes ] && labelled=$find_s
 	if [ ! -f "$1" ] || [ ! -x "$1" ]; then
-		log "$step_label: program '$1' is not an executable file: every $step_list name is kept"
-		step_unrunnable=yes
-		return
+		log "$step_label: program '$1' is not an executable file"
+		mark_unclean
+		if [ -z "$labelled" ]; then
+			case $step_kind in
+			sandboxes) kept_s=$told_s ;;
+			*) kept_n=$told_n ;;
+			esac
+		fi
+		return 0
 	fi
-	step_unrunnable=no
-	if [ "$step_mode" = batch ]; then
-		batch_attempt "$@"
-		[ "$call_result" = ok ] && return
-		log "$step_label: the batch call failed; one name at a time"
+	if [ "$step_role" = find ]; then
+		[ "$_pass" = 2 ] || return 0
+		find_run "$@"
+		[ "$find_ok" = yes ] || mark_unclean
+		case $step_kind in
+		sandboxes) found_s=$found ;;
+		*) found_n=$found ;;
+		esac
+		return 0
 	fi
-	each_attempt "$@"
+	step_quick=
+	if [ -n "$labelled" ] && [ "$_pass" = 2 ]; then
+		# What the finder found, and what the first pass could not remove
+		# (a told id without the run's label would not be found again).
+		step_set=$found_n
+		_again=$again_n
+		if [ "$step_kind" = sandboxes ]; then
+			step_set=$found_s
+			_again=$again_s
+		fi
+		for _tok in $_again; do
+			case $step_set in
+			*" ${_tok%%/*}/"*) ;;
+			*) step_set="$step_set$_tok " ;;
+			esac
+		done
+	else
+		step_set=$told_n
+		[ "$step_kind" = sandboxes ] && step_set=$told_s
+		[ -n "$labelled" ] && step_quick=yes
+	fi
+	step_failed=' '
+	if [ "$step_set" = ' ' ]; then
+		log "$step_label: nothing to act on"
+	else
+		act "$@"
+	fi
+	if [ -n "$labelled" ]; then
+		if [ "$_pass" = 2 ]; then
+			[ "$step_failed" != ' ' ] && mark_unclean
+			case $step_kind in
+			sandboxes) final_s=$step_failed ;;
+			*) final_n=$step_failed ;;
+			esac
+		fi
+		if [ "$_pass" = 1 ]; then
+			case $step_kind in
+			sandboxes) again_s=$step_failed ;;
+			*) again_n=$step_failed ;;
+			esac
+		fi
+		return 0
+	fi
+	if [ "$step_kind" = sandboxes ] && [ "$step_i" -eq "$last_s" ]; then
+		kept_s=$step_failed
+	elif [ "$step_kind" = networks ] && [ "$step_i" -eq "$last_n" ]; then
+		kept_n=$step_failed
+	fi
 }
 
 call_batch=no
+again_s=' '
+again_n=' '
+final_s=' '
+final_n=' '
 
-# run_steps STEP...: one pass of every step over sb_names and net_names; sets
-# sb_kept, net_kept, sb_forced, net_forced.
-run_steps() {
-	sb_kept=
-	net_kept=
-	sb_forced=no
-	net_forced=no
-	step_i=0
-	while [ "$#" -gt 0 ]; do
-		step_i=$((step_i + 1))
-		step_list=$1
-		step_mode=$2
-		step_gone=$3
-		step_retry=$4
-		step_n=$5
-		shift 5
-		case $step_list in
-		sandboxes)
-			step_names=$sb_names
-			step_last=$last_sandboxes
-			;;
-		*)
-			load_networks
-			step_names=$net_names
-			step_last=$last_networks
-			;;
-		esac
-		step_label="step $step_i ($step_list $step_mode)"
-		if [ -z "$step_names" ]; then
-			log "$step_label: no names"
-			shift "$step_n"
-			continue
-		fi
-		run_step "$@"
-		shift "$step_n"
-		if [ "$step_unrunnable" = yes ]; then
-			case $step_list in
-			sandboxes) sb_forced=yes ;;
-			*) net_forced=yes ;;
-			esac
-		fi
-		if [ "$step_i" -eq "$step_last" ]; then
-			case $step_list in
-			sandboxes) sb_kept=$step_kept ;;
-			*) net_kept=$step_kept ;;
-			esac
-		fi
-	done
-}
-
-run_steps "$@"
-load_networks
+run_pass 1 "$@"
+# The fate's time: when the first pass ended (no clock is read before it).
+fate_time=$(date -u '+%s %Y-%m-%dT%H:%M:%SZ' 2>/dev/null) || fate_time=
 settle=${RIGHTSIZE_WATCHDOG_SETTLE:-2}
 case $settle in
 '' | *[!0-9.]* | .*) settle=2 ;;
 esac
 case $settle in
-0 | 0.0) ;;
+0 | 0.0)
+	# No wait; a labelled kind still needs its finder to decide.
+	[ -n "$find_s$find_n" ] && run_pass 2 "$@"
+	;;
 *)
-	if [ -n "$sb_names$net_names" ] && [ -z "$engine_hung" ]; then
+	if [ -z "$engine_hung" ]; then
 		log "second pass in ${settle}s: a create sent just before the owner died may finish after the first"
 		sleep "$settle" 2>/dev/null || sleep 2
-		run_steps "$@"
 	fi
+	run_pass 2 "$@"
 	;;
 esac
 
-# A list whose names were never decided by a runnable last step keeps them all.
-if [ "$sb_forced" = yes ] || [ "$last_sandboxes" -eq 0 ]; then
-	sb_kept=$sb_names
-	[ "$last_sandboxes" -eq 0 ] && [ -n "$sb_names" ] && log "no step for sandboxes: every sandbox name is kept"
-fi
-if [ "$net_forced" = yes ] || [ "$last_networks" -eq 0 ]; then
-	net_kept=$net_names
-	[ "$last_networks" -eq 0 ] && [ -n "$net_names" ] && log "no step for networks: every network name is kept"
-fi
+# A kind no step acts on keeps what it was told.
+[ "$last_s" -eq 0 ] && [ "$told_s" != ' ' ] && clean_s=no kept_s=$told_s && log "no step for sandboxes: every sandbox is kept"
+[ "$last_n" -eq 0 ] && [ "$told_n" != ' ' ] && clean_n=no kept_n=$told_n && log "no step for networks: every network is kept"
+[ -n "$engine_hung" ] && clean_s=no clean_n=no
+
+# ---------------------------------------------------------------------------
+# The run's fate.
+
+fate_items=''
+fate_count=0
+# fate_add KIND ID NAME OUTCOME: one item; ids and names are checked words,
+# so they need no escaping in JSON. At most 200 items.
+fate_add() {
+	[ "$fate_count" -lt 200 ] || return 0
+	fate_count=$((fate_count + 1))
+	[ -n "$fate_items" ] && fate_items="$fate_items,"
+	fate_items="$fate_items{\"kind\":\"$1\",\"id\":\"$2\",\"name\":\"$3\",\"outcome\":\"$4\"}"
+}
+
+# fate_kind KIND TOLD FOUND BAD: an item per id told or found, kept when
+# it is in BAD (what failed last), removed otherwise.
+fate_kind() {
+	_fk=$1 _bad=$4
+	for _tok in $2 $3; do
+		case "$_seen " in
+		*" ${_tok%%/*} "*) continue ;;
+		esac
+		_seen="$_seen ${_tok%%/*}"
+		case $_bad in
+		*" ${_tok%%/*}/"*) fate_add "$_fk" "${_tok%%/*}" "${_tok#*/}" kept ;;
+		*) fate_add "$_fk" "${_tok%%/*}" "${_tok#*/}" removed ;;
+		esac
+	done
+}
+
+write_fate() {
+	_fates=${runs_dir%/*}/fates
+	if [ -L "$_fates" ] || [ ! -d "$_fates" ] || [ -z "$fate_time" ]; then
+		return 0
+	fi
+	_seen=''
+	_bad_s="$final_s$kept_s"
+	_bad_n="$final_n$kept_n"
+	[ -n "$engine_hung" ] && _bad_s="$_bad_s$again_s" _bad_n="$_bad_n$again_n"
+	fate_kind sandbox "$told_s" "$found_s" "$_bad_s"
+	fate_kind network "$told_n" "$found_n" "$_bad_n"
+	for _tok in $told_x; do
+		fate_add exec "${_tok%%/*}" "${_tok#*/}" ended
+	done
+	[ -n "$fate_items" ] || return 0
+	_secs=${fate_time%% *}
+	_iso=${fate_time#* }
+	_end=$(date -u +%Y-%m-%dT%H:%M:%SZ 2>/dev/null) || _end=$_iso
+	_stub=$_fates/.$run_id.owner
+	_dst=$_fates/$run_id-${_secs}000.json
+	_tmp=$_fates/.$run_id.fate.tmp.$$
+	rm -f "$_tmp"
+	if (
+		set -C
+		{
+			printf '{"version":1,"run":"%s","by":"watchdog","byPid":%s,"noticedIso":"%s","finishedIso":"%s","owner":' \
+				"$run_id" "$$" "$_iso" "$_end"
+			if [ -f "$_stub" ] && [ ! -L "$_stub" ]; then
+				cat "$_stub" || printf '{}'
+			else
+				printf '{}'
+			fi
+			printf ',"items":[%s]}\n' "$fate_items"
+		} >"$_tmp"
+	) && mv -f "$_tmp" "$_dst"; then
+		log "fate written: $_dst"
+	else
+		log "could not write the run's fate"
+		rm -f "$_tmp"
+	fi
+}
+write_fate
 
 # ---------------------------------------------------------------------------
 # Ledger files.
 
-log_rejected "$sb_file"
-log_rejected "$net_file"
-
-if [ -z "$sb_kept" ] && [ -z "$net_kept" ] && [ "$sb_state" != unsafe ] && [ "$net_state" != unsafe ]; then
+if [ "$clean_s" = yes ] && [ "$clean_n" = yes ] && [ "$kept_s" = ' ' ] && [ "$kept_n" = ' ' ]; then
 	# Line files before the record: a reader never sees names without a record.
 	rm -f "$sb_file" "$net_file"
+	if [ -e "$runs_dir/$run_id.processes" ]; then
+		# The run's local processes have a watchdog of their own, which
+		# deletes the record once it is done with them.
+		log "everything removed; the record stays for the watchdog of the run's processes"
+		exit 0
+	fi
 	rm -f "$rec"
+	rm -f "${runs_dir%/*}/fates/.$run_id.owner"
 	log "everything removed; ledger files deleted"
 	exit 0
 fi
 
-# print_names NAMES: one name a line, blank entries skipped.
-print_names() {
-	while IFS= read -r _name; do
-		[ -n "$_name" ] && printf '%s\n' "$_name"
-	done <<EOF
-$1
-EOF
-	return 0
-}
-
-# write_list FILE NAMES: replaces FILE atomically with NAMES, one per line.
+# write_list FILE SET: replaces FILE atomically with the names of SET, one
+# per line, when FILE is a regular file (never through a link).
 write_list() {
+	if [ -L "$1" ] || [ ! -f "$1" ]; then
+		return 0
+	fi
 	_tmp=$runs_dir/.${1##*/}.tmp.$$
 	rm -f "$_tmp"
 	# noclobber: never write through something planted at the temporary name.
 	if (
 		set -C
-		print_names "$2" >"$_tmp"
+		for _tok in $2; do
+			printf '%s\n' "${_tok#*/}"
+		done >"$_tmp"
 	) && mv -f "$_tmp" "$1"; then
-		log "$1: kept $(count_names "$2") name(s)"
+		log "$1: rewritten with what is kept"
 	else
 		log "$1: could not rewrite it; left as it was"
 		rm -f "$_tmp"
 	fi
 }
 
-[ "$sb_state" = read ] && write_list "$sb_file" "$sb_kept"
-[ "$net_state" = read ] && write_list "$net_file" "$net_kept"
+# A labelled kind's list stays as it is: a superset of what lives, which
+# the next sweep checks against the labels. Another kind's keeps what failed.
+[ -z "$find_s" ] && [ "$last_s" -ne 0 ] && [ "$clean_s" = yes ] && write_list "$sb_file" "$kept_s"
+[ -z "$find_n" ] && [ "$last_n" -ne 0 ] && [ "$clean_n" = yes ] && write_list "$net_file" "$kept_n"
 log "something was kept; $rec stays for a later sweep"
 exit 0

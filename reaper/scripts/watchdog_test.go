@@ -96,7 +96,7 @@ func newHarness(t *testing.T, sh shell) *harness {
 		bin := filepath.Join(dir, "applets")
 		must(t, os.Mkdir(bin, 0o755))
 		// touch too: a payload that did run would find it.
-		for _, tool := range []string{"tr", "grep", "sed", "sort", "mv", "rm", "sleep", "touch", "timeout"} {
+		for _, tool := range []string{"cat", "sed", "mv", "rm", "sleep", "touch", "timeout"} {
 			must(t, os.Symlink(sh.applets, filepath.Join(bin, tool)))
 		}
 		path = bin
@@ -130,10 +130,36 @@ func (h *harness) writeRun(sandboxes, networks []byte) {
 	}
 }
 
-// step builds one STEP of the protocol.
-func step(list, mode, gone, retry string, words ...string) []string {
-	return append([]string{list, mode, gone, retry, strconv.Itoa(len(words))}, words...)
+// step builds one acting STEP of the protocol.
+func step(kind, mode, gone, retry string, words ...string) []string {
+	return append([]string{kind, "act", mode, gone, retry, strconv.Itoa(len(words))}, words...)
 }
+
+// finder builds one finding STEP.
+func finder(kind string, words ...string) []string {
+	return append([]string{kind, "find", "-", "", "", strconv.Itoa(len(words))}, words...)
+}
+
+// tell writes the owner's lines to the watchdog's stdin.
+func (p *proc) tell(lines ...string) {
+	p.h.t.Helper()
+	for _, l := range lines {
+		_, err := p.w.Write([]byte(l + "\n"))
+		must(p.h.t, err)
+	}
+}
+
+// found sets what the fake finder prints for kind: "ID|NAME|MARK" lines.
+func (h *harness) found(kind string, lines ...string) {
+	h.t.Helper()
+	content := ""
+	for _, l := range lines {
+		content += l + "\n"
+	}
+	must(h.t, os.WriteFile(filepath.Join(h.state, "found-"+kind), []byte(content), 0o644))
+}
+
+const record = `{"pid":4242,"startedIso":"2026-11-29T20:30:38Z","backend":"docker"}`
 
 func args(runsDir, id string, steps ...[]string) []string {
 	out := []string{runsDir, id}
@@ -174,7 +200,8 @@ func (h *harness) start(argv ...string) *proc {
 	must(h.t, err)
 	defer ef.Close()
 
-	full := append(append(slices.Clone(h.sh.argv[1:]), h.script), argv...)
+	// As the product runs it: the text itself, never a file.
+	full := append(append(slices.Clone(h.sh.argv[1:]), "-c", string(WatchdogSh), "rightsize-watchdog"), argv...)
 	cmd := exec.Command(h.sh.argv[0], full...)
 	cmd.Dir = h.dir
 	cmd.Env = h.env
@@ -452,105 +479,167 @@ func (h *harness) assertNoTempFiles() {
 	}
 }
 
-// dockerSteps are the steps the Go side passes for docker, fake-rm standing in
-// for /usr/bin/docker; rmVerb "rmf" behaves like docker rm -f (missing names
-// do not fail the call), "rm" fails on them.
+// dockerSteps are the steps the Go side passes for docker, fake-rm standing
+// in for /usr/bin/docker: a finder and a removal per kind. rmVerb "rmf"
+// behaves like docker rm -f (missing ids do not fail the call), "rm" fails
+// on them.
 func (h *harness) dockerSteps(rmVerb string) [][]string {
+	gone := "No such container\nno such container\nNo such network\nnetwork not found"
 	return [][]string{
-		step("sandboxes", "batch", "No such container", "", h.fake, rmVerb),
-		step("networks", "each", "No such network\nnot found", "", h.fake, "netrm"),
+		finder("sandboxes", h.fake, "find", "sandboxes"),
+		step("sandboxes", "batch", gone, "", h.fake, rmVerb),
+		finder("networks", h.fake, "find", "networks"),
+		step("networks", "batch", gone, "", h.fake, "netrm"),
 	}
 }
 
-func TestEverythingRemovedDeletesTheRun(t *testing.T) {
+// msbSteps are msb's: no finder, stop then rm, one name at a time.
+func (h *harness) msbSteps() [][]string {
+	return [][]string{
+		step("sandboxes", "each", "not found", "error: database error:", h.fake, "stop"),
+		step("sandboxes", "each", "not found", "error: database error:", h.fake, "rm"),
+	}
+}
+
+// The owner tells the ids it created; at its death they go in one call,
+// before anything else is run; then the finders confirm nothing carries
+// the run's label any more, and the run's files go.
+func TestToldIDsRemovedAtOnceThenLabelsConfirm(t *testing.T) {
 	forEachShell(t, func(t *testing.T, h *harness) {
-		h.writeRun([]byte("rz-ab12cd34-1\nrz-ab12cd34-2\nrz-missing-3\n"), []byte("rz-net-00000001\nrz-net-missing\n"))
+		h.writeRun([]byte("rz-ab12cd34-1\nrz-ab12cd34-2\n"), []byte("rz-net-00000001\n"))
 		p := h.start(args(h.runs, runID, h.dockerSteps("rmf")...)...)
-		// Whatever the owner writes is discarded, names included.
-		_, err := p.w.Write([]byte("rz-net-injected\n$(touch " + filepath.Join(h.dir, "PWNED") + ")\nno newline"))
-		must(t, err)
+		pw := filepath.Join(h.dir, "PWNED")
+		p.tell(
+			"+s 1111aaaa1111 rz-ab12cd34-1",
+			"+s 2222bbbb2222 rz-ab12cd34-2",
+			"+s 3333cccc3333 rz-ab12cd34-3", "-s 3333cccc3333 rz-ab12cd34-3", // removed by the owner itself
+			"+n 4444dddd4444 rz-net-00000001",
+			"$(touch "+pw+")", "+s $(touch "+pw+") x", "+s -rf -rf", "+s a;b c", "+x 5555 rz-y", "garbage with no newline")
 		p.assertWaiting(h.snapshot())
 		p.finish()
 
 		h.assertCalls(
-			[]string{"rmf", "rz-ab12cd34-1", "rz-ab12cd34-2", "rz-missing-3"}, // one batch call
-			[]string{"netrm", "rz-net-00000001"},
-			[]string{"netrm", "rz-net-missing"}, // "not found": counts as removed
+			[]string{"rmf", "1111aaaa1111", "2222bbbb2222"}, // one call, at once
+			[]string{"netrm", "4444dddd4444"},
+			[]string{"find", "sandboxes"},
+			[]string{"find", "networks"},
 		)
 		h.assertGone(".sandboxes", ".networks", ".json")
 		h.assertNoTempFiles()
-		if _, err := os.Stat(filepath.Join(h.dir, "PWNED")); err == nil {
+		if _, err := os.Stat(pw); err == nil {
 			t.Errorf("%s: stdin content was executed", h.sh.name)
 		}
 	})
 }
 
-// A create the owner sent just before it died may be finished by the engine
-// after the first pass found no such name: the second pass, a moment later,
-// removes it, and decides what stays.
-func TestSecondPassCatchesLateCreates(t *testing.T) {
+// A create the owner sent just before it died is finished by the engine
+// after the first pass: the owner never learnt its id, but it carries the
+// run's label, and the second pass finds and removes it.
+func TestSecondPassFindsLateCreates(t *testing.T) {
 	forEachShell(t, func(t *testing.T, h *harness) {
 		h.env = append(h.env, "RIGHTSIZE_WATCHDOG_SETTLE=0.2")
-		h.writeRun([]byte("rz-late-1\nrz-ok-2\nrz-latestuck-3\n"), []byte("rz-net-late\n"))
+		h.writeRun([]byte("rz-ab12cd34-1\nrz-ab12cd34-2\n"), []byte("rz-net-00000002\n"))
+		h.found("sandboxes", "9999eeee9999|/rz-ab12cd34-2|")
+		h.found("networks", "8888ffff8888|rz-net-00000002|")
+		p := h.start(args(h.runs, runID, h.dockerSteps("rmf")...)...)
+		p.tell("+s 1111aaaa1111 rz-ab12cd34-1")
+		p.assertWaiting(h.snapshot())
+		stderr := p.finish()
+
+		h.assertCalls(
+			[]string{"rmf", "1111aaaa1111"},
+			[]string{"find", "sandboxes"},
+			[]string{"rmf", "9999eeee9999"},
+			[]string{"find", "networks"},
+			[]string{"netrm", "8888ffff8888"},
+		)
+		h.assertGone(".sandboxes", ".networks", ".json")
+		if !strings.Contains(stderr, "second pass in 0.2s") {
+			t.Errorf("%s: no second pass announced:\n%s", h.sh.name, stderr)
+		}
+	})
+}
+
+// What a finder prints is data: a keep-alive sandbox (its mark, or its
+// name) is never acted on, and a line that is not an id and a name is
+// skipped, never run.
+func TestFinderOutputIsCheckedNeverRun(t *testing.T) {
+	forEachShell(t, func(t *testing.T, h *harness) {
+		h.writeRun([]byte("rz-ab12cd34-3\n"), nil)
+		pw := filepath.Join(h.dir, "PWNED")
+		h.found("sandboxes",
+			"aaaa00000001|rz-reuse-799aad5a3338|799aad5a3338", // keep-alive, by its label
+			"aaaa00000002|rz-reuse-0123456789ab|",             // keep-alive, by its name
+			"aaaa00000003|rz-ab12cd34-3|",                     // the run's
+			"$(touch "+pw+")|x|", "aaaa0004;touch "+pw+"|y|", "-rf|z|", "`id`|w|", "|rz-empty|",
+			strings.Repeat("a", 200)+"|n|")
 		p := h.start(args(h.runs, runID, h.dockerSteps("rmf")...)...)
 		p.assertWaiting(h.snapshot())
 		p.finish()
-
-		h.assertCalls(
-			[]string{"rmf", "rz-late-1", "rz-latestuck-3", "rz-ok-2"},
-			[]string{"netrm", "rz-net-late"},
-			// The second pass, over the same names.
-			[]string{"rmf", "rz-late-1", "rz-latestuck-3", "rz-ok-2"},
-			[]string{"rmf", "rz-late-1"},
-			[]string{"rmf", "rz-latestuck-3"},
-			[]string{"rmf", "rz-ok-2"},
-			[]string{"netrm", "rz-net-late"},
-		)
-		for _, n := range []string{"rz-late-1", "rz-net-late"} {
-			if _, err := os.Stat(filepath.Join(h.state, "removed-"+n)); err != nil {
-				t.Errorf("%s: %s, created after the first pass, was not removed by the second: %v", h.sh.name, n, err)
+		h.assertCalls([]string{"find", "sandboxes"}, []string{"rmf", "aaaa00000003"}, []string{"find", "networks"})
+		for _, c := range h.calls() {
+			for _, a := range c[1:] {
+				if !validName.MatchString(a) {
+					t.Errorf("%s: %.60q reached the engine", h.sh.name, a)
+				}
 			}
 		}
-		// Not found at first, then a real failure: the second pass decides.
-		h.assertContent(".sandboxes", "rz-latestuck-3\n")
-		h.assertContent(".networks", "")
-		h.assertContent(".json", `{"pid":4242,"startedIso":"2026-11-29T20:30:38Z","backend":"docker"}`)
+		if _, err := os.Stat(pw); err == nil {
+			t.Errorf("%s: finder output was executed", h.sh.name)
+		}
+		h.assertGone(".sandboxes", ".json")
 	})
 }
 
-func TestFailedRemovalsKeepNamesAndRecord(t *testing.T) {
-	forEachShell(t, func(t *testing.T, h *harness) {
-		h.writeRun([]byte("rz-a\nrz-missing\nrz-stuck\nrz-exit127\n"), []byte("rz-net-endpoints\nrz-net-ok\n"))
-		p := h.start(args(h.runs, runID, h.dockerSteps("rm")...)...)
-		p.assertWaiting(h.snapshot())
-		p.finish()
-
-		h.assertCalls(
-			// The batch fails (missing, stuck), so each name is tried alone.
-			[]string{"rm", "rz-a", "rz-exit127", "rz-missing", "rz-stuck"},
-			[]string{"rm", "rz-a"},
-			[]string{"rm", "rz-exit127"},
-			[]string{"rm", "rz-missing"},
-			[]string{"rm", "rz-stuck"},
-			[]string{"netrm", "rz-net-endpoints"},
-			[]string{"netrm", "rz-net-ok"},
-		)
-		// exit 127 says "No such container" too, but 127 is never "gone".
-		h.assertContent(".sandboxes", "rz-exit127\nrz-stuck\n")
-		h.assertContent(".networks", "rz-net-endpoints\n")
-		h.assertContent(".json", `{"pid":4242,"startedIso":"2026-11-29T20:30:38Z","backend":"docker"}`)
-		h.assertNoTempFiles()
-	})
+// A labelled kind that cannot be confirmed clean keeps the run's files as
+// they are, a superset of what may live, for the next sweep.
+func TestUnconfirmedRemovalKeepsTheRun(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(h *harness)
+		calls [][]string
+	}{
+		{"removal fails", func(h *harness) { h.found("sandboxes", "5555stuck555|rz-ab12cd34-1|") }, [][]string{
+			{"rm", "5555stuck555"}, {"find", "sandboxes"}, {"rm", "5555stuck555"}, {"rm", "5555stuck555"}, {"find", "networks"},
+		}},
+		// What the first pass could not remove is tried again, found or not.
+		{"finder fails", func(h *harness) { must(h.t, os.WriteFile(filepath.Join(h.state, "find-rc"), []byte("1"), 0o644)) }, [][]string{
+			{"rm", "5555stuck555"}, {"find", "sandboxes"}, {"rm", "5555stuck555"}, {"rm", "5555stuck555"}, {"find", "networks"},
+		}},
+		{"network in use", func(h *harness) { h.found("networks", "6666endpoints|rz-net-00000003|") }, [][]string{
+			{"rm", "5555stuck555"}, {"find", "sandboxes"}, {"rm", "5555stuck555"}, {"rm", "5555stuck555"},
+			{"find", "networks"}, {"netrm", "6666endpoints"}, {"netrm", "6666endpoints"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachShell(t, func(t *testing.T, h *harness) {
+				h.writeRun([]byte("rz-ab12cd34-1\nnot even a name\n"), []byte("rz-net-00000003\n"))
+				tc.setup(h)
+				p := h.start(args(h.runs, runID, h.dockerSteps("rm")...)...)
+				p.tell("+s 5555stuck555 rz-ab12cd34-1")
+				before := h.snapshot()
+				p.assertWaiting(before)
+				p.finish()
+				h.assertCalls(tc.calls...)
+				if after := h.snapshot(); !mapsEqual(before, after) {
+					t.Errorf("%s: the run's files changed:\nbefore %q\nafter  %q", h.sh.name, before, after)
+				}
+			})
+		})
+	}
 }
 
+// msb keeps no labels: the names the owner told before each create are
+// what the watchdog removes, each step retried once on msb's database
+// error, the last step deciding what stays listed.
 func TestMsbStepsRetryOnceAndLastStepDecides(t *testing.T) {
 	forEachShell(t, func(t *testing.T, h *harness) {
-		h.writeRun([]byte("rz-a\nrz-flaky\nrz-alwaysflaky\nrz-missing\nrz-stopfails\n"), nil)
-		steps := [][]string{
-			step("sandboxes", "each", "not found", "error: database error:", h.fake, "stop"),
-			step("sandboxes", "each", "not found", "error: database error:", h.fake, "rm"),
+		names := []string{"rz-a", "rz-flaky", "rz-alwaysflaky", "rz-missing", "rz-stopfails"}
+		h.writeRun([]byte(strings.Join(names, "\n")+"\n"), nil)
+		p := h.start(args(h.runs, runID, h.msbSteps()...)...)
+		for _, n := range names {
+			p.tell("+s " + n + " " + n)
 		}
-		p := h.start(args(h.runs, runID, steps...)...)
 		p.assertWaiting(h.snapshot())
 		p.finish()
 
@@ -558,8 +647,8 @@ func TestMsbStepsRetryOnceAndLastStepDecides(t *testing.T) {
 		for _, verb := range []string{"stop", "rm"} {
 			want = append(want,
 				[]string{verb, "rz-a"},
-				[]string{verb, "rz-alwaysflaky"}, []string{verb, "rz-alwaysflaky"}, // retried once, no more
 				[]string{verb, "rz-flaky"}, []string{verb, "rz-flaky"}, // fails once, retry succeeds
+				[]string{verb, "rz-alwaysflaky"}, []string{verb, "rz-alwaysflaky"}, // retried once, no more
 				[]string{verb, "rz-missing"}, // not found: no retry
 				[]string{verb, "rz-stopfails"},
 			)
@@ -567,8 +656,9 @@ func TestMsbStepsRetryOnceAndLastStepDecides(t *testing.T) {
 		h.assertCalls(want...)
 		// rz-stopfails failed to stop but rm (the last step) removed it.
 		h.assertContent(".sandboxes", "rz-alwaysflaky\n")
-		h.assertContent(".json", `{"pid":4242,"startedIso":"2026-11-29T20:30:38Z","backend":"docker"}`)
+		h.assertContent(".json", record)
 		h.assertGone(".networks") // never existed, not created
+		h.assertNoTempFiles()
 	})
 }
 
@@ -576,140 +666,58 @@ func TestBatchRetriedOnceBeforeGoingOneByOne(t *testing.T) {
 	forEachShell(t, func(t *testing.T, h *harness) {
 		h.writeRun([]byte("rz-flaky\nrz-a\n"), []byte(""))
 		p := h.start(args(h.runs, runID, step("sandboxes", "batch", "not found", "database error", h.fake, "rm"))...)
+		p.tell("+s rz-flaky rz-flaky", "+s rz-a rz-a")
 		p.assertWaiting(h.snapshot())
 		p.finish()
 		h.assertCalls(
-			[]string{"rm", "rz-a", "rz-flaky"},
-			[]string{"rm", "rz-a", "rz-flaky"},
+			[]string{"rm", "rz-flaky", "rz-a"},
+			[]string{"rm", "rz-flaky", "rz-a"},
 		)
 		h.assertGone(".sandboxes", ".networks", ".json")
 	})
 }
 
-// hostileCorpus returns a line file full of payloads, and the valid names in it.
-func hostileCorpus(dir string) (content []byte, valid []string, invalid int) {
-	var b bytes.Buffer
-	add := func(line string, ok bool) {
-		b.WriteString(line)
-		b.WriteByte('\n')
-		if ok {
-			valid = append(valid, strings.Trim(line, " \t\r\v\f"))
-		} else if strings.Trim(line, " \t\r\v\f") != "" {
-			invalid++
-		}
-	}
-	pw := filepath.Join(dir, "PWNED")
-	add("rz-ok1", true)
-	add("  rz-ok2\t\r", true)
-	add("\v\frz-ok3 \f", true)
-	add("rz-ok4\r", true)
-	add(strings.Repeat("z", 128), true)
-	// Hex digits only: Docker would read them as the prefix of another
-	// container's id and remove that one.
-	add("34", false)
-	add("e", false)
-	add("DEADbeef0", false)
-	add("", false)
-	add(" \t ", false)
-	add("$(touch "+pw+")", false)
-	add("`touch "+pw+"2`", false)
-	add("-f", false)
-	add("--help", false)
-	add("a;touch "+pw+"3", false)
-	add("rz-x|touch "+pw+"4", false)
-	add("rz-x&&touch "+pw+"5", false)
-	add("$(touch PWNED6)", false)
-	add("rz-x;\ntouch "+pw+"7", false) // two lines, both invalid
-	invalid++
-	add(`"rz-quoted"`, false)
-	add("'rz-single'", false)
-	add("rz-a\x00b", false)
-	add("\x00rz-nul", false)
-	add("rz-nul-end\x00", false)
-	add(strings.Repeat("a", 10<<20), false)
-	garbage := make([]byte, 10<<20)
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range garbage {
-		garbage[i] = byte(rng.UintN(256))
-		if garbage[i] == '\n' {
-			garbage[i] = 0
-		}
-	}
-	add(string(garbage), false)
-	add(".hidden", false)
-	add("_under", false)
-	add("rz-\xc3\xa9", false)
-	add("rz a", false)
-	add("rz\ta", false)
-	add("*", false)
-	add("rz-a/../b", false)
-	add("$HOME", false)
-	add("${IFS}x", false)
-	add("c"+strings.Repeat("d", 128), false) // 129 characters
-	add("rz-ok5", true)
-	b.WriteString("rz-ok6") // last line without a newline
-	valid = append(valid, "rz-ok6")
-	slices.Sort(valid)
-	return b.Bytes(), valid, invalid
-}
-
-func TestHostileLineFilesRunNothing(t *testing.T) {
+// The watchdog never reads a line file: whatever a hostile one holds, it
+// is never parsed, never run, never handed to the engine.
+func TestHostileLineFilesAreNeverRead(t *testing.T) {
 	forEachShell(t, func(t *testing.T, h *harness) {
-		corpus, valid, invalid := hostileCorpus(h.dir)
-		networks := "rz-net-ok\n$(touch " + filepath.Join(h.dir, "PWNED8") + ")\n-rf\nrz-net-\x01\n"
-		h.writeRun(corpus, []byte(networks))
+		pw := filepath.Join(h.dir, "PWNED")
+		garbage := make([]byte, 4<<20)
+		rng := rand.New(rand.NewPCG(1, 2))
+		for i := range garbage {
+			garbage[i] = byte(rng.UintN(256))
+		}
+		h.writeRun(append([]byte("$(touch "+pw+")\n`touch "+pw+"`\n-rf\n34\npostgres-dev\n"), garbage...), []byte("rz-net-x;touch "+pw+"\n"))
 		p := h.start(args(h.runs, runID, h.dockerSteps("rmf")...)...)
 		p.assertWaiting(h.snapshot())
-		stderr := p.finish()
-
-		h.assertCalls(append([]string{"rmf"}, valid...), []string{"netrm", "rz-net-ok"})
-		for _, c := range h.calls() {
-			for _, a := range c[1:] {
-				if !validName.MatchString(a) {
-					t.Errorf("%s: invalid name %.60q reached the engine", h.sh.name, a)
-				}
-			}
+		p.finish()
+		h.assertCalls([]string{"find", "sandboxes"}, []string{"find", "networks"})
+		if _, err := os.Stat(pw); err == nil {
+			t.Errorf("%s: file content was executed", h.sh.name)
 		}
-		for _, dir := range []string{h.dir, "/"} {
-			for _, n := range []string{"PWNED", "PWNED2", "PWNED3", "PWNED4", "PWNED5", "PWNED6", "PWNED7", "PWNED8"} {
-				if _, err := os.Stat(filepath.Join(dir, n)); err == nil {
-					t.Errorf("%s: %s exists: file content was executed", h.sh.name, filepath.Join(dir, n))
-				}
-			}
-		}
-		if want := fmt.Sprintf("skipped %d invalid line(s)", invalid); !strings.Contains(stderr, want) {
-			t.Errorf("%s: stderr does not say %q", h.sh.name, want)
-		}
-		if !strings.Contains(stderr, "skipped 3 invalid line(s)") {
-			t.Errorf("%s: stderr does not count the 3 invalid network lines", h.sh.name)
-		}
-		// Every valid name went, the invalid lines are dropped: nothing is left.
 		h.assertGone(".sandboxes", ".networks", ".json")
 	})
 }
 
+// A line file that is a symbolic link is removed as a link: its target is
+// never read, written or deleted.
 func TestSymlinkedLineFileIsNotFollowed(t *testing.T) {
 	forEachShell(t, func(t *testing.T, h *harness) {
 		target := filepath.Join(h.dir, "elsewhere.txt")
 		must(t, os.WriteFile(target, []byte("rz-victim\n"), 0o644))
 		h.writeRun(nil, []byte("rz-net-1\n"))
 		must(t, os.Symlink(target, h.ledgerFile(".sandboxes")))
-		p := h.start(args(h.runs, runID, h.dockerSteps("rmf")...)...)
+		p := h.start(args(h.runs, runID, h.msbSteps()...)...)
+		p.tell("+s rz-stuck rz-stuck")
 		p.assertWaiting(h.snapshot())
-		stderr := p.finish()
-
-		h.assertCalls([]string{"netrm", "rz-net-1"})
+		p.finish()
 		if got, err := os.Readlink(h.ledgerFile(".sandboxes")); err != nil || got != target {
 			t.Errorf("%s: symlink = %q, %v; want it left pointing at %s", h.sh.name, got, err, target)
 		}
 		if b, _ := os.ReadFile(target); string(b) != "rz-victim\n" {
 			t.Errorf("%s: symlink target changed to %q", h.sh.name, b)
 		}
-		h.assertContent(".networks", "")
-		h.assertContent(".json", `{"pid":4242,"startedIso":"2026-11-29T20:30:38Z","backend":"docker"}`)
-		if !strings.Contains(stderr, "symbolic link") {
-			t.Errorf("%s: stderr does not report the symlink", h.sh.name)
-		}
+		h.assertContent(".json", record)
 	})
 }
 
@@ -734,23 +742,25 @@ func TestHungCallIsBounded(t *testing.T) {
 			step("networks", "each", "not found", "", h.fake, "netrm"),
 		}
 		p := h.start(args(h.runs, runID, steps...)...)
-		p.assertWaiting(h.snapshot())
+		p.tell("+s rz-a rz-a", "+s rz-hangs-missing-2 rz-hangs-missing-2", "+n rz-net-1 rz-net-1")
+		before := h.snapshot()
+		p.assertWaiting(before)
 		stderr := p.finish()
 
 		h.assertCalls(
 			[]string{"rm", "rz-a"},
 			[]string{"rm", "rz-hangs-missing-2"}, // stopped; nothing after it
 		)
-		h.assertContent(".sandboxes", "rz-hangs-missing-2\n")
-		h.assertContent(".networks", "rz-net-1\n")
-		h.assertContent(".json", `{"pid":4242,"startedIso":"2026-11-29T20:30:38Z","backend":"docker"}`)
+		if after := h.snapshot(); !mapsEqual(before, after) {
+			t.Errorf("%s: files changed after a hung call: %q", h.sh.name, after)
+		}
 		for _, want := range []string{"no answer within 1s", "not tried, the engine did not answer"} {
 			if !strings.Contains(stderr, want) {
 				t.Errorf("%s: the log does not say %q:\n%s", h.sh.name, want, stderr)
 			}
 		}
-		if strings.Contains(stderr, "second pass") {
-			t.Errorf("%s: a second pass against an engine that does not answer:\n%s", h.sh.name, stderr)
+		if strings.Contains(stderr, "second pass in") {
+			t.Errorf("%s: waited for a second pass against an engine that does not answer:\n%s", h.sh.name, stderr)
 		}
 	})
 }
@@ -776,31 +786,34 @@ func TestUnrunnableProgramKeepsEverything(t *testing.T) {
 				h.writeRun([]byte("rz-a\nrz-missing\n"), []byte("rz-net-1\n"))
 				prog := tc.prog(h)
 				steps := [][]string{
+					finder("sandboxes", prog, "find", "sandboxes"),
 					step("sandboxes", "batch", "No such container", "", prog, "rm", "-f"),
 					step("networks", "each", "not found", "", prog, "network", "rm"),
 				}
 				p := h.start(args(h.runs, runID, steps...)...)
-				p.assertWaiting(h.snapshot())
+				p.tell("+s 1111aaaa1111 rz-a", "+n rz-net-1 rz-net-1")
+				before := h.snapshot()
+				p.assertWaiting(before)
 				p.finish()
 				h.assertCalls()
-				h.assertContent(".sandboxes", "rz-a\nrz-missing\n")
-				h.assertContent(".networks", "rz-net-1\n")
-				h.assertContent(".json", `{"pid":4242,"startedIso":"2026-11-29T20:30:38Z","backend":"docker"}`)
+				if after := h.snapshot(); !mapsEqual(before, after) {
+					t.Errorf("%s: files changed: %q", h.sh.name, after)
+				}
 			})
 		})
 	}
 }
 
-func TestListWithoutStepIsKept(t *testing.T) {
+func TestKindWithoutStepIsKept(t *testing.T) {
 	forEachShell(t, func(t *testing.T, h *harness) {
 		h.writeRun([]byte("rz-a\n"), []byte("rz-net-1\n"))
 		p := h.start(args(h.runs, runID, step("sandboxes", "batch", "No such container", "", h.fake, "rmf"))...)
+		p.tell("+s rz-a rz-a", "+n rz-net-1 rz-net-1")
 		p.assertWaiting(h.snapshot())
 		p.finish()
 		h.assertCalls([]string{"rmf", "rz-a"})
-		h.assertContent(".sandboxes", "")
 		h.assertContent(".networks", "rz-net-1\n")
-		h.assertContent(".json", `{"pid":4242,"startedIso":"2026-11-29T20:30:38Z","backend":"docker"}`)
+		h.assertContent(".json", record)
 	})
 }
 
@@ -820,12 +833,13 @@ func TestBadArgumentsRefusedBeforeWaiting(t *testing.T) {
 			{"RUN_ID starting with a dash", args(h.runs, "-"+runID, ok)},
 			{"RUN_ID only", []string{h.runs}},
 			{"relative RUNS_DIR", args("cache dir/runs", runID, ok)},
-			{"unknown LIST", args(h.runs, runID, step("volumes", "each", "", "", h.fake))},
+			{"unknown KIND", args(h.runs, runID, step("volumes", "each", "", "", h.fake))},
+			{"unknown ROLE", append(args(h.runs, runID), "sandboxes", "poke", "each", "", "", "1", h.fake)},
 			{"unknown MODE", args(h.runs, runID, step("sandboxes", "sometimes", "", "", h.fake))},
-			{"N beyond the words", append(args(h.runs, runID), "sandboxes", "each", "", "", "3", h.fake, "rm")},
-			{"N zero", append(args(h.runs, runID), "sandboxes", "each", "", "", "0")},
-			{"N not a number", append(args(h.runs, runID), "sandboxes", "each", "", "", "x1", h.fake)},
-			{"truncated step", append(args(h.runs, runID), "sandboxes", "each", "")},
+			{"N beyond the words", append(args(h.runs, runID), "sandboxes", "act", "each", "", "", "3", h.fake, "rm")},
+			{"N zero", append(args(h.runs, runID), "sandboxes", "act", "each", "", "", "0")},
+			{"N not a number", append(args(h.runs, runID), "sandboxes", "act", "each", "", "", "x1", h.fake)},
+			{"truncated step", append(args(h.runs, runID), "sandboxes", "act", "each", "")},
 			{"relative program", args(h.runs, runID, step("sandboxes", "each", "", "", "fake-rm", "rm"))},
 		} {
 			p := h.start(tc.argv...)
@@ -847,7 +861,7 @@ func TestNoLedgerFilesExitsZero(t *testing.T) {
 		p := h.start(args(h.runs, runID, h.dockerSteps("rmf")...)...)
 		p.assertWaiting(h.snapshot())
 		p.finish()
-		h.assertCalls()
+		h.assertCalls([]string{"find", "sandboxes"}, []string{"find", "networks"})
 		if after := h.snapshot(); len(after) != 0 {
 			t.Errorf("%s: files appeared: %q", h.sh.name, after)
 		}

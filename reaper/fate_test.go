@@ -1,0 +1,101 @@
+package reaper_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/ledger"
+	"github.com/rightsize/rightsize-go/reaper"
+)
+
+// A sweep writes the fate of each dead run it reaps: what was removed,
+// what was kept and why; the first process to tell it tells it, once.
+func TestSweepWritesFates(t *testing.T) {
+	cache := t.TempDir()
+	runs := runsDir(t, cache)
+	rec := deadRecordFor(t)
+	writeRun(t, runs, "dead0001", rec, []string{"rz-dead0001-1", "rz-dead0001-2"}, []string{"rz-net-d1"})
+	writeRun(t, runs, "dead0002", rec, nil, nil) // nothing listed: no fate
+	fake := newFake(map[string]error{
+		"rz-dead0001-1": nil,
+		"rz-dead0001-2": backend.ErrUnreachable, // the engine did not answer
+		"rz-net-d1":     nil,
+	})
+	_, err := reaper.Sweep(context.Background(), fake, reaper.WithCacheDir(cache))
+	require.NoError(t, err)
+
+	fates, err := ledger.ReadFates(cache)
+	require.NoError(t, err)
+	require.Len(t, fates, 1, "one fate: the run that listed nothing has none")
+	f := fates[0]
+	require.NoError(t, f.Err)
+	require.Equal(t, "dead0001", f.Run)
+	require.Equal(t, reaper.BySweep, f.By)
+	_, err = ledger.ParseISO(f.NoticedISO)
+	require.NoError(t, err)
+	got := map[string]ledger.FateItem{}
+	for _, it := range f.Items {
+		got[it.Kind+" "+it.Name] = it
+	}
+	require.Equal(t, ledger.FateRemoved, got["sandbox rz-dead0001-1"].Outcome)
+	require.Equal(t, ledger.FateRemoved, got["network rz-net-d1"].Outcome)
+	kept := got["sandbox rz-dead0001-2"]
+	require.Equal(t, ledger.FateKept, kept.Outcome)
+	require.Contains(t, kept.Note, "unreachable", "a kept item says why")
+
+	lines := reaper.TellFates(cache, "")
+	require.Len(t, lines, 1)
+	require.Contains(t, lines[0], "run dead0001")
+	require.Contains(t, lines[0], "removed 1 sandbox and 1 network")
+	require.Contains(t, lines[0], "kept 1 sandbox")
+	require.Contains(t, lines[0], "the next sweep retries")
+	require.Empty(t, reaper.TellFates(cache, ""), "a fate is told once")
+}
+
+// The command line's sweep says it was the command; a dry run writes none.
+func TestSweepFateBy(t *testing.T) {
+	cache := t.TempDir()
+	runs := runsDir(t, cache)
+	writeRun(t, runs, "dead0003", deadRecordFor(t), []string{"rz-dead0003-1"}, nil)
+	_, err := reaper.Sweep(context.Background(), newFake(nil), reaper.WithCacheDir(cache), reaper.DryRun())
+	require.NoError(t, err)
+	fates, _ := ledger.ReadFates(cache)
+	require.Empty(t, fates, "a dry run writes no fate")
+	_, err = reaper.Sweep(context.Background(), newFake(nil), reaper.WithCacheDir(cache), reaper.WithFateBy(reaper.ByCommand))
+	require.NoError(t, err)
+	fates, _ = ledger.ReadFates(cache)
+	require.Len(t, fates, 1)
+	require.Equal(t, reaper.ByCommand, fates[0].By)
+	require.Equal(t, ledger.FateAlreadyGone, fates[0].Items[0].Outcome)
+}
+
+// Whatever a fate file holds, its line is one line of printable text, and
+// the telling of many is bounded.
+func TestFateLineHostile(t *testing.T) {
+	cache := t.TempDir()
+	now := time.Now()
+	_, err := ledger.WriteFate(cache, ledger.Fate{
+		Run: "evil0001", By: "watchdog\x1b[2J\n$(rm -rf /)",
+		Owner: ledger.FateOwner{PID: 1, Command: "go test\n\x1b]0;pwned\x07 `id`", Writer: "go"},
+		Items: []ledger.FateItem{{Kind: "sandbox\n", Name: "x\x1b[31m", Outcome: ledger.FateKept, Note: "why\r\nnot"}},
+	}, now)
+	require.NoError(t, err)
+	for i := range 6 {
+		_, err := ledger.WriteFate(cache, ledger.Fate{Run: "many000" + string(rune('0'+i)), By: "sweep", Items: []ledger.FateItem{{Kind: "sandbox", Name: "a", Outcome: ledger.FateRemoved}}}, now.Add(-time.Duration(i+1)*time.Second))
+		require.NoError(t, err)
+	}
+	lines := reaper.TellFates(cache, "")
+	require.Len(t, lines, 4, "three fates, then how many more")
+	require.Contains(t, lines[3], "and 4 more ended runs: rightsize ls --fates")
+	for _, l := range lines {
+		for _, r := range l {
+			require.False(t, r < 0x20 || r == 0x7f, "a control character in %q", l)
+		}
+	}
+	require.True(t, strings.Contains(lines[0], `\x1b`), "escapes are shown, not sent: %q", lines[0])
+}

@@ -1,0 +1,409 @@
+package reaper
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/internal/names"
+	"github.com/rightsize/rightsize-go/internal/proctree"
+	"github.com/rightsize/rightsize-go/ledger"
+)
+
+// The environment a native watchdog is started with: this program, re-run
+// with these set, becomes the watchdog before anything else of it runs.
+const (
+	envNative     = "RIGHTSIZE_NATIVE_WATCHDOG"
+	envNativeRuns = "RIGHTSIZE_NATIVE_WATCHDOG_RUNS"
+	envNativeRun  = "RIGHTSIZE_NATIVE_WATCHDOG_RUN"
+	// envNativeProcessesOnly: a watchdog of the run's local processes
+	// alone, beside a script watchdog of its sandboxes.
+	envNativeProcessesOnly = "RIGHTSIZE_NATIVE_WATCHDOG_PROCESSES_ONLY"
+)
+
+// nativeCapable is set once WatchdogMain has run in this program: only
+// then can it be re-executed as a watchdog.
+var nativeCapable atomic.Bool
+
+// WatchdogMain makes this program able to serve as its own native
+// watchdog, the one used where the engine's command line is missing (the
+// official golang images, a CI job beside a docker:dind service). Call it
+// first thing, before anything reads flags or starts work: when the
+// program was started as a watchdog, it does the watchdog's work and
+// exits; otherwise it returns at once. Package sandboxtest calls it from
+// its init, so a test binary needs nothing.
+func WatchdogMain() {
+	nativeCapable.Store(true)
+	if os.Getenv(envNative) != "1" {
+		return
+	}
+	os.Exit(runNative(os.Stdin, os.Getenv(envNativeRuns), os.Getenv(envNativeRun), os.Getenv(backend.EnvBackend), os.Getenv("DOCKER_HOST"), os.Getenv(envNativeProcessesOnly) == "1"))
+}
+
+// runNative is the native watchdog: it opens the engine, waits for EOF on
+// stdin while taking note of what the owner tells it, then does what the
+// script watchdog does with the engine's API: removes what it was told by
+// id; a moment later finds what still carries the run's label and removes
+// that; deletes the run's files when nothing of it is left. Beside that,
+// it ends the run's local processes (those carrying its mark). With
+// processesOnly it opens no engine and does only the latter.
+func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, processesOnly bool) int {
+	runtime.GOMAXPROCS(1)
+	debug.SetGCPercent(20) // it holds almost nothing: keep the heap small
+	logger := log.New(os.Stderr, "rightsize watchdog ["+runID+"]: ", 0)
+	if runsDir == "" || runID == "" || strings.ContainsAny(runID, `/\`) || strings.HasPrefix(runID, ".") {
+		logger.Printf("refusing runs dir %q, run %q", runsDir, runID)
+		return 2
+	}
+	var lister backend.RunLister
+	if !processesOnly {
+		drv, err := backend.OpenEndpoint(backendName, endpoint)
+		if err != nil {
+			logger.Printf("open %s at %s: %v", backendName, endpoint, err)
+			return 2
+		}
+		defer drv.Close()
+		var ok bool
+		if lister, ok = drv.(backend.RunLister); !ok {
+			logger.Printf("backend %s cannot find a run's sandboxes by their mark", backendName)
+			return 2
+		}
+		if w, ok := drv.(interface{ Warm() }); ok {
+			// While the owner lives: the engine's answers the removals
+			// need are then known when it dies.
+			go w.Warm()
+		}
+	}
+	told := readTold(in)
+	noticed := time.Now()
+	// The run's local processes end beside the engine's work: their grace
+	// must not hold the first removal.
+	procs := make(chan proctree.Result, 1)
+	go func() { procs <- proctree.EndMarked(proctree.OfRun(runID), proctree.DefaultGrace, false) }()
+	cache := filepath.Dir(runsDir)
+	if processesOnly {
+		pres := <-procs
+		fate := newNativeFate(told)
+		fate.processes(pres)
+		fate.write(cache, runID, noticed, logger)
+		logProcesses(logger, pres)
+		if !pres.Clean() {
+			logger.Printf("processes were left; the run's .processes file stays for a later sweep")
+			return 0
+		}
+		if err := ledger.RemoveKindFiles(runsDir, runID, names.ProcessKind); err != nil {
+			logger.Printf("delete the run's process lines: %v", err)
+		}
+		return 0
+	}
+	logger.Printf("owner gone (stdin closed): reaping run %s in %s", runID, runsDir)
+	timeout := callTimeout()
+	hung := false
+	fate := newNativeFate(told)
+	// pass removes ids and returns those it could not.
+	pass := func(k names.Kind, ids []string) (failed []string) {
+		if hung {
+			for _, id := range ids {
+				fate.note(k, id, ledger.FateKept, "the engine did not answer an earlier call")
+			}
+			return ids
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		for i, err := range lister.RemoveIDs(ctx, k, ids) {
+			switch {
+			case err == nil:
+				fate.note(k, ids[i], ledger.FateRemoved, "")
+			case errors.Is(err, backend.ErrNotFound):
+				fate.note(k, ids[i], ledger.FateAlreadyGone, "")
+			default:
+				logger.Printf("remove %s %s: %v", k, ids[i], err)
+				fate.note(k, ids[i], ledger.FateKept, err.Error())
+				failed = append(failed, ids[i])
+				if errors.Is(err, backend.ErrUnreachable) {
+					hung = true
+				}
+			}
+		}
+		return failed
+	}
+	// First pass: what the owner told, at once.
+	var again [len(names.Kinds)][]string
+	for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind} {
+		again[k] = pass(k, told.ids(k))
+	}
+	if d := settle(); d > 0 && !hung {
+		time.Sleep(d)
+	}
+	// Second pass: whatever still carries the run's label, and what the
+	// first could not remove.
+	clean := !hung
+	for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind} {
+		if hung {
+			break
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		ids, err := lister.ListRun(ctx, k, runID)
+		cancel()
+		if err != nil {
+			logger.Printf("list %s: %v", k.Plural(), err)
+			clean = false
+			if errors.Is(err, backend.ErrUnreachable) {
+				hung = true
+			}
+			continue
+		}
+		for _, id := range again[k] {
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+		if len(pass(k, ids)) > 0 {
+			clean = false
+		}
+	}
+	pres := <-procs
+	fate.processes(pres)
+	logProcesses(logger, pres)
+	fate.write(cache, runID, noticed, logger)
+	if pres.Clean() {
+		if err := ledger.RemoveKindFiles(runsDir, runID, names.ProcessKind); err != nil {
+			logger.Printf("delete the run's process lines: %v", err)
+		}
+	}
+	if !clean {
+		logger.Printf("something was kept; the run's files stay for a later sweep")
+		return 0
+	}
+	if !pres.Clean() {
+		if err := ledger.RemoveKindFiles(runsDir, runID, names.SandboxKind, names.NetworkKind); err != nil {
+			logger.Printf("delete the run's files: %v", err)
+		}
+		logger.Printf("processes were left; the record stays for a later sweep")
+		return 0
+	}
+	os.Remove(ledger.OwnerStubPath(cache, runID))
+	if err := ledger.RemoveRunFiles(runsDir, runID); err != nil {
+		logger.Printf("delete the run's files: %v", err)
+		return 0
+	}
+	logger.Printf("everything removed; ledger files deleted")
+	return 0
+}
+
+// nativeFate is what becomes of each id, for the run's fate.
+type nativeFate struct {
+	told  *toldSet
+	order []fateKey
+	items map[fateKey]ledger.FateItem
+	extra []ledger.FateItem
+}
+
+type fateKey struct {
+	k  names.Kind
+	id string
+}
+
+func newNativeFate(t *toldSet) *nativeFate {
+	return &nativeFate{told: t, items: map[fateKey]ledger.FateItem{}}
+}
+
+// note sets what became of id; an id removed in one pass and gone in the
+// next stays removed.
+func (f *nativeFate) note(k names.Kind, id, outcome, why string) {
+	key := fateKey{k, id}
+	it, seen := f.items[key]
+	if !seen {
+		f.order = append(f.order, key)
+		it = ledger.FateItem{Kind: fateKind(k), ID: id, Name: f.told.names[k][id]}
+	}
+	if seen && outcome == ledger.FateAlreadyGone && it.Outcome == ledger.FateRemoved {
+		return
+	}
+	it.Outcome, it.Note = outcome, why
+	f.items[key] = it
+}
+
+// write writes the run's fate, when there was anything to tell: a run
+// whose owner ended normally has nothing left, and gets none.
+func (f *nativeFate) write(cache, runID string, noticed time.Time, logger *log.Logger) {
+	var items []ledger.FateItem
+	for _, key := range f.order {
+		items = append(items, f.items[key])
+	}
+	items = append(items, f.extra...)
+	for _, x := range f.told.execs {
+		items = append(items, ledger.FateItem{Kind: "exec", ID: x.id, Name: x.name, Outcome: ledger.FateEnded, Note: "its lease ended it when the owner died"})
+	}
+	if len(items) == 0 {
+		return
+	}
+	now := time.Now()
+	fate := ledger.Fate{
+		Run: runID, By: ByNativeWatchdog, ByPID: os.Getpid(),
+		NoticedISO: ledger.FormatISO(noticed), FinishedISO: ledger.FormatISO(now),
+		Owner: ledger.ReadOwnerStub(cache, runID), Items: items,
+	}
+	if _, err := ledger.WriteFate(cache, fate, now); err != nil {
+		logger.Printf("fate: %v", err)
+	}
+}
+
+// processes adds what became of the run's local processes.
+func (f *nativeFate) processes(r proctree.Result) {
+	for _, p := range r.Ended {
+		f.extra = append(f.extra, ledger.FateItem{Kind: "process", ID: strconv.Itoa(p.PID), Name: p.Command, Outcome: ledger.FateEnded})
+	}
+	for _, p := range r.Escaped {
+		f.extra = append(f.extra, ledger.FateItem{Kind: "process", ID: strconv.Itoa(p.PID), Name: p.Command, Outcome: ledger.FateEscaped, Note: p.Why})
+	}
+	for _, p := range r.Left {
+		f.extra = append(f.extra, ledger.FateItem{Kind: "process", ID: strconv.Itoa(p.PID), Name: p.Command, Outcome: ledger.FateKept, Note: p.Why})
+	}
+	if r.Unproven != nil {
+		f.extra = append(f.extra, ledger.FateItem{Kind: "process", Outcome: ledger.FateKept, Note: r.Unproven.Error()})
+	}
+}
+
+func logProcesses(logger *log.Logger, r proctree.Result) {
+	for _, p := range r.Ended {
+		logger.Printf("process %d (%s): ended", p.PID, p.Command)
+	}
+	for _, p := range r.Escaped {
+		logger.Printf("process %d (%s): escaped, not signalled: %s", p.PID, p.Command, p.Why)
+	}
+	for _, p := range r.Left {
+		logger.Printf("process %d (%s): left: %s", p.PID, p.Command, p.Why)
+	}
+	if r.Unproven != nil {
+		logger.Printf("processes: %v", r.Unproven)
+	}
+}
+
+// toldSet is what the owner told, per kind, in order, and the commands
+// running in its sandboxes.
+type toldSet struct {
+	order [len(names.Kinds)][]string
+	names [len(names.Kinds)]map[string]string
+	execs []toldExec
+}
+
+// toldExec is a command running in a sandbox: its exec id and the
+// sandbox's name.
+type toldExec struct{ id, name string }
+
+func (t *toldSet) ids(k names.Kind) []string { return t.order[k] }
+
+// readTold reads the owner's lines until EOF: "+s ID NAME" adds, "-s ID
+// NAME" removes (s, n, p for the kinds); anything else is ignored.
+func readTold(in io.Reader) *toldSet {
+	t := &toldSet{}
+	for k := range t.names {
+		t.names[k] = map[string]string{}
+	}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 512), 512)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 || len(f[0]) != 2 {
+			continue
+		}
+		var k names.Kind
+		switch f[0][1] {
+		case 'x':
+			t.exec(f)
+			continue
+		case 's':
+			k = names.SandboxKind
+		case 'n':
+			k = names.NetworkKind
+		case 'p':
+			k = names.ProcessKind
+		default:
+			continue
+		}
+		id, name := f[1], f[1]
+		if len(f) > 2 {
+			name = f[2]
+		}
+		if !names.Valid(id) && !isEngineID(id) {
+			continue
+		}
+		switch f[0][0] {
+		case '+':
+			if _, dup := t.names[k][id]; !dup {
+				t.order[k] = append(t.order[k], id)
+			}
+			t.names[k][id] = name
+		case '-':
+			if _, ok := t.names[k][id]; ok {
+				delete(t.names[k], id)
+				for i, v := range t.order[k] {
+					if v == id {
+						t.order[k] = append(t.order[k][:i], t.order[k][i+1:]...)
+						break
+					}
+				}
+			}
+		}
+	}
+	// A line past the buffer ends Scan with an error; whatever came before
+	// counts, and the rest of the stream is drained to its EOF.
+	if sc.Err() != nil {
+		_, _ = io.Copy(io.Discard, in)
+	}
+	return t
+}
+
+// exec takes note of "+x ID SANDBOX" (a command started) and "-x ID" (it
+// ended).
+func (t *toldSet) exec(f []string) {
+	id := f[1]
+	if !names.Valid(id) && !isEngineID(id) {
+		return
+	}
+	i := slices.IndexFunc(t.execs, func(x toldExec) bool { return x.id == id })
+	switch {
+	case f[0][0] == '-' && i >= 0:
+		t.execs = slices.Delete(t.execs, i, i+1)
+	case f[0][0] == '+' && i < 0 && len(f) > 2 && names.Valid(f[2]) && len(t.execs) < ledger.MaxFateItems:
+		t.execs = append(t.execs, toldExec{id, f[2]})
+	}
+}
+
+// callTimeout is RIGHTSIZE_WATCHDOG_CALL_TIMEOUT as the script reads it.
+func callTimeout() time.Duration {
+	if n, err := strconv.Atoi(os.Getenv("RIGHTSIZE_WATCHDOG_CALL_TIMEOUT")); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	return 120 * time.Second
+}
+
+// settle is RIGHTSIZE_WATCHDOG_SETTLE as the script reads it: seconds,
+// default 2, 0 for none.
+func settle() time.Duration {
+	v := os.Getenv("RIGHTSIZE_WATCHDOG_SETTLE")
+	if v == "" {
+		return 2 * time.Second
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 {
+		return 2 * time.Second
+	}
+	return time.Duration(f * float64(time.Second))
+}
