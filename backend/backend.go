@@ -3,21 +3,30 @@ package backend
 import (
 	"context"
 	"errors"
+	"io"
 	"time"
+
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/rightsize/rightsize-go/internal/names"
 )
 
-// Errors a removal or a lookup wraps so that callers can tell the cases
-// apart with errors.Is. Anything that wraps none of them is a failure whose
-// cause is unknown, and the reaper treats the resource as possibly alive.
+// Errors a removal, a lookup or a create wraps so that callers can tell the
+// cases apart with errors.Is. Anything that wraps none of them is a failure
+// whose cause is unknown, and the reaper treats the resource as possibly
+// alive.
 var (
-	// ErrNotFound: the engine says no sandbox or network of that name exists.
+	// ErrNotFound: the engine says nothing of that name exists.
 	ErrNotFound = errors.New("not found")
+	// ErrNotOwned: something of that name exists, and it is not the run's
+	// (it carries no mark of that run, or it is a keep-alive sandbox). It
+	// was left alone; its name may leave the run's list.
+	ErrNotOwned = errors.New("not this run's")
 	// ErrInUse: a network still has endpoints attached.
 	ErrInUse = errors.New("in use")
 	// ErrUnreachable: the engine did not answer (no daemon, wrong socket,
-	// permission denied on the socket).
+	// permission denied on the socket, a call past its deadline).
 	ErrUnreachable = errors.New("engine unreachable")
 	// ErrStarting: Adopt found a sandbox of that name that is being created
 	// or started, by someone else or a process that died doing it.
@@ -32,16 +41,33 @@ var (
 const (
 	Docker = "docker"
 	Msb    = "msb"
+	// Local: a run of local processes only, in a process with no engine
+	// (rightsize-go only; the other members leave a run of a backend they
+	// do not know alone).
+	Local = "local"
+)
+
+// Kind is what a ledger line names; one type with the ledger's and the
+// reaper's (internal/names).
+type Kind = names.Kind
+
+// The kinds a backend removes.
+const (
+	SandboxKind = names.SandboxKind
+	NetworkKind = names.NetworkKind
 )
 
 // Canonical returns the name a recorded backend stands for: "microsandbox"
 // (written by the Rust member of the family) is the same backend as "msb".
-// The rule is the family's, the ledger's too (internal/names).
 func Canonical(name string) string { return names.CanonicalBackend(name) }
 
+// KeepAlivePrefix starts the name of every keep-alive sandbox of the
+// family; nothing run-scoped ever removes one, whatever a list says.
+const KeepAlivePrefix = "rz-reuse-"
+
 // Backend is the part of an engine the reaper needs: who it is, and how to
-// remove sandboxes and networks by name, both from this process and from a
-// detached watchdog script after this process is gone.
+// remove a run's sandboxes and networks, from this process and from a
+// detached watchdog after this process is gone.
 type Backend interface {
 	// Name is the backend as recorded in a run's record: Docker or Msb.
 	Name() string
@@ -59,77 +85,121 @@ type Backend interface {
 	// forgotten while it still runs. A backend without endpoints says true.
 	DefaultEndpoint() bool
 
-	// RemoveSandboxes forcefully removes the named sandboxes and returns one
-	// outcome per name, in the order given: nil when the sandbox is gone, an
-	// error wrapping ErrNotFound when none of that name existed, any other
-	// error when it may still exist.
-	RemoveSandboxes(ctx context.Context, names []string) []error
+	// Remove removes, of the sandboxes or networks (k) named, those that
+	// belong to run runID, forcefully, and returns one outcome per name in
+	// the order given: nil when it is gone; an error wrapping ErrNotFound
+	// when nothing of that name existed; ErrNotOwned when something of that
+	// name exists that the engine does not show as runID's (it is left
+	// alone, as is every keep-alive sandbox); ErrInUse for a network with
+	// endpoints; any other error when it may still exist. A backend whose
+	// engine keeps no marks (msb) removes by name, keep-alive names aside.
+	Remove(ctx context.Context, k Kind, runID string, names []string) []error
 
-	// RemoveNetworks removes the named networks, with one outcome per name:
-	// nil, ErrNotFound, ErrInUse (endpoints still attached), or another error.
-	RemoveNetworks(ctx context.Context, names []string) []error
-
-	// WatchdogPlan says how a detached shell script removes this process's
-	// sandboxes and networks once the process is gone. An error means no
-	// watchdog can work for this backend (its command line is missing, say);
-	// the sweep of the next process is then the only backstop.
-	WatchdogPlan() (WatchdogPlan, error)
+	// Watchdog says how a watchdog removes this process's sandboxes and
+	// networks once the process is gone. An error means none can (the
+	// engine's command line is missing and no native watchdog exists): the
+	// sweep of the next process is then the only backstop.
+	Watchdog(runID string) (WatchdogPlan, error)
 }
 
-// WatchdogPlan is what the watchdog script runs, as data: nothing in it is
-// ever evaluated by a shell, every word reaches the command as one argument.
+// RunLister is a Backend whose engine marks what a run creates (Docker's
+// labels): the reaper and the native watchdog find a run's sandboxes and
+// networks by that mark, which also catches a create the engine finished
+// after its owner died, and remove what the owner told them by id.
+type RunLister interface {
+	Backend
+	// ListRun returns the ids of the sandboxes or networks marked as run
+	// runID's; keep-alive sandboxes are never among them.
+	ListRun(ctx context.Context, k Kind, runID string) ([]string, error)
+	// RemoveIDs forcefully removes sandboxes or networks by the engine's
+	// own ids, which the run itself got back from its creates: one outcome
+	// per id, as Remove.
+	RemoveIDs(ctx context.Context, k Kind, ids []string) []error
+}
+
+// WatchdogPlan is what a watchdog runs, as data: nothing in it is ever
+// evaluated by a shell, every word reaches a command as one argument.
 type WatchdogPlan struct {
-	// Steps run in order, sandboxes first, then networks.
+	// Steps are the script watchdog's commands, sandboxes first, then
+	// networks. Empty when the engine's command line is missing.
 	Steps []WatchdogStep
 	// Env is added to the watchdog's environment (KEY=VALUE), so that its
 	// commands reach the same engine as this process (DOCKER_HOST and
 	// friends, MSB_PATH).
 	Env []string
+	// Native: the backend is a RunLister, and a watchdog that is this very
+	// program re-executed can do the same work through the engine's API,
+	// without its command line.
+	Native bool
+	// ProcessesOnly: a native watchdog for the run's local processes
+	// alone, which opens no engine (the main watchdog is a script).
+	ProcessesOnly bool
 }
 
-// WatchdogStep is one removal command applied to the names of one list.
+// WatchdogStep is one command of the script watchdog, for one kind.
 type WatchdogStep struct {
-	// List is "sandboxes" or "networks": which line file the names come from.
-	List string
-	// Batch runs Command once with every name appended; when that call
-	// fails, the step is repeated one name at a time so each outcome is
-	// known. Without Batch the command runs once per name.
+	Kind Kind
+	// Find, when set, makes the step a finder: a complete command whose
+	// output lines are "ID|NAME|MARK", one per sandbox or network carrying
+	// the run's mark. A line with a MARK (a keep-alive label) or a NAME
+	// starting with KeepAlivePrefix is never acted on. The kind's other
+	// steps then act on the ids it found.
+	Find bool
+	// Batch runs Command once with every id or name appended; when that
+	// call fails, once per name, so that each outcome is known.
 	Batch bool
-	// Gone lists output fragments (fixed strings) that, in the output of a
-	// failed call, mean the name does not exist: it counts as removed.
+	// Gone lists output fragments (fixed strings, matched with their case,
+	// so each spelling is listed) that, in the output of a failed call on
+	// one id, mean it does not exist.
 	Gone []string
 	// Retry lists output fragments that mean a transient failure: the call
 	// is repeated once after 500 ms.
 	Retry []string
 	// Command is the program (an absolute path) and its leading arguments;
-	// the names are appended.
+	// an acting step's ids or names are appended.
 	Command []string
 }
 
-// Spec describes a sandbox to create. The caller (package sandboxtest) has
-// already chosen the name and the labels.
+// Spec describes a sandbox to create. The caller (the reaper's session for
+// package sandboxtest) has chosen the name.
 type Spec struct {
 	Image string
 	// Cmd replaces the image's command; nil keeps it.
 	Cmd []string
 	Env map[string]string
-	// Ports to publish, as "8080/tcp" or "8080" (tcp). They are published on
-	// the loopback address of the engine's host, on a random port.
+	// Ports to publish, as "8080/tcp" or "8080" (tcp). They are published
+	// where this process reaches them (Driver.Host), on a random port.
 	Ports []string
 	// Networks to join, by name, with the aliases to use on each.
 	Networks map[string][]string
-	Labels   map[string]string
+	// Labels are the user's own; the backend adds its marks to them.
+	Labels map[string]string
+	// RunID marks the sandbox as that run's, so that only a removal for that
+	// run removes it. Empty for a keep-alive sandbox.
+	RunID string
+	// KeepAlive marks a keep-alive sandbox (the 12 hex digits of its
+	// identity): no run-scoped removal ever touches it.
+	KeepAlive string
+	// KeepAliveExtra is rightsize-go's own mark of what a keep-alive
+	// sandbox's family identity cannot see (labels, customizers, file
+	// modes, a ReuseKey): a sandbox whose mark differs is another one.
+	KeepAliveExtra string
 	// MemoryLimitMB limits the sandbox's memory; 0 means no limit.
 	MemoryLimitMB int
 	// Files are copied into the sandbox before it starts.
 	Files []File
+	// WaitingFor and Customize are testcontainers-go's, for the Docker
+	// backend; another backend refuses a Spec that sets them.
+	WaitingFor wait.Strategy
+	Customize  []testcontainers.ContainerCustomizer
 }
 
 // File is content copied into a sandbox at GuestPath.
 type File struct {
 	GuestPath string
 	Content   []byte
-	Mode      int64
+	// Mode defaults to 0644.
+	Mode int64
 }
 
 // Sandbox is a running sandbox created or adopted by a Driver.
@@ -149,6 +219,108 @@ type Sandbox interface {
 	Stop(ctx context.Context, grace time.Duration) error
 }
 
+// Description is what an engine says of a sandbox, for keep-alive reuse
+// and housekeeping.
+type Description struct {
+	Name string
+	// Image is the reference it was created from; ImageID the engine's id
+	// of the image it runs.
+	Image, ImageID string
+	// KeepAlive and KeepAliveExtra are its keep-alive marks (Spec).
+	KeepAlive, KeepAliveExtra string
+	Created                   time.Time
+	Running                   bool
+}
+
+// Describer is a Sandbox that can say what it is.
+type Describer interface {
+	Describe(ctx context.Context) (Description, error)
+}
+
+// KeepAliver is a Driver that can tell what an image reference resolves
+// to now, and list and remove keep-alive sandboxes, which nothing
+// run-scoped may touch.
+type KeepAliver interface {
+	// ImageID is the engine's id of the image ref names now.
+	ImageID(ctx context.Context, ref string) (string, error)
+	// KeepAlives describes every keep-alive sandbox on the engine.
+	KeepAlives(ctx context.Context) ([]Description, error)
+	// RemoveKeepAlive forcefully removes the keep-alive sandbox name, and
+	// only when it is one (its keep-alive mark is keepAlive): ErrNotOwned
+	// otherwise, ErrNotFound when there is none.
+	RemoveKeepAlive(ctx context.Context, name, keepAlive string) error
+}
+
+// Container is a Sandbox backed by a testcontainers-go container, for what
+// rightsize does not wrap.
+type Container interface {
+	Sandbox
+	Container() testcontainers.Container
+}
+
+// Execer is a Sandbox that runs commands inside itself, tied to this
+// process's life (see ExecOptions).
+type Execer interface {
+	Exec(ctx context.Context, cmd []string, opt ExecOptions) (ExecResult, error)
+}
+
+// ExecOptions tunes Exec. The zero value runs the command as the
+// sandbox's user, in its working directory, under the stdin lease: the
+// command ends when this process dies, however it dies.
+type ExecOptions struct {
+	// Stdin, when set, is copied to the command's standard input, and closed
+	// once it is drained. The stdin then carries data instead of the lease:
+	// the command is NOT ended when this process dies; only a context that
+	// ends, or a caller that outlives it, ends it.
+	Stdin io.Reader
+	// Env is added to the sandbox's environment, as KEY=VALUE.
+	Env []string
+	// WorkingDir is where the command starts; "" keeps the sandbox's.
+	WorkingDir string
+	// User runs the command as another user ("nobody", "1000:1000").
+	User string
+	// OutputLimit bounds what is kept of each of stdout and stderr, in
+	// bytes; 0 or less means DefaultExecOutputLimit.
+	OutputLimit int
+	// Started, when set, is called with the engine's id of the command
+	// once the engine has it, before the command runs.
+	Started func(id string)
+}
+
+// DefaultExecOutputLimit bounds what Exec keeps of each of stdout and
+// stderr when ExecOptions.OutputLimit is 0.
+const DefaultExecOutputLimit = 1 << 20
+
+// ExecGrace is how long a command whose lease ended has between SIGTERM
+// and SIGKILL: long enough for an EXIT trap or a flush, short enough that
+// a dead owner's work stops within seconds.
+const ExecGrace = 2 * time.Second
+
+// ExecResult is how an exec ended and what it wrote.
+type ExecResult struct {
+	// ExitCode is the command's own code when it exited by itself (128+n
+	// when a signal n it did not ask for killed it, 127 when it could not be
+	// found), 143 or 137 when the lease ended it.
+	ExitCode int
+	// Interrupted is non-nil when the context ended while the command ran,
+	// and the command was ended for that reason: context.Cause of the
+	// context.
+	Interrupted error
+	// Stdout and Stderr hold at most the output limit each; past it the
+	// rest is read and discarded, and the matching Truncated flag is set.
+	Stdout, Stderr                   []byte
+	StdoutTruncated, StderrTruncated bool
+	// PGID is the command's process group inside the sandbox; 0 when the
+	// command never started.
+	PGID int
+}
+
+// Errors Exec wraps when the sandbox cannot run the lease wrapper.
+var (
+	ErrNoShell  = errors.New("the sandbox image has no /bin/sh; Exec needs a POSIX shell and setsid — busybox is enough")
+	ErrNoSetsid = errors.New("the sandbox image has a shell but no setsid; Exec needs it to give the command a process group of its own — busybox is enough")
+)
+
 // Driver is a Backend that can also create sandboxes and networks.
 type Driver interface {
 	Backend
@@ -161,10 +333,26 @@ type Driver interface {
 	// when one of that name is being created or started, ErrStopped when
 	// one has stopped.
 	Adopt(ctx context.Context, name string) (Sandbox, error)
-	// CreateNetwork creates a network named name with the given labels.
-	CreateNetwork(ctx context.Context, name string, labels map[string]string) error
+	// CreateNetwork creates a network named name, marked as run runID's,
+	// and returns the engine's id for it.
+	CreateNetwork(ctx context.Context, name, runID string) (id string, err error)
+	// Host is where this process reaches the ports sandboxes publish.
+	Host() string
 	// Close releases the driver's connections. It removes nothing.
 	Close() error
+}
+
+// RunCloser is a Driver that can remove everything marked as a run's,
+// listed in the ledger or not: what the end of a TestMain does.
+type RunCloser interface {
+	CloseRun(ctx context.Context, runID string) (removed []string, err error)
+}
+
+// Tracker is a Driver that can take a testcontainers-go request someone
+// else will create (sandboxtest.Track) as the run's sandbox name: named,
+// marked, its ports published where this process reaches them.
+type Tracker interface {
+	Track(req *testcontainers.GenericContainerRequest, name, runID string) (Sandbox, error)
 }
 
 // DefaultStopGrace is how long Stop waits after SIGTERM before it removes a

@@ -14,10 +14,33 @@ import (
 // ErrUnreachable when the engine does not answer.
 type Opener func(ctx context.Context) (Driver, error)
 
+// EndpointOpener opens a Driver for one given engine endpoint without
+// asking the engine anything (a native watchdog, at its spawn).
+type EndpointOpener func(endpoint string) (Driver, error)
+
 var (
 	registryMu sync.Mutex
 	registry   = map[string]Opener{}
+	byEndpoint = map[string]EndpointOpener{}
 )
+
+// RegisterEndpoint makes a backend openable by endpoint (OpenEndpoint).
+func RegisterEndpoint(name string, open EndpointOpener) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	byEndpoint[name] = open
+}
+
+// OpenEndpoint opens backend name for the engine at endpoint.
+func OpenEndpoint(name, endpoint string) (Driver, error) {
+	registryMu.Lock()
+	open := byEndpoint[Canonical(name)]
+	registryMu.Unlock()
+	if open == nil {
+		return nil, fmt.Errorf("backend %q cannot be opened by endpoint in this program", name)
+	}
+	return open(endpoint)
+}
 
 // Register makes a backend available to Resolve under name. Sub-packages
 // call it from init; registering the same name twice panics, as it is a
@@ -71,7 +94,7 @@ func Resolve(ctx context.Context) (Driver, error) {
 		return d, nil
 	}
 	if !chosen && errors.Is(err, ErrUnreachable) {
-		return nil, fmt.Errorf("no sandbox engine answers: tried Docker (%w); start one (as root on Debian, `make engine` installs and starts dockerd), point DOCKER_HOST at one, or set %s=msb to use microsandbox", err, EnvBackend)
+		return nil, fmt.Errorf("no sandbox engine answers: tried Docker (%w); start one (Docker Desktop, `systemctl start docker`, Podman's `podman system service`), point DOCKER_HOST at one, or set %s=msb to use microsandbox", err, EnvBackend)
 	}
 	return nil, fmt.Errorf("%s backend: %w", name, err)
 }

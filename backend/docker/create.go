@@ -3,14 +3,11 @@ package docker
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
-	"net/netip"
 	"slices"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
@@ -22,23 +19,30 @@ import (
 
 const hostGateway = "host.docker.internal:host-gateway"
 
-var loopback = netip.MustParseAddr("127.0.0.1")
+// Labels of testcontainers-go's reaper, Ryuk. A keep-alive container must
+// not carry them: Ryuk would remove it once the test session ends.
+const (
+	tcLabelReap    = "org.testcontainers.reap"
+	tcLabelSession = "org.testcontainers.sessionId"
+)
 
 // Create creates and starts a container named name from spec.
 func (d *Driver) Create(ctx context.Context, name string, spec backend.Spec) (backend.Sandbox, error) {
-	return d.CreateWith(ctx, name, spec)
+	sbx, err := d.create(ctx, name, spec)
+	if err != nil {
+		return nil, err // not a nil *Sandbox in a non-nil interface
+	}
+	return sbx, nil
 }
 
-// CreateWith is Create with testcontainers-go customizers applied after
-// the spec (a wait strategy, a log consumer, lifecycle hooks).
-func (d *Driver) CreateWith(ctx context.Context, name string, spec backend.Spec, extra ...testcontainers.ContainerCustomizer) (*Sandbox, error) {
+func (d *Driver) create(ctx context.Context, name string, spec backend.Spec) (*Sandbox, error) {
 	req := testcontainers.GenericContainerRequest{
 		ContainerRequest: testcontainers.ContainerRequest{
 			Image:          spec.Image,
 			Cmd:            spec.Cmd,
 			Env:            spec.Env,
 			ExposedPorts:   spec.Ports,
-			Labels:         spec.Labels,
+			Labels:         maps.Clone(spec.Labels),
 			NetworkAliases: spec.Networks,
 		},
 		Started: true,
@@ -54,7 +58,10 @@ func (d *Driver) CreateWith(ctx context.Context, name string, spec backend.Spec,
 		}
 		req.Files = append(req.Files, testcontainers.ContainerFile{Reader: bytes.NewReader(f.Content), ContainerFilePath: f.GuestPath, FileMode: mode})
 	}
-	for _, c := range extra {
+	if spec.WaitingFor != nil {
+		req.WaitingFor = spec.WaitingFor
+	}
+	for _, c := range spec.Customize {
 		if err := c.Customize(&req); err != nil {
 			return nil, fmt.Errorf("create container %s: customize: %w", name, err)
 		}
@@ -64,9 +71,23 @@ func (d *Driver) CreateWith(ctx context.Context, name string, spec backend.Spec,
 		chainHostConfig(&req, func(hc *container.HostConfig) { hc.Memory = mem })
 	}
 	req.Name = name
-	d.Apply(&req)
+	if req.Labels == nil {
+		req.Labels = map[string]string{}
+	}
+	if spec.KeepAlive != "" {
+		req.Labels[LabelReuse] = spec.KeepAlive
+		if spec.KeepAliveExtra != "" {
+			req.Labels[LabelReuseExtra] = spec.KeepAliveExtra
+		}
+		delete(req.Labels, LabelRunID)
+		delete(req.Labels, LabelRunIDAlt)
+		keepFromRyuk(&req)
+	} else {
+		maps.Copy(req.Labels, runLabels(spec.RunID))
+	}
+	d.apply(&req)
 	ctr, err := testcontainers.GenericContainer(ctx, req)
-	if err != nil && cerrdefs.IsConflict(err) {
+	if err != nil && nameTaken.says(err) {
 		return nil, fmt.Errorf("create container %s: %w: %w", name, backend.ErrNameTaken, err)
 	}
 	if err != nil {
@@ -81,16 +102,61 @@ func (d *Driver) CreateWith(ctx context.Context, name string, spec backend.Spec,
 	return &Sandbox{d: d, name: name, id: ctr.GetContainerID(), ctr: dc}, nil
 }
 
-// Apply makes a testcontainers-go request fit rightsize: ports published on
-// the loopback address of a local engine, host.docker.internal resolving to
-// the host, and wait strategies that reach published ports where this
-// process can. The caller sets the name and the labels.
-func (d *Driver) Apply(req *testcontainers.GenericContainerRequest) {
+// runLabels are the labels of run id's ordinary containers and networks.
+func runLabels(runID string) map[string]string {
+	return map[string]string{LabelRunID: runID, LabelRunIDAlt: runID}
+}
+
+// keepFromRyuk takes testcontainers-go's reaper labels off the container
+// once testcontainers-go has put them on (its config modifier runs after
+// the labels are set): Ryuk removes what carries its session's labels when
+// the session ends, which a keep-alive container must outlive.
+func keepFromRyuk(req *testcontainers.GenericContainerRequest) {
+	prev := req.ConfigModifier
+	req.ConfigModifier = func(c *container.Config) {
+		if prev != nil {
+			prev(c)
+		}
+		delete(c.Labels, tcLabelReap)
+		delete(c.Labels, tcLabelSession)
+	}
+}
+
+// Track takes a testcontainers-go request that its caller will create as
+// run runID's sandbox name: named and labelled, its ports published where
+// this process reaches them. The handle it returns learns the container's
+// id once the engine has created it.
+func (d *Driver) Track(req *testcontainers.GenericContainerRequest, name, runID string) (backend.Sandbox, error) {
+	req.Name = name
+	if req.Labels == nil {
+		req.Labels = map[string]string{}
+	}
+	maps.Copy(req.Labels, runLabels(runID))
+	d.apply(req)
+	s := &Sandbox{d: d, name: name}
+	req.LifecycleHooks = append(req.LifecycleHooks, testcontainers.ContainerLifecycleHooks{
+		PostCreates: []testcontainers.ContainerHook{func(_ context.Context, c testcontainers.Container) error {
+			s.setID(c.GetContainerID())
+			if dc, ok := c.(*testcontainers.DockerContainer); ok {
+				s.setContainer(dc)
+			}
+			return nil
+		}},
+	})
+	return s, nil
+}
+
+// apply makes a testcontainers-go request fit rightsize: ports published
+// where this process reaches them (loopback only beside a local engine),
+// host.docker.internal resolving to the host, and wait strategies that
+// reach published ports where this process can.
+func (d *Driver) apply(req *testcontainers.GenericContainerRequest) {
+	bind := d.net().bind
 	chainHostConfig(req, func(hc *container.HostConfig) {
 		if !slices.Contains(hc.ExtraHosts, hostGateway) {
 			hc.ExtraHosts = append(hc.ExtraHosts, hostGateway)
 		}
-		if !d.local || hc.NetworkMode.IsContainer() || hc.NetworkMode.IsHost() {
+		if !bind.IsValid() || hc.NetworkMode.IsContainer() || hc.NetworkMode.IsHost() {
 			return
 		}
 		ports := req.ExposedPorts
@@ -109,12 +175,12 @@ func (d *Driver) Apply(req *testcontainers.GenericContainerRequest) {
 			}
 			for p := range pr.All() {
 				if len(hc.PortBindings[p]) == 0 {
-					hc.PortBindings[p] = []network.PortBinding{{HostIP: loopback}}
+					hc.PortBindings[p] = []network.PortBinding{{HostIP: bind}}
 				}
 			}
 		}
 	})
-	host := d.host
+	host := d.net().host
 	req.LifecycleHooks = append(req.LifecycleHooks, testcontainers.ContainerLifecycleHooks{
 		// Runs before testcontainers-go's own readiness hook, whatever order
 		// the customizers came in, so every wait strategy is covered.
@@ -177,6 +243,15 @@ type hostFixed struct {
 	host string
 }
 
+// String keeps the wrapped strategy's description for testcontainers-go's
+// "Waiting for" log line.
+func (h hostFixed) String() string {
+	if s, ok := h.Strategy.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return fmt.Sprintf("%T", h.Strategy)
+}
+
 func (h hostFixed) WaitUntilReady(ctx context.Context, t wait.StrategyTarget) error {
 	return h.Strategy.WaitUntilReady(ctx, hostTarget{t, h.host})
 }
@@ -199,7 +274,7 @@ func (t hostTarget) Host(context.Context) (string, error) { return t.host, nil }
 // imageMissing reports whether the engine says it has no image ref.
 func (d *Driver) imageMissing(ctx context.Context, ref string) bool {
 	_, err := d.cli.ImageInspect(ctx, ref)
-	return err != nil && isNotFound(err)
+	return err != nil && notFound.says(err)
 }
 
 // Adopt returns the running container named name, or backend.ErrNotFound
@@ -224,24 +299,11 @@ func (d *Driver) Adopt(ctx context.Context, name string) (backend.Sandbox, error
 	return &Sandbox{d: d, name: name, id: c.ID}, nil
 }
 
-// CreateNetwork creates a bridge network.
-func (d *Driver) CreateNetwork(ctx context.Context, name string, labels map[string]string) error {
-	_, err := d.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Labels: labels})
+// CreateNetwork creates a bridge network labelled as run runID's.
+func (d *Driver) CreateNetwork(ctx context.Context, name, runID string) (string, error) {
+	res, err := d.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Labels: runLabels(runID)})
 	if err != nil {
-		return classify("create network "+name, err)
+		return "", classify("create network "+name, err)
 	}
-	return nil
-}
-
-// Exists reports whether a container of that name exists, running or not.
-func (d *Driver) Exists(ctx context.Context, name string) (bool, error) {
-	_, err := d.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
-	if err == nil {
-		return true, nil
-	}
-	if err := classify("inspect container "+name, err); errors.Is(err, backend.ErrNotFound) {
-		return false, nil
-	} else {
-		return false, err
-	}
+	return res.ID, nil
 }

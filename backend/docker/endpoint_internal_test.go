@@ -16,48 +16,70 @@ func TestCanonicalEndpoint(t *testing.T) {
 	if err := os.Symlink(real, link); err != nil {
 		t.Fatal(err)
 	}
-	tests := []struct {
-		host   string
-		want   string
-		local  bool
-		reason string
-	}{
-		{"unix://" + link, "unix://" + real, true, "two paths to one socket are one engine"},
-		{"unix:///nonexistent/docker.sock", "unix:///nonexistent/docker.sock", true, "a socket that is not there keeps its path"},
-		{"tcp://127.0.0.1:2375", "tcp://127.0.0.1:2375", true, "the loopback address is this machine"},
-		{"tcp://localhost:2375", "tcp://localhost:2375", true, "localhost is this machine"},
-		{"tcp://[::1]:2375", "tcp://[::1]:2375", true, "the IPv6 loopback is this machine"},
-		{"npipe:////./pipe/docker_engine", "npipe:////./pipe/docker_engine", true, "a named pipe is local"},
-		{"tcp://10.1.2.3:2376", "tcp://10.1.2.3:2376", false, "another address is another machine"},
-		{"ssh://me@build-host", "ssh://me@build-host", false, "an engine over ssh is another machine"},
-	}
-	for _, tt := range tests {
-		got, local := canonicalEndpoint(tt.host)
-		if got != tt.want || local != tt.local {
-			t.Errorf("canonicalEndpoint(%q) = %q, %v; want %q, %v (%s)", tt.host, got, local, tt.want, tt.local, tt.reason)
+	for _, tt := range []struct{ host, want, reason string }{
+		{"unix://" + link, "unix://" + real, "two paths to one socket are one engine"},
+		{"unix:///nonexistent/docker.sock", "unix:///nonexistent/docker.sock", "a socket that is not there keeps its path"},
+		{"tcp://127.0.0.1:2375", "tcp://127.0.0.1:2375", "a TCP endpoint is as given"},
+		{"npipe:////./pipe/docker_engine", "npipe:////./pipe/docker_engine", "a named pipe is as given"},
+	} {
+		if got := canonicalEndpoint(tt.host); got != tt.want {
+			t.Errorf("canonicalEndpoint(%q) = %q; want %q (%s)", tt.host, got, tt.want, tt.reason)
 		}
 	}
 }
 
-func TestPublishedHost(t *testing.T) {
-	tests := []struct {
-		override   string
-		daemonHost string
-		local      bool
-		want       string
-		reason     string
+// Where ports are bound and reached, in every layout tests run in: the
+// answer testcontainers-go gives, but from what the process can prove
+// rather than from /.dockerenv alone.
+func TestChooseReach(t *testing.T) {
+	same := func(string) (bool, bool) { return true, true }
+	other := func(string) (bool, bool) { return false, true }
+	unknown := func(string) (bool, bool) { return false, false }
+	gw := func() string { return "172.17.0.1" }
+	none := func() string { return "" }
+	for _, tt := range []struct {
+		name         string
+		f            reachFacts
+		host         string
+		loopbackOnly bool
+		reason       string
 	}{
-		{"", "unix:///var/run/docker.sock", true, "127.0.0.1", "a local engine publishes on the loopback address only"},
-		{"", "tcp://localhost:2375", true, "127.0.0.1", "even when reached by name: ports are bound to 127.0.0.1, not ::1"},
-		{"", "tcp://10.1.2.3:2376", false, "10.1.2.3", "a remote engine publishes on its own address"},
-		{"", "ssh://me@build-host", false, "build-host", "the host name of the engine's address"},
-		{"gw.example", "unix:///var/run/docker.sock", true, "gw.example", "TESTCONTAINERS_HOST_OVERRIDE wins"},
-		{"gw.example", "tcp://10.1.2.3:2376", false, "gw.example", "TESTCONTAINERS_HOST_OVERRIDE wins"},
-	}
-	for _, tt := range tests {
-		t.Setenv(EnvHostOverride, tt.override)
-		if got := publishedHost(tt.daemonHost, tt.local); got != tt.want {
-			t.Errorf("override %q, engine %s: publishedHost = %q, want %q (%s)", tt.override, tt.daemonHost, got, tt.want, tt.reason)
+		{"laptop", reachFacts{daemonHost: "unix:///var/run/docker.sock", beside: unknown, gateway: gw}, "127.0.0.1", true,
+			"no sign of a container: loopback, where nothing else can reach the ports"},
+		{"VM with /.dockerenv", reachFacts{daemonHost: "unix:///var/run/docker.sock", inContainer: true, beside: same, gateway: gw}, "127.0.0.1", true,
+			"a marker file, but the engine's process shares this one's network: loopback works"},
+		{"socket mounted into a container", reachFacts{daemonHost: "unix:///var/run/docker.sock", inContainer: true, beside: unknown, gateway: gw}, "172.17.0.1", false,
+			"the engine's loopback is not ours: every interface, reached through the bridge's gateway, as testcontainers-go does"},
+		{"container, other network namespace", reachFacts{daemonHost: "unix:///var/run/docker.sock", inContainer: true, beside: other, gateway: gw}, "172.17.0.1", false,
+			"the same, when the engine's process is visible but elsewhere"},
+		{"container, no gateway", reachFacts{daemonHost: "unix:///var/run/docker.sock", inContainer: true, beside: unknown, gateway: none}, "localhost", false,
+			"testcontainers-go's last resort"},
+		{"dind over tcp", reachFacts{daemonHost: "tcp://docker:2375", inContainer: true, beside: unknown, gateway: gw}, "docker", false,
+			"GitLab's docker:dind service: the engine's host name"},
+		{"local tcp", reachFacts{daemonHost: "tcp://127.0.0.1:2375", beside: unknown, gateway: gw}, "127.0.0.1", true,
+			"an engine on this machine's loopback"},
+		{"override", reachFacts{daemonHost: "unix:///var/run/docker.sock", override: "host.example", overrideSet: true, beside: same, gateway: gw}, "host.example", false,
+			"TESTCONTAINERS_HOST_OVERRIDE wins, and a name other than loopback needs the ports on every interface"},
+		{"override localhost", reachFacts{daemonHost: "unix:///var/run/docker.sock", override: "localhost", overrideSet: true, beside: same, gateway: gw}, "localhost", true,
+			"a loopback override keeps ports on loopback"},
+		{"empty override", reachFacts{daemonHost: "unix:///var/run/docker.sock", override: "", overrideSet: true, beside: unknown, gateway: gw}, "127.0.0.1", true,
+			"an empty override is no override"},
+	} {
+		r := chooseReach(tt.f)
+		if r.host != tt.host || (r.bind == loopback) != tt.loopbackOnly || (!tt.loopbackOnly && r.bind.IsValid()) {
+			t.Errorf("%s: host %q, bind %v (%s); want %q, loopback only %v (%s)", tt.name, r.host, r.bind, r.why, tt.host, tt.loopbackOnly, tt.reason)
 		}
+	}
+}
+
+func TestParseRouteGateway(t *testing.T) {
+	table := "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n" +
+		"eth0\t000011AC\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n" +
+		"eth0\t00000000\t010011AC\t0003\t0\t0\t0\t00000000\t0\t0\t0\n"
+	if got := parseRouteGateway(table); got != "172.17.0.1" {
+		t.Errorf("parseRouteGateway = %q, want 172.17.0.1", got)
+	}
+	if got := parseRouteGateway("Iface\n"); got != "" {
+		t.Errorf("no default route: %q", got)
 	}
 }

@@ -13,67 +13,27 @@ import (
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
+
+	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/internal/capbuf"
 )
 
-// ExecGrace is how long a command whose lease ended has between SIGTERM
-// and SIGKILL: long enough for an EXIT trap or a flush, short enough that
-// a dead owner's work stops within seconds.
-const ExecGrace = 2 * time.Second
-
-// DefaultExecOutputLimit bounds what Exec keeps of each of stdout and
-// stderr when ExecOptions.OutputLimit is 0: a test that floods its output
-// must not take the test process's memory with it.
-const DefaultExecOutputLimit = 1 << 20
-
-// Errors Exec wraps when the container cannot run the lease wrapper, so a
-// caller can tell a wrong image from a failed command with errors.Is.
-var (
-	ErrNoShell  = errors.New("the sandbox image has no /bin/sh; Exec needs a POSIX shell and setsid — busybox is enough")
-	ErrNoSetsid = errors.New("the sandbox image has a shell but no setsid; Exec needs it to give the command a process group of its own — busybox is enough")
+// The lease wrapper's constants and errors are the backend's.
+const (
+	ExecGrace              = backend.ExecGrace
+	DefaultExecOutputLimit = backend.DefaultExecOutputLimit
 )
 
-// ExecOptions tunes Exec. The zero value runs the command as the
-// container's user, in its working directory, under the stdin lease.
-type ExecOptions struct {
-	// Stdin, when set, is copied to the command's standard input, and closed
-	// (EOF) once it is drained. The stdin then carries data instead of the
-	// lease: a command run this way is NOT ended when this process dies (a
-	// SIGKILL, a crash, `go test -timeout`); only a context that ends or a
-	// caller that outlives it ends it, with a second exec that signals its
-	// process group.
-	Stdin io.Reader
-	// Env is added to the container's environment, as KEY=VALUE.
-	Env []string
-	// WorkingDir is where the command starts; "" keeps the container's.
-	WorkingDir string
-	// User runs the command as another user ("nobody", "1000:1000").
-	User string
-	// OutputLimit bounds what is kept of each of stdout and stderr, in
-	// bytes; 0 or less means DefaultExecOutputLimit.
-	OutputLimit int
-}
+var (
+	ErrNoShell  = backend.ErrNoShell
+	ErrNoSetsid = backend.ErrNoSetsid
+)
 
-// ExecResult is how an exec ended and what it wrote.
-type ExecResult struct {
-	// ExitCode is the wrapper's exit code: the command's own when it exited
-	// by itself (128+n when a signal n it did not ask for killed it, 127 when
-	// it could not be found), 143 or 137 when the lease ended it.
-	ExitCode int
-	// Interrupted is non-nil when the context ended while the command ran,
-	// and the command was ended for that reason: context.Cause of the
-	// context. When the command exits on its own at the same moment, the
-	// context wins.
-	Interrupted error
-	// Stdout and Stderr hold at most the output limit each; past it, the
-	// rest is read and discarded while the command keeps running, and the
-	// matching Truncated flag is set.
-	Stdout, Stderr                   []byte
-	StdoutTruncated, StderrTruncated bool
-	// PGID is the command's process group (and session) inside the
-	// container; 0 when the command never started.
-	PGID int
-}
+// ExecOptions and ExecResult are the backend's.
+type (
+	ExecOptions = backend.ExecOptions
+	ExecResult  = backend.ExecResult
+)
 
 // Exec runs cmd in the container and waits for it to end, tying its life
 // to this process's: it runs in a process group of its own under a small
@@ -119,7 +79,7 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt ExecOptions) (Exec
 		mode = "stdin"
 	}
 	argv := append([]string{"/bin/sh", "-c", wrapperScript, "rz-exec", mode, graceSteps()}, cmd...)
-	created, err := s.d.cli.ExecCreate(ctx, s.name, client.ExecCreateOptions{
+	created, err := s.d.cli.ExecCreate(ctx, s.ref(), client.ExecCreateOptions{
 		Cmd:          argv,
 		Env:          opt.Env,
 		WorkingDir:   opt.WorkingDir,
@@ -130,6 +90,9 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt ExecOptions) (Exec
 	})
 	if err != nil {
 		return ExecResult{}, classify(what, err)
+	}
+	if opt.Started != nil {
+		opt.Started(created.ID)
 	}
 	// Once the engine starts the wrapper, the attach connection is its
 	// lease: closing it, or losing it, ends the command.
@@ -253,14 +216,17 @@ func (s *Sandbox) endGroup(pgid int, user string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ExecGrace+5*time.Second)
 	defer cancel()
-	created, err := s.d.cli.ExecCreate(ctx, s.name, client.ExecCreateOptions{
+	created, err := s.d.cli.ExecCreate(ctx, s.ref(), client.ExecCreateOptions{
 		Cmd:  []string{"/bin/sh", "-c", endScript, "rz-exec-end", strconv.Itoa(pgid), graceSteps()},
 		User: user,
 	})
 	if err != nil {
 		return
 	}
-	if _, err := s.d.cli.ExecStart(ctx, created.ID, client.ExecStartOptions{}); err != nil {
+	// Detached: nothing is attached to this exec, and Podman refuses a
+	// start that is neither attached nor detached ("must provide at least
+	// one stream to attach to").
+	if _, err := s.d.cli.ExecStart(ctx, created.ID, client.ExecStartOptions{Detach: true}); err != nil {
 		return
 	}
 	for ctx.Err() == nil {
@@ -297,11 +263,12 @@ func (s *Sandbox) execExitCode(id string) (int, error) {
 // the engine and the wrapper said; nil when nothing says it failed to.
 func startFailure(code int, stdout, stderr []byte) error {
 	// The engine writes a failed start into the output stream and records
-	// 126: `OCI runtime exec failed: … exec: "/bin/sh": stat /bin/sh: no
-	// such file or directory`.
-	if code == 126 && bytes.Contains(stdout, []byte("OCI runtime exec failed")) {
-		msg := strings.TrimSpace(string(stdout))
-		if bytes.Contains(stdout, []byte(`"/bin/sh"`)) {
+	// 126 (Docker) or 127 (Podman); its words are in the noShell answer.
+	// Anything else it says there (Podman: 126 with "permission denied")
+	// is reported as it is.
+	if (code == 126 || code == 127) && (bytes.Contains(stdout, []byte("OCI runtime")) || bytes.Contains(stderr, []byte("OCI runtime"))) {
+		msg := strings.TrimSpace(string(stdout) + " " + string(stderr))
+		if noShell.saysText(msg) {
 			return fmt.Errorf("%w (the engine said: %s)", ErrNoShell, msg)
 		}
 		return fmt.Errorf("the engine could not start it: %s", msg)

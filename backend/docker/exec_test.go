@@ -242,7 +242,7 @@ func testContainer(t *testing.T, d *Driver, ref string) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := d.RemoveSandboxes(ctx, []string{name})[0]; err != nil && !errors.Is(err, backend.ErrNotFound) {
+		if _, err := d.cli.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true}); err != nil && !errors.Is(classify("", err), backend.ErrNotFound) {
 			t.Errorf("removing %s: %v", name, err)
 		}
 	})
@@ -259,6 +259,7 @@ func testContainer(t *testing.T, d *Driver, ref string) string {
 // skips or fails the test with a better message when there is none.
 func openDriver(t *testing.T) *Driver {
 	t.Helper()
+	testimage.Engine(t)
 	d, err := Open(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -281,13 +282,13 @@ func busyboxSandbox(t *testing.T) *Sandbox {
 // script, and the command's words after it.
 func processes(t *testing.T, s *Sandbox) []string {
 	t.Helper()
-	top, err := s.d.cli.ContainerTop(context.Background(), s.name, client.ContainerTopOptions{Arguments: []string{"-o", "pid,args"}})
+	procs, err := testimage.Processes(context.Background(), s.d.cli, s.name)
 	if err != nil {
-		t.Fatalf("top of %s: %v", s.name, err)
+		t.Fatal(err)
 	}
 	var out []string
-	for _, p := range top.Processes {
-		if len(p) == 2 && p[1] != "sleep 3600" {
+	for _, p := range procs {
+		if p[1] != "sleep 3600" {
 			out = append(out, p[0]+" "+p[1])
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
@@ -21,9 +22,13 @@ import (
 type Sandbox struct {
 	d    *Driver
 	name string
-	id   string
-	ctr  *testcontainers.DockerContainer
+
+	mu  sync.Mutex
+	id  string
+	ctr *testcontainers.DockerContainer
 }
+
+var _ backend.Container = (*Sandbox)(nil)
 
 // SandboxFor returns a handle on the container named name (which may not
 // exist), for stopping or inspecting it by name.
@@ -32,15 +37,65 @@ func (d *Driver) SandboxFor(name string) *Sandbox { return &Sandbox{d: d, name: 
 // Name is the container's name.
 func (s *Sandbox) Name() string { return s.name }
 
-// ID is the container id ("" for a handle made by name).
-func (s *Sandbox) ID() string { return s.id }
+// ID is the container id ("" until the engine created it, and for a handle
+// made by name).
+func (s *Sandbox) ID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id
+}
+
+func (s *Sandbox) setID(id string) {
+	s.mu.Lock()
+	s.id = id
+	s.mu.Unlock()
+}
+
+func (s *Sandbox) setContainer(c *testcontainers.DockerContainer) {
+	s.mu.Lock()
+	s.ctr = c
+	s.mu.Unlock()
+}
+
+// ref is how the engine is asked about the container: by id once known
+// (a name can change hands), else by name.
+func (s *Sandbox) ref() string {
+	if id := s.ID(); id != "" {
+		return id
+	}
+	return s.name
+}
 
 // Host is where published ports are reached.
-func (s *Sandbox) Host() string { return s.d.host }
+func (s *Sandbox) Host() string { return s.d.net().host }
 
 // Container is the testcontainers-go container, for everything rightsize
-// does not wrap; nil for an adopted container.
-func (s *Sandbox) Container() *testcontainers.DockerContainer { return s.ctr }
+// does not wrap. For a container this process did not create (an adopted
+// keep-alive one), it is a handle made for the occasion on the same
+// engine; its Terminate removes the container like any other.
+func (s *Sandbox) Container() testcontainers.Container {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctr != nil {
+		return s.ctr
+	}
+	if s.id == "" {
+		return nil
+	}
+	p, err := testcontainers.NewDockerProvider()
+	if err != nil {
+		return nil
+	}
+	_ = p.Close()
+	p.SetClient(s.d.cli)
+	dc := &testcontainers.DockerContainer{ID: s.id}
+	dc.SetProvider(p)
+	if res, err := s.d.cli.ContainerInspect(context.Background(), s.id, client.ContainerInspectOptions{}); err == nil && res.Container.Config != nil {
+		dc.Image = res.Container.Config.Image
+	}
+	s.ctr = dc
+	return dc
+}
 
 // Driver is the driver the sandbox belongs to.
 func (s *Sandbox) Driver() *Driver { return s.d }
@@ -52,7 +107,7 @@ func (s *Sandbox) MappedPort(ctx context.Context, port string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("port %q: %w", port, err)
 	}
-	res, err := s.d.cli.ContainerInspect(ctx, s.name, client.ContainerInspectOptions{})
+	res, err := s.d.cli.ContainerInspect(ctx, s.ref(), client.ContainerInspectOptions{})
 	if err != nil {
 		return "", classify("inspect container "+s.name, err)
 	}
@@ -61,10 +116,23 @@ func (s *Sandbox) MappedPort(ctx context.Context, port string) (string, error) {
 			if p.Num() != want.Num() || (!strings.Contains(port, "/") && p.Proto() != "tcp") || (strings.Contains(port, "/") && p.Proto() != want.Proto()) {
 				continue
 			}
+			// An engine may publish one port on IPv4 and IPv6 (Podman lists
+			// the IPv6 binding first): the host this process dials is IPv4
+			// or a name, so an IPv4 or unspecified binding wins.
+			var v6 string
 			for _, b := range bs {
-				if b.HostPort != "" {
+				switch {
+				case b.HostPort == "":
+				case b.HostIP.IsValid() && b.HostIP.Is6() && !b.HostIP.Is4In6():
+					if v6 == "" {
+						v6 = b.HostPort
+					}
+				default:
 					return b.HostPort, nil
 				}
+			}
+			if v6 != "" {
+				return v6, nil
 			}
 		}
 	}
@@ -74,7 +142,7 @@ func (s *Sandbox) MappedPort(ctx context.Context, port string) (string, error) {
 // Logs returns everything the container wrote so far, stdout then stderr
 // interleaved as the engine stored them.
 func (s *Sandbox) Logs(ctx context.Context) (string, error) {
-	rc, err := s.d.cli.ContainerLogs(ctx, s.name, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
+	rc, err := s.d.cli.ContainerLogs(ctx, s.ref(), client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
 	if err != nil {
 		return "", classify("logs of container "+s.name, err)
 	}
@@ -89,7 +157,7 @@ func (s *Sandbox) Logs(ctx context.Context) (string, error) {
 // Stop sends SIGTERM, waits at most grace for the container to exit, then
 // removes it by force. nil means the container is confirmed gone.
 func (s *Sandbox) Stop(ctx context.Context, grace time.Duration) error {
-	return s.d.Stop(ctx, s.name, grace)
+	return s.d.Stop(ctx, s.ref(), grace)
 }
 
 // Stop stops and removes the container named name: SIGTERM, at most grace
@@ -98,7 +166,7 @@ func (s *Sandbox) Stop(ctx context.Context, grace time.Duration) error {
 // like busybox sleep, costs grace and no more. nil means confirmed gone.
 func (d *Driver) Stop(ctx context.Context, name string, grace time.Duration) error {
 	_, err := d.cli.ContainerKill(ctx, name, client.ContainerKillOptions{Signal: "SIGTERM"})
-	if err != nil && errors.Is(classify("", err), backend.ErrNotFound) {
+	if err != nil && notFound.says(err) {
 		return nil
 	}
 	if err == nil && grace > 0 {

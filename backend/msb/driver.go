@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 
 	"github.com/rightsize/rightsize-go/backend"
@@ -100,29 +101,27 @@ func (d *Driver) MsbPath() string { return d.path }
 // processes are the sandboxes' own supervisors and end with them.
 func (d *Driver) Close() error { return nil }
 
+// Host is where sandboxes' published ports are reached: msb publishes on
+// this machine's loopback.
+func (d *Driver) Host() string { return loopback }
+
 // CreateNetwork always fails: msb has no network objects (the family
 // emulates aliases with exec tunnels instead, which rightsize-go does not).
-func (d *Driver) CreateNetwork(ctx context.Context, name string, labels map[string]string) error {
-	return fmt.Errorf("msb backend: cannot create network %q: networks are not supported on msb (use RIGHTSIZE_BACKEND=docker for tests that need one): %w", name, errors.ErrUnsupported)
+func (d *Driver) CreateNetwork(ctx context.Context, name, runID string) (string, error) {
+	return "", fmt.Errorf("msb backend: cannot create network %q: networks are not supported on msb (use RIGHTSIZE_BACKEND=docker for tests that need one): %w", name, errors.ErrUnsupported)
 }
 
-// RemoveNetworks reports every name removed: msb has no networks, so
-// nothing of that name can exist, and a ledger line naming one (written by
-// a process on another backend's semantics) must not stay forever.
-func (d *Driver) RemoveNetworks(ctx context.Context, names []string) []error {
-	return make([]error, len(names))
-}
-
-// WatchdogPlan is stop then rm, one name at a time, each retried once on
+// Watchdog is stop then rm, one name at a time, each retried once on
 // msb's state-database error; msb's "sandbox not found" counts as removed.
-func (d *Driver) WatchdogPlan() (backend.WatchdogPlan, error) {
+// msb keeps no labels: the names the owner told the watchdog are what it
+// removes (keep-alive names aside), and there is no native watchdog.
+func (d *Driver) Watchdog(runID string) (backend.WatchdogPlan, error) {
 	if d.path == "" || !filepath.IsAbs(d.path) {
 		return backend.WatchdogPlan{}, fmt.Errorf("msb backend: no absolute msb path for the watchdog (have %q)", d.path)
 	}
 	step := func(verb string) backend.WatchdogStep {
 		return backend.WatchdogStep{
-			List:    "sandboxes",
-			Batch:   false,
+			Kind:    backend.SandboxKind,
 			Gone:    []string{notFoundFragment},
 			Retry:   []string{dbErrorFragment},
 			Command: []string{d.path, verb},
@@ -130,17 +129,30 @@ func (d *Driver) WatchdogPlan() (backend.WatchdogPlan, error) {
 	}
 	return backend.WatchdogPlan{
 		Steps: []backend.WatchdogStep{step("stop"), step("rm")},
-		Env:   []string{EnvPath + "=" + d.path},
+		Env:   []string{EnvPath + "=" + d.path, backend.EnvBackend + "=" + backend.Msb},
 	}, nil
 }
 
-// RemoveSandboxes stops (best effort) and removes each named sandbox, one
-// after the other, with one outcome per name: nil when msb removed it, an
-// error wrapping backend.ErrNotFound when msb says there is none of that
-// name, any other error (quoting msb) when it may still exist.
-func (d *Driver) RemoveSandboxes(ctx context.Context, names []string) []error {
+// Remove stops (best effort) and removes each named sandbox, one after the
+// other, with one outcome per name: nil when msb removed it, an error
+// wrapping backend.ErrNotFound when msb says there is none of that name,
+// any other error (quoting msb) when it may still exist.
+//
+// msb keeps no labels, so ownership is the name's: whatever the run lists
+// is taken to be the run's, except a keep-alive name (rz-reuse-…), which
+// no run ever removes (backend.ErrNotOwned). Networks do not exist on msb:
+// every network name is reported removed, so that a ledger line naming one
+// does not stay for ever.
+func (d *Driver) Remove(ctx context.Context, k backend.Kind, runID string, names []string) []error {
 	out := make([]error, len(names))
+	if k != backend.SandboxKind {
+		return out
+	}
 	for i, name := range names {
+		if strings.HasPrefix(name, backend.KeepAlivePrefix) {
+			out[i] = fmt.Errorf("msb sandbox %s: %w: a keep-alive sandbox, never removed by a run", name, backend.ErrNotOwned)
+			continue
+		}
 		out[i] = d.remove(ctx, name)
 	}
 	return out

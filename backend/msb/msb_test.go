@@ -225,6 +225,20 @@ func TestLifecycle(t *testing.T) {
 	if len(d.live) != 0 {
 		t.Errorf("driver still tracks %v", slices.Collect(maps.Keys(d.live)))
 	}
+
+	// msb keeps no labels: a keep-alive name is the only mark, and no run
+	// removes it, whatever its list says.
+	keep := create(t, d, "rz-reuse-799aad5a3338")
+	if err := d.Remove(ctx, backend.SandboxKind, "r1", []string{"rz-reuse-799aad5a3338"})[0]; !errors.Is(err, backend.ErrNotOwned) {
+		t.Errorf("remove a keep-alive sandbox for a run: %v, want ErrNotOwned", err)
+	}
+	if !exists(t, sandboxFile(state, "rz-reuse-799aad5a3338")) {
+		t.Error("the keep-alive sandbox was removed")
+	}
+	if err := d.RemoveKeepAlive(ctx, "rz-reuse-799aad5a3338", "799aad5a3338"); err != nil {
+		t.Errorf("RemoveKeepAlive: %v", err)
+	}
+	_ = keep
 }
 
 func TestAdoptForeign(t *testing.T) {
@@ -276,7 +290,7 @@ func TestRemoveSandboxes(t *testing.T) {
 	ctx := testContext(t)
 	s := create(t, d, "rz-gone-1")
 
-	errs := d.RemoveSandboxes(ctx, []string{"rz-gone-1", "rz-missing-1", "bad name"})
+	errs := d.Remove(ctx, backend.SandboxKind, "r1", []string{"rz-gone-1", "rz-missing-1", "bad name"})
 	if len(errs) != 3 {
 		t.Fatalf("%d outcomes for 3 names", len(errs))
 	}
@@ -298,7 +312,7 @@ func TestRemoveSandboxes(t *testing.T) {
 	if err := s.Stop(ctx, time.Second); err != nil {
 		t.Errorf("Stop after removal by name: %v", err)
 	}
-	if got := d.RemoveSandboxes(ctx, nil); len(got) != 0 {
+	if got := d.Remove(ctx, backend.SandboxKind, "r1", nil); len(got) != 0 {
 		t.Errorf("no names: %v", got)
 	}
 }
@@ -311,7 +325,7 @@ func TestRemoveSandboxesOtherFailure(t *testing.T) {
 	create(t, creator, "rz-stuck-1")
 	t.Setenv("MSB_STANDIN_RM_ERROR", "io error: Input/output error (os error 5)")
 
-	err := reaper.RemoveSandboxes(ctx, []string{"rz-stuck-1"})[0]
+	err := reaper.Remove(ctx, backend.SandboxKind, "r1", []string{"rz-stuck-1"})[0]
 	switch {
 	case err == nil:
 		t.Fatal("a failed rm reported the sandbox gone")
@@ -357,7 +371,7 @@ func TestRemoveRetriesDatabaseErrorOnce(t *testing.T) {
 			before := len(invocations(t, state))
 
 			start := time.Now()
-			err := reaper.RemoveSandboxes(ctx, []string{name})[0]
+			err := reaper.Remove(ctx, backend.SandboxKind, "r1", []string{name})[0]
 			took := time.Since(start)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want error: %v (%s)", err, tc.wantErr, tc.reason)
@@ -398,7 +412,7 @@ func TestHostileNamesRunNothing(t *testing.T) {
 		if _, err := d.Adopt(ctx, name); !errors.Is(err, ErrInvalidName) {
 			t.Errorf("Adopt(%q): %v, want ErrInvalidName", name, err)
 		}
-		if err := d.RemoveSandboxes(ctx, []string{name})[0]; !errors.Is(err, ErrInvalidName) {
+		if err := d.Remove(ctx, backend.SandboxKind, "r1", []string{name})[0]; !errors.Is(err, ErrInvalidName) {
 			t.Errorf("RemoveSandboxes(%q): %v, want ErrInvalidName", name, err)
 		}
 	}
@@ -413,7 +427,7 @@ func TestHostileNamesRunNothing(t *testing.T) {
 	// The longest name the grammar allows is used as is.
 	long := strings.Repeat("a", 128)
 	create(t, d, long)
-	if err := d.RemoveSandboxes(ctx, []string{long})[0]; err != nil {
+	if err := d.Remove(ctx, backend.SandboxKind, "r1", []string{long})[0]; err != nil {
 		t.Errorf("128-byte name: %v", err)
 	}
 }
@@ -538,7 +552,7 @@ func TestMsbPathWithSpace(t *testing.T) {
 		t.Errorf("the stand-in at %q did not run: %q", p, got)
 	}
 
-	plan, err := d.WatchdogPlan()
+	plan, err := d.Watchdog("r1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -558,10 +572,10 @@ func TestMsbFromPath(t *testing.T) {
 	}
 }
 
-func TestWatchdogPlan(t *testing.T) {
+func TestWatchdog(t *testing.T) {
 	standin(t)
 	d := newDriver(t)
-	plan, err := d.WatchdogPlan()
+	plan, err := d.Watchdog("r1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,7 +584,7 @@ func TestWatchdogPlan(t *testing.T) {
 	}
 	for i, verb := range []string{"stop", "rm"} {
 		st := plan.Steps[i]
-		if st.List != "sandboxes" || st.Batch || !slices.Equal(st.Command, []string{d.MsbPath(), verb}) ||
+		if st.Kind != backend.SandboxKind || st.Batch || !slices.Equal(st.Command, []string{d.MsbPath(), verb}) ||
 			!slices.Equal(st.Retry, []string{"error: database error:"}) || len(st.Gone) == 0 {
 			t.Errorf("step %d: %+v", i, st)
 		}
@@ -578,7 +592,7 @@ func TestWatchdogPlan(t *testing.T) {
 			t.Errorf("step %d runs a relative path %q", i, st.Command[0])
 		}
 	}
-	if !slices.Equal(plan.Env, []string{"MSB_PATH=" + d.MsbPath()}) {
+	if !slices.Equal(plan.Env, []string{"MSB_PATH=" + d.MsbPath(), "RIGHTSIZE_BACKEND=msb"}) || plan.Native {
 		t.Errorf("Env = %q", plan.Env)
 	}
 
@@ -602,10 +616,10 @@ func TestNetworks(t *testing.T) {
 	standin(t)
 	d := newDriver(t)
 	ctx := testContext(t)
-	if err := d.CreateNetwork(ctx, "rz-net-0a1b2c3d", nil); !errors.Is(err, errors.ErrUnsupported) {
+	if _, err := d.CreateNetwork(ctx, "rz-net-0a1b2c3d", "r1"); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("CreateNetwork: %v, want ErrUnsupported", err)
 	}
-	errs := d.RemoveNetworks(ctx, []string{"rz-net-0a1b2c3d", "anything"})
+	errs := d.Remove(ctx, backend.NetworkKind, "r1", []string{"rz-net-0a1b2c3d", "anything"})
 	if len(errs) != 2 || errs[0] != nil || errs[1] != nil {
 		t.Errorf("RemoveNetworks: %v, want nil for every name", errs)
 	}

@@ -64,6 +64,9 @@ var _ backend.Sandbox = (*sandbox)(nil)
 // the sandbox as Running. On error the sandbox may exist (stopped): the
 // caller removes it by name.
 func (d *Driver) Create(ctx context.Context, name string, spec backend.Spec) (backend.Sandbox, error) {
+	if spec.WaitingFor != nil || len(spec.Customize) > 0 {
+		return nil, fmt.Errorf("msb sandbox %s: Spec.WaitingFor and Spec.Customize are testcontainers-go's, for the docker backend only", name)
+	}
 	if err := checkName(name); err != nil {
 		return nil, err
 	}

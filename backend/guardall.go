@@ -1,0 +1,57 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+)
+
+// GuardHook is what a backend's guard of every create asks of the run it
+// guards for: Admit before a container or network that belongs to no run
+// is created (the run id to label it with, and, when not "", the name to
+// create it under, for a create that named nothing), Created once the
+// engine made it. Both are called from many goroutines at once.
+type GuardHook interface {
+	Admit(ctx context.Context, k Kind, name string) (runID, useName string, err error)
+	Created(k Kind, name, id string)
+}
+
+// AllGuard is a running guard of every create this process and its
+// children make through the engine's API.
+type AllGuard interface {
+	// Note says, once, what the guard changed for this process (Ryuk
+	// turned off, say); "" when nothing.
+	Note() string
+	// Close stops guarding and gives the process its engine back.
+	Close() error
+}
+
+// AllGuardStarter starts a backend's guard of every create, its private
+// files (a socket) under dir.
+type AllGuardStarter func(ctx context.Context, dir string, h GuardHook) (AllGuard, error)
+
+var allGuards = map[string]AllGuardStarter{}
+
+// RegisterAllGuard makes backend name able to guard every create.
+func RegisterAllGuard(name string, start AllGuardStarter) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	allGuards[name] = start
+}
+
+// StartAllGuard starts the guard of every create of the backend this
+// process uses (RIGHTSIZE_BACKEND, else Docker). It must run before
+// anything in the process reaches the engine: clients read where the
+// engine is once.
+func StartAllGuard(ctx context.Context, dir string, h GuardHook) (AllGuard, error) {
+	name := Requested()
+	if name == "" {
+		name = Docker
+	}
+	registryMu.Lock()
+	start := allGuards[name]
+	registryMu.Unlock()
+	if start == nil {
+		return nil, fmt.Errorf("the %s backend cannot guard every create (only Docker's API can be proxied); guard sandboxes one by one with Start or Track", name)
+	}
+	return start(ctx, dir, h)
+}
