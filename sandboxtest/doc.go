@@ -7,9 +7,10 @@
 //   - Track(t) is a testcontainers-go customizer, so any testcontainers-go
 //     module (postgres.Run(ctx, img, sandboxtest.Track(t))) gets the same
 //     guarantees.
-//   - Main(m) in TestMain sweeps what dead runs left, runs the tests, removes
-//     what this run still has, and can start sandboxes shared by every test
-//     of the package; Shared starts one lazily, on first use.
+//   - Main(m) in TestMain sweeps what dead runs left, runs the tests and
+//     removes what this run still has; with Setup(fn) it starts sandboxes
+//     shared by every test of the package (Suite.Start), which a test binds
+//     to itself with Guard.For(t).
 //
 // Behind every sandbox: a line in the run ledger written before it is
 // created and removed only once it is gone; a watchdog that removes it

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/backend"
 )
 
 // Ending is how an Exec ended. A command that ran past its welcome is an
@@ -19,21 +19,21 @@ import (
 type Ending int
 
 const (
-	// Unknown: the command could not run, or its end could not be
+	// Unconfirmed: the command could not run, or its end could not be
 	// confirmed; Exec returned an error saying which. Cause is set when it
 	// was being ended.
-	Unknown Ending = iota
+	Unconfirmed Ending = iota
 	// Exited: the command ended by itself; ExitCode is its code.
 	Exited
-	// KilledContextDone: Exec's context ended first (a timeout, a cancel),
-	// and the command's process group was ended: SIGTERM, a grace of 2 s,
+	// ContextEnded: Exec's context ended first (a timeout, a cancel), and
+	// the command's process group was ended: SIGTERM, a grace of 2 s,
 	// SIGKILL. Cause says why the context ended.
-	KilledContextDone
-	// KilledGuardStopped: the guard stopped (Stop, or the end of the test)
-	// while the command ran, and it was ended the same way. An exec under
-	// t.Context() that still runs when its test ends is KilledContextDone
+	ContextEnded
+	// GuardStopped: the guard stopped (Stop, or the end of the test) while
+	// the command ran, and it was ended the same way. An exec under
+	// t.Context() that still runs when its test ends is ContextEnded
 	// instead: the testing package ends that context before the cleanups.
-	KilledGuardStopped
+	GuardStopped
 )
 
 // String names the ending, for messages.
@@ -41,12 +41,12 @@ func (e Ending) String() string {
 	switch e {
 	case Exited:
 		return "exited"
-	case KilledContextDone:
-		return "killed: context done"
-	case KilledGuardStopped:
+	case ContextEnded:
+		return "killed: context ended"
+	case GuardStopped:
 		return "killed: guard stopped"
-	case Unknown:
-		return "unknown"
+	case Unconfirmed:
+		return "unconfirmed"
 	}
 	return fmt.Sprintf("Ending(%d)", int(e))
 }
@@ -56,10 +56,10 @@ func (e Ending) String() string {
 var (
 	// ErrNoShell: the sandbox's image has no /bin/sh to run the wrapper
 	// that ties the command to this process.
-	ErrNoShell = docker.ErrNoShell
+	ErrNoShell = backend.ErrNoShell
 	// ErrNoSetsid: the image has a shell but no setsid, so the command
 	// cannot get a process group of its own to be ended as one.
-	ErrNoSetsid = docker.ErrNoSetsid
+	ErrNoSetsid = backend.ErrNoSetsid
 	// ErrGuardStopped is the Cause of an exec that Stop ended, and what Exec
 	// wraps when called once the guard is stopping.
 	ErrGuardStopped = errors.New("the guard stopped")
@@ -75,8 +75,8 @@ type ExecResult struct {
 	// otherwise, so that no check for 0 passes by accident.
 	ExitCode int
 	// Cause is why the command was killed: context.Cause of the context for
-	// KilledContextDone (context.DeadlineExceeded for a timeout), and
-	// ErrGuardStopped for KilledGuardStopped; nil when it Exited.
+	// ContextEnded (context.DeadlineExceeded for a timeout), and
+	// ErrGuardStopped for GuardStopped; nil when it Exited.
 	Cause error
 	// Stdout and Stderr hold at most the output limit each (1 MiB unless
 	// WithOutputLimit says otherwise). Past it, the rest is read and
@@ -94,7 +94,7 @@ func (r ExecResult) String() string {
 	switch r.Ending {
 	case Exited:
 		fmt.Fprintf(&b, "exited %d", r.ExitCode)
-	case KilledContextDone, KilledGuardStopped:
+	case ContextEnded, GuardStopped:
 		fmt.Fprintf(&b, "%s (%v)", r.Ending, r.Cause)
 	default:
 		b.WriteString(r.Ending.String())
@@ -181,11 +181,6 @@ func WithOutputLimit(n int) ExecOption {
 	return execOptionFunc(func(c *execConfig) { c.limit = n })
 }
 
-// execer is a backend sandbox that can run commands inside itself.
-type execer interface {
-	Exec(ctx context.Context, cmd []string, opt docker.ExecOptions) (docker.ExecResult, error)
-}
-
 // Exec runs cmd in the sandbox and waits for it to end. Its words reach
 // the command unchanged (no shell in between: pass "sh", "-c", script for
 // one).
@@ -219,10 +214,11 @@ type execer interface {
 // may be called from any goroutine, several at once.
 func (g *Guard) Exec(ctx context.Context, cmd []string, opts ...ExecOption) (ExecResult, error) {
 	res := ExecResult{Cmd: slices.Clone(cmd), ExitCode: -1}
-	if g.sbx == nil {
+	sbx := g.sandbox()
+	if sbx == nil {
 		return res, fmt.Errorf("sandboxtest: exec %q: the sandbox was not started", cmd)
 	}
-	ex, ok := g.sbx.(execer)
+	ex, ok := sbx.(backend.Execer)
 	if !ok {
 		return res, fmt.Errorf("sandboxtest: exec %q in %s: this backend cannot run commands in its sandboxes: %w", cmd, g.name, errors.ErrUnsupported)
 	}
@@ -230,9 +226,27 @@ func (g *Guard) Exec(ctx context.Context, cmd []string, opts ...ExecOption) (Exe
 	for _, o := range opts {
 		o.applyExec(&c)
 	}
-	opt := docker.ExecOptions{Stdin: c.stdin, WorkingDir: c.dir, User: c.user, OutputLimit: c.limit}
+	opt := backend.ExecOptions{Stdin: c.stdin, WorkingDir: c.dir, User: c.user, OutputLimit: c.limit}
 	for _, k := range slices.Sorted(maps.Keys(c.env)) {
 		opt.Env = append(opt.Env, k+"="+c.env[k])
+	}
+
+	if c.stdin == nil && g.s != nil {
+		// For the run's fate: a command its lease ends when this process
+		// dies is named there.
+		if wd := g.s.Watchdog(); wd != nil {
+			var id string
+			opt.Started = func(execID string) {
+				if wd.TellExec(execID, g.name) == nil {
+					id = execID
+				}
+			}
+			defer func() {
+				if id != "" {
+					wd.UntellExec(id, g.name)
+				}
+			}()
+		}
 	}
 
 	ectx, cancel := context.WithCancelCause(ctx)
@@ -255,9 +269,9 @@ func (g *Guard) Exec(ctx context.Context, cmd []string, opts ...ExecOption) (Exe
 		// Unknown: it never ran, or its end is not confirmed.
 		return res, fmt.Errorf("sandboxtest: %w", err)
 	case out.Interrupted != nil && stopped:
-		res.Ending = KilledGuardStopped
+		res.Ending = GuardStopped
 	case out.Interrupted != nil:
-		res.Ending = KilledContextDone
+		res.Ending = ContextEnded
 	default:
 		res.Ending, res.ExitCode = Exited, out.ExitCode
 	}
@@ -266,7 +280,7 @@ func (g *Guard) Exec(ctx context.Context, cmd []string, opts ...ExecOption) (Exe
 
 // execStopBound is how long Stop waits for the running execs to end: the
 // backend's own bound after it ends one (grace and 3 s), and a margin.
-const execStopBound = docker.ExecGrace + 5*time.Second
+const execStopBound = backend.ExecGrace + 5*time.Second
 
 // execSet tracks the Execs running in a sandbox, so that Stop can end
 // them before it stops the sandbox, and a keep-alive sandbox, which Stop

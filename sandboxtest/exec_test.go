@@ -15,7 +15,6 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 
-	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/backend/docker"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/testimage"
@@ -25,22 +24,6 @@ import (
 
 // A command run in a test's sandbox: its fate and its output, and nothing
 // of it left running whatever ends the test.
-func ExampleGuard_Exec() {
-	t := &testing.T{} // in a test, the test's own t
-	g := sandboxtest.Start(t, sandboxtest.Spec{Image: "busybox:1.36"})
-
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	res, err := g.Exec(ctx, []string{"sh", "-c", "echo hello; exit 3"})
-	if err != nil {
-		t.Fatal(err) // no shell in the image, the engine gone, …
-	}
-	if res.Ending != sandboxtest.Exited || res.ExitCode != 3 {
-		t.Fatalf("want exit 3, got %v", res) // the command, its fate, its output
-	}
-	fmt.Print(res.Stdout)
-}
-
 // Environment of TestExecOwnerHelper, set by TestExecOwnerKilled.
 const (
 	envOwnerHelper = "RZ_TEST_EXEC_OWNER"
@@ -56,7 +39,9 @@ func keepAliveSpec(image, nonce string) sandboxtest.Spec {
 		Image: image,
 		Cmd:   []string{"sleep", "300"},
 		Reuse: true,
-		Env:   map[string]string{"RZ_TEST_NONCE": nonce},
+		// What Customize changes, named: it enters the identity.
+		ReuseKey: "auto-remove",
+		Env:      map[string]string{"RZ_TEST_NONCE": nonce},
 		Customize: []testcontainers.ContainerCustomizer{
 			testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) { hc.AutoRemove = true }),
 		},
@@ -159,7 +144,7 @@ func TestExecTrapOnTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Ending != sandboxtest.KilledContextDone || !errors.Is(res.Cause, context.DeadlineExceeded) || res.ExitCode != -1 {
+	if res.Ending != sandboxtest.ContextEnded || !errors.Is(res.Cause, context.DeadlineExceeded) || res.ExitCode != -1 {
 		t.Errorf("got %v (cause %v, code %d); want killed because the context's deadline passed, code -1", res, res.Cause, res.ExitCode)
 	}
 	marker := execMust(t, g, "cat", "/tmp/marker")
@@ -190,7 +175,7 @@ func TestExecBackgroundChildCancelled(t *testing.T) {
 	}
 	cancel()
 	res := <-ended
-	if res.Ending != sandboxtest.KilledContextDone || !errors.Is(res.Cause, context.Canceled) {
+	if res.Ending != sandboxtest.ContextEnded || !errors.Is(res.Cause, context.Canceled) {
 		t.Errorf("got %v; want killed because the context was cancelled", res)
 	}
 	if left := execOthers(t, d, g.Name()); len(left) > 0 {
@@ -283,7 +268,7 @@ func TestExecGuardStop(t *testing.T) {
 	}
 	select {
 	case res := <-ended:
-		if res.Ending != sandboxtest.KilledGuardStopped || !errors.Is(res.Cause, sandboxtest.ErrGuardStopped) {
+		if res.Ending != sandboxtest.GuardStopped || !errors.Is(res.Cause, sandboxtest.ErrGuardStopped) {
 			t.Errorf("got %v; want killed because the guard stopped", res)
 		}
 	case <-time.After(time.Second):
@@ -310,7 +295,7 @@ func TestExecNoShell(t *testing.T) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
 	}
-	if res.Ending != sandboxtest.Unknown {
+	if res.Ending != sandboxtest.Unconfirmed {
 		t.Errorf("Ending %v for a command that never ran; want Unknown", res.Ending)
 	}
 }
@@ -348,7 +333,7 @@ func TestExecWithStdinCancelled(t *testing.T) {
 	}
 	cancel()
 	res := <-ended
-	if res.Ending != sandboxtest.KilledContextDone {
+	if res.Ending != sandboxtest.ContextEnded {
 		t.Errorf("got %v; want killed because the context was cancelled", res)
 	}
 	if left := execOthers(t, d, g.Name()); len(left) > 0 {
@@ -399,6 +384,7 @@ func execMust(t *testing.T, g *sandboxtest.Guard, cmd ...string) sandboxtest.Exe
 
 func execDriver(t *testing.T) *docker.Driver {
 	t.Helper()
+	testimage.Engine(t)
 	d, err := docker.Open(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -410,25 +396,18 @@ func execDriver(t *testing.T) *docker.Driver {
 func execRemove(t *testing.T, d *docker.Driver, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := d.RemoveSandboxes(ctx, []string{name})[0]; err != nil && !errors.Is(err, backend.ErrNotFound) {
+	if _, err := d.Client().ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true}); err != nil && !strings.Contains(strings.ToLower(err.Error()), "no such container") {
 		t.Errorf("removing %s: %v", name, err)
 	}
 }
 
 // execTop lists "pid command line" for every process of the container.
 func execTop(t *testing.T, d *docker.Driver, name string) [][2]string {
-	res, err := d.Client().ContainerTop(context.Background(), name, client.ContainerTopOptions{Arguments: []string{"-o", "pid,args"}})
+	procs, err := testimage.Processes(context.Background(), d.Client(), name)
 	if err != nil {
-		t.Errorf("top of %s: %v", name, err)
-		return nil
+		t.Error(err)
 	}
-	var out [][2]string
-	for _, p := range res.Processes {
-		if len(p) == 2 {
-			out = append(out, [2]string{p[0], p[1]})
-		}
-	}
-	return out
+	return procs
 }
 
 // execRunning lists the processes whose command line is exactly args.
@@ -459,10 +438,12 @@ func execPID1(t *testing.T, d *docker.Driver, name string) string {
 	return strconv.Itoa(in.Container.State.Pid)
 }
 
+// execOthersThan lists the processes but pid1. Docker's top gives the
+// host's pids, Podman's those of the container, where PID 1 is 1.
 func execOthersThan(t *testing.T, d *docker.Driver, name, pid1 string) []string {
 	var out []string
 	for _, p := range execTop(t, d, name) {
-		if p[0] != pid1 {
+		if p[0] != pid1 && p[0] != "1" {
 			out = append(out, p[0]+" "+p[1])
 		}
 	}

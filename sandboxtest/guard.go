@@ -2,31 +2,33 @@ package sandboxtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/rightsize/rightsize-go/backend"
-	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/reaper"
 )
 
 // Guard is a started sandbox bound to the test (or suite) that started it.
+//
+// Its methods may be called from any goroutine, but those that fail the
+// test on error (MappedPort, Endpoint, Logs) must be called from the
+// test's own goroutine, as t.Fatal must.
 type Guard struct {
 	o    owner
 	spec Spec
 	name string
-	s    *session
-	sbx  backend.Sandbox
-	// keepAlive: a reused sandbox, left running by Stop.
-	keepAlive bool
+	s    *reaper.Session
+	// keepAlive: a reused sandbox, left running by Stop; view: a Guard.For
+	// view, which stops nothing.
+	keepAlive, view bool
 
 	mu      sync.Mutex
+	sbx     backend.Sandbox // set once started; read under mu (sandbox)
 	stopped bool
 	execs   execSet
 }
@@ -39,17 +41,23 @@ type Guard struct {
 // the process's first use.
 func Start(tb testing.TB, spec Spec) *Guard {
 	tb.Helper()
-	return start(tbOwner{tb}, spec)
-}
-
-func start(o owner, spec Spec) *Guard {
-	o.Helper()
-	g := &Guard{o: o, spec: spec}
-	o.Cleanup(g.cleanup)
-	if err := g.start(o.context()); err != nil {
-		o.Fatalf("sandboxtest: start %s: %v", describe(spec), err)
+	g, note, err := start(tbOwner{tb}, spec)
+	if note != "" {
+		tb.Log(note)
+	}
+	if err != nil {
+		tb.Fatalf("sandboxtest: start %s: %v", describe(spec), err)
 	}
 	return g
+}
+
+// start makes the guard, registers its stop with o, and starts it; it
+// returns the watchdog's first-time note for o's log.
+func start(o owner, spec Spec) (*Guard, string, error) {
+	g := &Guard{o: o, spec: spec}
+	o.addCleanup(g.cleanup)
+	note, err := g.start(o.context())
+	return g, note, err
 }
 
 func describe(spec Spec) string {
@@ -59,172 +67,168 @@ func describe(spec Spec) string {
 	return spec.Image
 }
 
-func (g *Guard) start(ctx context.Context) error {
-	if g.spec.Image == "" {
-		return errors.New("Spec.Image is empty")
+func (g *Guard) start(ctx context.Context) (string, error) {
+	if err := g.spec.check(); err != nil {
+		return "", err
 	}
 	s, err := getSession(ctx)
 	if err != nil {
-		return err
+		return "", err
 	}
 	g.s = s
 	if g.spec.Reuse && reuseEnabled() {
 		return g.startReuse(ctx)
 	}
-	g.name = s.nextName()
-	// The watchdog first: killed between its first ledger write and the
-	// watchdog's spawn, a process would leave that write to the next
-	// process's sweep. A watchdog that finds no files has nothing to do.
-	if started, err := s.ensureWatchdog(); err != nil {
-		g.o.Logf("sandboxtest: no watchdog for this process (%v); a crash's leftovers will be removed by the next process's sweep", err)
-	} else if started {
-		g.o.Logf("sandboxtest: run %s, watchdog pid %d", s.runID, s.wd.Load().PID)
-	}
-	if err := s.addSandbox(g.name); err != nil {
-		return err
-	}
-	sbx, err := g.create(ctx, g.name, s.runLabels())
-	if err != nil {
-		// The line goes only once no sandbox of that name exists. A create
-		// cut short by the context may still be finished by the engine a
-		// moment later: give it that moment before looking.
-		if ctx.Err() != nil {
-			time.Sleep(lateCreateSettle)
+	g.name = s.NextName()
+	note, err := s.Create(ctx, sandboxKind, g.name, func(ctx context.Context) (string, error) {
+		sbx, err := s.Driver().Create(ctx, g.name, g.backendSpec(s.RunID(), "", ""))
+		if err != nil {
+			return "", err
 		}
-		fctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
-		defer cancel()
-		if ferr := s.removeAndForget(fctx, sandboxKind, []string{g.name})[0]; ferr != nil {
-			err = fmt.Errorf("%w; and %v", err, ferr)
-		}
-		return err
-	}
-	g.mu.Lock()
-	g.sbx = sbx
-	g.mu.Unlock()
-	return nil
+		g.setSandbox(sbx)
+		return sbx.ID(), nil
+	})
+	return watchdogNote(s, note), err
 }
 
-// create asks the backend for the sandbox.
-func (g *Guard) create(ctx context.Context, name string, labels map[string]string) (backend.Sandbox, error) {
-	all := maps.Clone(g.spec.Labels)
-	if all == nil {
-		all = map[string]string{}
+// watchdogNote is what the first sandbox's log says of the watchdog; a
+// watchdog that could not start is told on stderr, where it is seen
+// without -v.
+func watchdogNote(s *reaper.Session, note *reaper.WatchdogNote) string {
+	switch {
+	case note == nil:
+		return ""
+	case note.Err != nil:
+		warnf("sandboxtest: no watchdog for run %s (%v); if this process is killed, its sandboxes stay until the next process's sweep", s.RunID(), note.Err)
+		return ""
+	case note.Started:
+		return fmt.Sprintf("sandboxtest: run %s, %s watchdog pid %d", s.RunID(), note.Kind, note.PID)
 	}
-	maps.Copy(all, labels)
+	return ""
+}
+
+// backendSpec is the spec as the backend takes it: marked as run runID's,
+// or as the keep-alive sandbox keepAlive (with rightsize-go's extra mark).
+func (g *Guard) backendSpec(runID, keepAlive, extra string) backend.Spec {
 	bs := backend.Spec{
-		Image:         g.spec.Image,
-		Cmd:           g.spec.Cmd,
-		Env:           g.spec.Env,
-		Ports:         g.spec.Ports,
-		Labels:        all,
-		MemoryLimitMB: g.spec.MemoryLimitMB,
+		Image:          g.spec.Image,
+		Cmd:            g.spec.Cmd,
+		Env:            g.spec.Env,
+		Ports:          g.spec.Ports,
+		Labels:         g.spec.Labels,
+		RunID:          runID,
+		KeepAlive:      keepAlive,
+		KeepAliveExtra: extra,
+		MemoryLimitMB:  g.spec.MemoryLimitMB,
+		WaitingFor:     g.spec.WaitingFor,
+		Customize:      g.spec.Customize,
 	}
 	for _, f := range g.spec.Files {
-		bs.Files = append(bs.Files, backend.File{GuestPath: f.GuestPath, Content: f.Content, Mode: f.Mode})
+		bs.Files = append(bs.Files, backend.File{GuestPath: f.GuestPath, Content: f.Content, Mode: int64(f.Mode.Perm())})
 	}
 	for _, n := range g.spec.Networks {
-		if n == nil {
-			return nil, errors.New("Spec.Networks holds a nil *Network")
-		}
 		if bs.Networks == nil {
 			bs.Networks = map[string][]string{}
 		}
 		bs.Networks[n.Name()] = g.spec.Aliases
 	}
-	if d, ok := g.s.drv.(*docker.Driver); ok {
-		var extra []testcontainers.ContainerCustomizer
-		if g.spec.WaitingFor != nil {
-			extra = append(extra, testcontainers.WithWaitStrategy(g.spec.WaitingFor))
-		}
-		extra = append(extra, g.spec.Customize...)
-		sbx, err := d.CreateWith(ctx, name, bs, extra...)
-		if err != nil {
-			return nil, err // not a nil *docker.Sandbox in a non-nil interface
-		}
-		return sbx, nil
-	}
-	if g.spec.WaitingFor != nil || len(g.spec.Customize) > 0 {
-		return nil, fmt.Errorf("Spec.WaitingFor and Spec.Customize need the docker backend; this process uses %s", g.s.drv.Name())
-	}
-	return g.s.drv.Create(ctx, name, bs)
+	return bs
 }
 
-// lateCreateSettle is how long a create interrupted by its context is given
-// to be finished by the engine anyway, as the watchdog's second pass does.
-const lateCreateSettle = 2 * time.Second
+func (g *Guard) setSandbox(sbx backend.Sandbox) {
+	g.mu.Lock()
+	g.sbx = sbx
+	g.mu.Unlock()
+}
+
+// sandbox is the backend's handle, nil until started.
+func (g *Guard) sandbox() backend.Sandbox {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.sbx
+}
 
 // Name is the sandbox's name: rz-<run-id>-<n>, or rz-reuse-<hash> for a
 // keep-alive sandbox.
 func (g *Guard) Name() string { return g.name }
 
-// Host is the host published ports are reached on from this process:
-// 127.0.0.1 for a local engine, TESTCONTAINERS_HOST_OVERRIDE when set; ""
-// when the sandbox was not started.
+// Host is where this process reaches the sandbox's published ports:
+// 127.0.0.1 beside a local engine, the engine's gateway from inside a
+// container, the engine's host over TCP, TESTCONTAINERS_HOST_OVERRIDE when
+// set; "" when the sandbox was not started. testcontainers-go's own
+// answers for a Track(t) container agree with it.
 func (g *Guard) Host() string {
-	if g.sbx == nil {
-		return ""
+	if sbx := g.sandbox(); sbx != nil {
+		return sbx.Host()
 	}
-	return g.sbx.Host()
+	return ""
 }
 
 // MappedPort returns the host port that guest port ("8080/tcp") is
-// published on; it fails the test when there is none. Call it from the
-// test's goroutine.
+// published on; it fails the test when there is none.
 func (g *Guard) MappedPort(port string) string {
-	g.o.Helper()
-	if g.sbx == nil {
-		g.o.Fatalf("sandboxtest: MappedPort(%q): the sandbox was not started", port)
+	if tb := g.o.testTB(); tb != nil {
+		tb.Helper()
+	}
+	sbx := g.sandbox()
+	if sbx == nil {
+		g.o.fatalf("sandboxtest: MappedPort(%q): the sandbox was not started", port)
 		return ""
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
-	p, err := g.sbx.MappedPort(ctx, port)
+	p, err := sbx.MappedPort(ctx, port)
 	if err != nil {
-		g.o.Fatalf("sandboxtest: MappedPort(%q) of %s: %v", port, g.name, err)
+		g.o.fatalf("sandboxtest: MappedPort(%q) of %s: %v", port, g.name, err)
 	}
 	return p
 }
 
 // Endpoint returns "host:port" for guest port ("8080/tcp"), ready to dial;
-// it fails the test as MappedPort does. Call it from the test's goroutine.
+// it fails the test as MappedPort does.
 func (g *Guard) Endpoint(port string) string {
-	g.o.Helper()
+	if tb := g.o.testTB(); tb != nil {
+		tb.Helper()
+	}
 	return net.JoinHostPort(g.Host(), g.MappedPort(port))
 }
 
 // Logs returns what the sandbox wrote so far; it fails the test when they
-// cannot be read. Call it from the test's goroutine.
+// cannot be read.
 func (g *Guard) Logs() string {
-	g.o.Helper()
-	if g.sbx == nil {
-		g.o.Fatalf("sandboxtest: Logs: the sandbox was not started")
+	if tb := g.o.testTB(); tb != nil {
+		tb.Helper()
+	}
+	sbx := g.sandbox()
+	if sbx == nil {
+		g.o.fatalf("sandboxtest: Logs: the sandbox was not started")
 		return ""
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
-	l, err := g.sbx.Logs(ctx)
+	l, err := sbx.Logs(ctx)
 	if err != nil {
-		g.o.Fatalf("sandboxtest: logs of %s: %v", g.name, err)
+		g.o.fatalf("sandboxtest: logs of %s: %v", g.name, err)
 	}
 	return l
 }
 
-// Sandbox is the backend's handle, for what the guard does not wrap.
-func (g *Guard) Sandbox() backend.Sandbox { return g.sbx }
-
-// Container is the testcontainers-go container on the Docker backend (nil
-// otherwise, and for an adopted keep-alive container).
-func (g *Guard) Container() *testcontainers.DockerContainer {
-	if ds, ok := g.sbx.(*docker.Sandbox); ok {
-		return ds.Container()
+// Container is the testcontainers-go container behind the sandbox, for
+// what the guard does not wrap; nil on a backend without one (msb). For a
+// keep-alive sandbox adopted from an earlier run it is a handle on that
+// container, made for the occasion.
+func (g *Guard) Container() testcontainers.Container {
+	if c, ok := g.sandbox().(backend.Container); ok {
+		return c.Container()
 	}
 	return nil
 }
 
 // Stop ends every Exec still running in the sandbox, then stops the sandbox
 // (SIGTERM, a grace period, forced removal) and removes its ledger line once
-// it is confirmed gone. A keep-alive sandbox is left running. Calling Stop
-// again after it succeeded does nothing; after a failure it tries again.
+// it is confirmed gone. A keep-alive sandbox is left running, and so is the
+// sandbox behind a Guard.For view. Calling Stop again after it succeeded
+// does nothing; after a failure it tries again.
 func (g *Guard) Stop(ctx context.Context) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -232,14 +236,14 @@ func (g *Guard) Stop(ctx context.Context) error {
 		return nil
 	}
 	g.execs.stopAll(ctx)
-	if g.keepAlive || g.s == nil || g.name == "" {
+	if g.keepAlive || g.view || g.s == nil || g.name == "" {
 		g.stopped = true
 		return nil
 	}
-	if g.sbx == nil {
+	if g.sbx == nil || g.sbx.ID() == "" {
 		// Never created, or its creation failed: no handle to stop, only
-		// a name to remove.
-		if err := g.s.removeAndForget(ctx, sandboxKind, []string{g.name})[0]; err != nil {
+		// a name to remove where the engine shows it is this run's.
+		if err := g.s.Release(ctx, sandboxKind, []string{g.name})[0]; err != nil {
 			return err
 		}
 		g.stopped = true
@@ -248,7 +252,7 @@ func (g *Guard) Stop(ctx context.Context) error {
 	if err := g.sbx.Stop(ctx, stopGrace(g.spec.StopGrace, g.o.deadline())); err != nil {
 		return fmt.Errorf("stop %s: %w (it stays in the ledger for the watchdog or the next sweep)", g.name, err)
 	}
-	if err := g.s.forget(sandboxKind, g.name); err != nil {
+	if err := g.s.Forget(sandboxKind, g.name); err != nil {
 		return err
 	}
 	g.stopped = true
@@ -259,6 +263,22 @@ func (g *Guard) cleanup() {
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
 	if err := g.Stop(ctx); err != nil {
-		g.o.Errorf("sandboxtest: %v", err)
+		g.o.errorf("sandboxtest: %v", err)
 	}
+}
+
+// For returns a view of g bound to tb: a failure of its methods fails tb
+// (instead of ending the binary, for a suite's guard), and its Stop, or the
+// end of tb, leaves the sandbox running, as it belongs to whoever started
+// it. Execs started through the view end with tb.
+//
+//	func TestQuery(t *testing.T) {
+//		addr := db.For(t).Endpoint("5432/tcp")
+//		…
+//	}
+func (g *Guard) For(tb testing.TB) *Guard {
+	tb.Helper()
+	v := &Guard{o: tbOwner{tb}, spec: g.spec, name: g.name, s: g.s, sbx: g.sandbox(), view: true}
+	tb.Cleanup(v.cleanup)
+	return v
 }

@@ -15,8 +15,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/rightsize/rightsize-go/backend/docker"
 )
 
 // exit is os.Exit, replaced by tests of Main.
@@ -30,62 +28,75 @@ var (
 	stdout = func() io.Writer { return os.Stdout }
 )
 
-// Main runs a package's tests from TestMain with sandboxes that outlive no
-// one:
-//
-//	func TestMain(m *testing.M) { sandboxtest.Main(m) }
-//
-// or, with sandboxes shared by every test of the package:
+// TestingM is what Main runs: *testing.M, or the body of a program that is
+// not a test binary (a demo, a tool started with `go run` that needs a
+// database while it runs), whose Run returns its exit code.
+type TestingM interface{ Run() int }
+
+// Option changes what Main does. Only this package makes them.
+type Option interface{ applyMain(*mainConfig) }
+
+type mainConfig struct {
+	setup    []func(*Suite)
+	guardAll bool
+}
+
+type mainOption func(*mainConfig)
+
+func (f mainOption) applyMain(c *mainConfig) { f(c) }
+
+// Setup makes Main run fn before the tests, with a Suite to start sandboxes
+// and networks that every test of the package shares:
 //
 //	var db *sandboxtest.Guard
 //
 //	func TestMain(m *testing.M) {
-//		sandboxtest.Main(m, func(s *sandboxtest.Suite) {
-//			db = s.Start(sandboxtest.Spec{Image: "postgres:16", Ports: []string{"5432/tcp"}})
-//		})
+//		sandboxtest.Main(m, sandboxtest.Setup(func(s *sandboxtest.Suite) {
+//			db = s.Start(sandboxtest.Spec{Image: "postgres:16", …})
+//		}))
 //	}
 //
+// Several Setup options run in order.
+func Setup(fn func(*Suite)) Option {
+	return mainOption(func(c *mainConfig) { c.setup = append(c.setup, fn) })
+}
+
+// Main runs a package's tests from TestMain with sandboxes that outlive no
+// one, and exits with their code:
+//
+//	func TestMain(m *testing.M) { sandboxtest.Main(m) }
+//
 // It parses the test flags (so setup may call testing.Short), sweeps what
-// dead runs left on this backend, runs setup, runs the tests, then stops
-// what is still up — Shared sandboxes, then the suite's sandboxes and
-// networks last in first out, then anything else labelled with this run —
-// and exits with the tests' code, or 1 when stopping something failed.
+// dead runs left on this backend, runs each Setup, runs the tests, then
+// stops what is still up — the suite's sandboxes and networks last in first
+// out, then anything else of this run — and exits with the tests' code, or
+// 1 when stopping something failed.
 //
 // When setup fails (Suite.Fatalf, a Suite.Start or NewNetwork that cannot
-// start, Suite.Errorf, a panic), Main prints one line naming the cause,
-// removes what setup had started, and exits 1 without running a test.
-// Setup is bounded by -test.timeout, like the tests; with -test.list it is
-// not run at all.
+// start, a panic), Main prints one line naming the cause, removes what
+// setup had started, and exits 1 without running a test. Setup is bounded
+// by -test.timeout, like the tests; with -test.list it is not run at all.
 //
 // When the binary does not reach the end of Main (a test panics, `go test
 // -timeout` fires, os.Exit is called elsewhere, SIGKILL), the watchdog
 // removes the run's sandboxes and networks within about a second, as for
 // any other.
-func Main(m *testing.M, setup ...func(*Suite)) {
-	exit(runMain(m, setup))
+//
+// A program that is not a test binary passes its body as m: Main gives it
+// the same sweep, setup and final clean-up, and exits with its code.
+func Main(m TestingM, opts ...Option) {
+	var cfg mainConfig
+	for _, o := range opts {
+		o.applyMain(&cfg)
+	}
+	exit(runMainWith(m, cfg))
 }
 
-// runner is the part of *testing.M that Main uses.
-type runner interface{ Run() int }
-
-// Run gives a program that is not a test binary — a demo, a development
-// tool started with `go run` that needs a database while it runs — what
-// Main gives a test binary: it sweeps what dead runs left, runs setup (a
-// failure prints one line and returns 1, after removing what setup
-// started), runs body, then removes everything of this run and returns
-// body's code (1 when stopping something failed). A process that dies
-// before Run returns leaves its sandboxes to the watchdog, as a test binary
-// does. Guards started by setup report failures after setup by panicking,
-// as a Suite's do in tests.
-func Run(body func() int, setup ...func(*Suite)) int {
-	return runMain(runnerFunc(body), setup)
+func runMain(m TestingM, setup []func(*Suite)) int {
+	return runMainWith(m, mainConfig{setup: setup})
 }
 
-type runnerFunc func() int
-
-func (f runnerFunc) Run() int { return f() }
-
-func runMain(m runner, setup []func(*Suite)) int {
+func runMainWith(m TestingM, cfg mainConfig) int {
 	if testing.Testing() && !flag.Parsed() {
 		flag.Parse()
 	}
@@ -94,6 +105,17 @@ func runMain(m runner, setup []func(*Suite)) int {
 		return m.Run()
 	}
 	ctx := context.Background()
+	setup := cfg.setup
+	if cfg.guardAll {
+		_, stop, err := startGuardAll(ctx)
+		if err != nil {
+			fmt.Fprintf(stderr(), "sandboxtest: %s\n", oneLine(err.Error()))
+			return 1
+		}
+		// After the run's close (deferred before it), so that the close
+		// still finds the engine where the session does.
+		defer stop()
+	}
 	if _, err := getSession(ctx); err != nil {
 		if len(setup) > 0 {
 			fmt.Fprintf(stderr(), "sandboxtest: suite setup failed: %s\n", oneLine(err.Error()))
@@ -131,10 +153,7 @@ func runMain(m runner, setup []func(*Suite)) int {
 
 	code := m.Run()
 
-	// Shared sandboxes first: they may have joined a suite network, which
-	// cannot go while they are attached.
-	ok := shared.close()
-	ok = suite.close() && ok
+	ok := suite.close()
 	if err := closeRun(ctx); err != nil {
 		fmt.Fprintf(stderr(), "sandboxtest: %s\n", oneLine(err.Error()))
 		ok = false
@@ -197,21 +216,7 @@ func closeRun(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
 	defer cancel()
-	var errs []error
-	if s.run != nil {
-		// Sandboxes first: a network cannot go while one is attached.
-		errs = append(errs, s.removeAndForget(ctx, sandboxKind, s.run.Sandboxes())...)
-		errs = append(errs, s.removeAndForget(ctx, networkKind, s.run.Networks())...)
-	}
-	if d, ok := s.drv.(*docker.Driver); ok {
-		if _, err := d.CloseRun(ctx, s.runID); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("closing run %s: %w", s.runID, err)
-	}
-	return nil
+	return s.Close(ctx)
 }
 
 // Suite is what Main's setup starts shared sandboxes and networks through.
@@ -219,9 +224,8 @@ func closeRun(ctx context.Context) error {
 // out, before the binary exits.
 //
 // In setup, a Suite behaves like a test: Fatalf ends setup (from setup's
-// goroutine, as t.Fatalf ends a test), Errorf marks it failed and lets it
-// go on, Cleanup registers what to run when Main closes the suite, Logf
-// prints with -test.v.
+// goroutine, as t.Fatalf ends a test), Cleanup registers what to run when
+// Main closes the suite, Logf prints with -test.v.
 //
 // The guards a Suite returns report to the suite, which has no test to
 // fail: used from a test, a guard method that fails (MappedPort of a port
@@ -233,17 +237,35 @@ type Suite struct {
 	ctx      context.Context
 	cleanups []func()
 	inSetup  bool
-	setupErr []string // Errorf and Fatalf in setup
-	errs     []string // Errorf after setup
+	setupErr []string // errors and fatals in setup
+	errs     []string // errors after setup
 }
 
 // Start starts a sandbox shared by the package's tests. When it cannot
 // start, setup ends there and Main exits 1 with the cause.
-func (s *Suite) Start(spec Spec) *Guard { return start(s, spec) }
+func (s *Suite) Start(spec Spec) *Guard {
+	g, note, err := start(s, spec)
+	if note != "" {
+		s.Logf("%s", note)
+	}
+	if err != nil {
+		s.fatalf("sandboxtest: start %s: %v", describe(spec), err)
+	}
+	return g
+}
 
-// NewNetwork creates a network shared by the package's tests; sandboxes
-// of the suite and Shared sandboxes can join it.
-func (s *Suite) NewNetwork() *Network { return newNetwork(s) }
+// NewNetwork creates a network shared by the package's tests; the suite's
+// sandboxes can join it.
+func (s *Suite) NewNetwork() *Network {
+	n, note, err := newNetwork(s)
+	if note != "" {
+		s.Logf("%s", note)
+	}
+	if err != nil {
+		s.fatalf("sandboxtest: network: %v", err)
+	}
+	return n
+}
 
 // setup runs fn in a goroutine of its own, so that Fatalf can end it the
 // way t.FailNow ends a test, and reports why it failed, in one line.
@@ -319,15 +341,12 @@ func (s *Suite) close() bool {
 	return len(s.errs) == before
 }
 
-// failed reports whether Errorf was called after setup.
+// failed reports whether a failure was reported after setup.
 func (s *Suite) failed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.errs) > 0
 }
-
-// Helper does nothing; it is there so that a Suite can own guards.
-func (s *Suite) Helper() {}
 
 // Cleanup registers fn to run when Main closes the suite, after the tests,
 // last in first out with the suite's sandboxes and networks.
@@ -338,9 +357,27 @@ func (s *Suite) Cleanup(fn func()) {
 }
 
 // Fatalf ends setup with a failure: Main prints the message and exits 1.
-// Called after setup (from a test, through one of the suite's guards), it
-// panics with the message, as there is no test of the suite's to fail.
-func (s *Suite) Fatalf(format string, args ...any) {
+func (s *Suite) Fatalf(format string, args ...any) { s.fatalf(format, args...) }
+
+// Logf prints with -test.v.
+func (s *Suite) Logf(format string, args ...any) {
+	if verbose() {
+		fmt.Fprintf(stdout(), format+"\n", args...)
+	}
+}
+
+// The Suite as an owner of guards and networks.
+
+func (s *Suite) testTB() testing.TB { return nil }
+
+func (s *Suite) addCleanup(fn func()) { s.Cleanup(fn) }
+
+func (s *Suite) logf(format string, args ...any) { s.Logf(format, args...) }
+
+// fatalf ends setup with a failure. Called after setup (from a test,
+// through one of the suite's guards), it panics with the message, as there
+// is no test of the suite's to fail.
+func (s *Suite) fatalf(format string, args ...any) {
 	msg := strings.TrimPrefix(fmt.Sprintf(format, args...), "sandboxtest: ")
 	s.mu.Lock()
 	inSetup := s.inSetup
@@ -354,10 +391,10 @@ func (s *Suite) Fatalf(format string, args ...any) {
 	panic("sandboxtest: " + msg + " (a suite's guard has no test to fail: use g.For(t) in tests to fail the test instead)")
 }
 
-// Errorf reports a failure and goes on: in setup, Main exits 1 once setup
+// errorf reports a failure and goes on: in setup, Main exits 1 once setup
 // returns; after it (a suite cleanup that fails), the tests' code 0
 // becomes 1.
-func (s *Suite) Errorf(format string, args ...any) {
+func (s *Suite) errorf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -367,13 +404,6 @@ func (s *Suite) Errorf(format string, args ...any) {
 	}
 	s.errs = append(s.errs, msg)
 	fmt.Fprintln(stderr(), oneLine(msg))
-}
-
-// Logf prints with -test.v.
-func (s *Suite) Logf(format string, args ...any) {
-	if verbose() {
-		fmt.Fprintf(stdout(), format+"\n", args...)
-	}
 }
 
 func (s *Suite) context() context.Context {
@@ -397,125 +427,4 @@ func verbose() bool {
 		}
 	}
 	return false
-}
-
-// For returns a view of g bound to tb: a failure of its methods fails tb
-// (instead of panicking, for a suite's guard), and its Stop, or the end of
-// tb, leaves the sandbox running, as it belongs to whoever started it.
-// Execs started through the view end with tb.
-//
-//	func TestQuery(t *testing.T) {
-//		addr := db.For(t).Endpoint("5432/tcp")
-//		…
-//	}
-func (g *Guard) For(tb testing.TB) *Guard {
-	tb.Helper()
-	g.mu.Lock()
-	sbx := g.sbx
-	g.mu.Unlock()
-	v := &Guard{o: tbOwner{tb}, spec: g.spec, name: g.name, s: g.s, sbx: sbx, keepAlive: true}
-	tb.Cleanup(v.cleanup)
-	return v
-}
-
-// SharedSandbox is a sandbox started by the first test that asks for it and
-// shared by every later one; see Shared.
-type SharedSandbox struct {
-	spec Spec
-
-	mu    sync.Mutex
-	owner *Suite
-	g     *Guard
-	err   error
-}
-
-type sharedSet struct {
-	mu   sync.Mutex
-	list []*SharedSandbox
-}
-
-var shared sharedSet
-
-// Shared declares a sandbox started lazily: the first test that calls Get
-// starts it, every later test gets the same one (safe from parallel tests),
-// and Main stops it when the tests are done. Declare it at package level:
-//
-//	var cache = sandboxtest.Shared(sandboxtest.Spec{Image: "redis:7"})
-//
-// It may join networks made by the Suite in Main's setup (declare it there
-// then), never a test's network, which goes when that test ends. Without
-// Main it lives until the test binary exits, and the watchdog removes it
-// then.
-func Shared(spec Spec) *SharedSandbox {
-	s := &SharedSandbox{spec: spec}
-	shared.mu.Lock()
-	shared.list = append(shared.list, s)
-	shared.mu.Unlock()
-	return s
-}
-
-// Get returns the shared sandbox, starting it on first use; if starting it
-// failed, every test that asks fails with the same cause. The guard it
-// returns reports to tb (see Guard.For); its Stop leaves the shared sandbox
-// running.
-func (s *SharedSandbox) Get(tb testing.TB) *Guard {
-	tb.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.g == nil && s.err == nil {
-		s.err = sharedNetworks(s.spec)
-	}
-	if s.g == nil && s.err == nil {
-		s.owner = &Suite{}
-		var g *Guard
-		if msg, ok := s.owner.setup(func(o *Suite) { g = start(o, s.spec) }); ok {
-			s.g = g
-		} else {
-			s.err = errors.New(msg)
-		}
-	}
-	if s.err != nil {
-		tb.Fatalf("sandboxtest: shared %s: %v", describe(s.spec), s.err)
-		return nil
-	}
-	return s.g.For(tb)
-}
-
-// sharedNetworks refuses a network that goes before the shared sandbox
-// would.
-func sharedNetworks(spec Spec) error {
-	for _, n := range spec.Networks {
-		if n == nil {
-			return errors.New("Spec.Networks holds a nil *Network")
-		}
-		if _, ok := n.o.(*Suite); !ok {
-			return fmt.Errorf("network %s belongs to a test and goes when it ends; a shared sandbox can only join a network made in Main's setup (Suite.NewNetwork)", n.name)
-		}
-	}
-	return nil
-}
-
-// close stops every started shared sandbox, all at once (none depends on
-// another), and forgets it, so that a later Get starts afresh.
-func (ss *sharedSet) close() bool {
-	ss.mu.Lock()
-	list := slices.Clone(ss.list)
-	ss.mu.Unlock()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	ok := true
-	for _, s := range list {
-		wg.Go(func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if s.owner != nil && !s.owner.close() {
-				mu.Lock()
-				ok = false
-				mu.Unlock()
-			}
-			s.g, s.owner, s.err = nil, nil, nil
-		})
-	}
-	wg.Wait()
-	return ok
 }

@@ -16,10 +16,13 @@ import (
 
 	"github.com/testcontainers/testcontainers-go/wait"
 
+	"github.com/moby/moby/client"
+
 	"github.com/rightsize/rightsize-go/backend/docker"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 	"github.com/rightsize/rightsize-go/ledger"
+	"github.com/rightsize/rightsize-go/reaper"
 )
 
 // These tests call runMain with a fake runner in place of *testing.M, so
@@ -61,46 +64,70 @@ func lines(s string) []string {
 }
 
 // engineSession is this binary's session, on the Docker backend.
-func engineSession(t *testing.T) (*session, *docker.Driver) {
+func engineSession(t *testing.T) (*reaper.Session, *docker.Driver) {
 	t.Helper()
+	testimage.Engine(t)
 	s, err := getSession(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, ok := s.drv.(*docker.Driver)
+	d, ok := s.Driver().(*docker.Driver)
 	if !ok {
-		t.Skipf("these tests need the docker backend; this process uses %s", s.drv.Name())
+		t.Skipf("these tests need the docker backend; this process uses %s", s.Driver().Name())
 	}
-	if s.run == nil {
+	if s.Ledger() == nil {
 		t.Skip("RIGHTSIZE_REAPER=off: there is no ledger to check")
 	}
 	return s, d
 }
 
-// assertRunEmpty checks that nothing of this binary's run is left: no
-// container or network with its label (either spelling), no line in its
-// ledger, no file of it in the runs folder.
-func assertRunEmpty(t *testing.T, s *session, d *docker.Driver) {
+// runResources lists the ids of what carries run id's label.
+func runResources(t *testing.T, d *docker.Driver, runID string) (ctrs, nets []string) {
 	t.Helper()
-	ctrs, nets, err := d.RunResources(context.Background(), s.runID)
+	ctrs, err := d.ListRun(context.Background(), sandboxKind, runID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ctrs)+len(nets) > 0 {
+	nets, err = d.ListRun(context.Background(), networkKind, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctrs, nets
+}
+
+// assertRunEmpty checks that nothing of this binary's run is left: no
+// container or network with its label (either spelling), no line in its
+// ledger, no file of it in the runs folder.
+func assertRunEmpty(t *testing.T, s *reaper.Session, d *docker.Driver) {
+	t.Helper()
+	if ctrs, nets := runResources(t, d, s.RunID()); len(ctrs)+len(nets) > 0 {
 		t.Errorf("left on the engine: containers %q, networks %q", ctrs, nets)
 	}
-	if l := s.run.Sandboxes(); len(l) > 0 {
+	if l := s.Ledger().Names(ledger.SandboxKind); len(l) > 0 {
 		t.Errorf("ledger still lists sandboxes %q", l)
 	}
-	if l := s.run.Networks(); len(l) > 0 {
+	if l := s.Ledger().Names(ledger.NetworkKind); len(l) > 0 {
 		t.Errorf("ledger still lists networks %q", l)
 	}
-	rec, sbx, nts := ledger.Paths(s.run.RunsDir(), s.runID)
+	rec, sbx, nts := ledger.Paths(s.Ledger().RunsDir(), s.RunID())
 	for _, p := range []string{rec, sbx, nts} {
 		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("ledger file %s is still there (%v)", p, err)
 		}
 	}
+}
+
+// exists reports whether a container of that name exists.
+func exists(t testing.TB, d *docker.Driver, name string) bool {
+	t.Helper()
+	_, err := d.Client().ContainerInspect(context.Background(), name, client.ContainerInspectOptions{})
+	if err == nil {
+		return true
+	}
+	if !strings.Contains(strings.ToLower(err.Error()), "no such container") {
+		t.Fatalf("inspect %s: %v", name, err)
+	}
+	return false
 }
 
 func assertGone(t *testing.T, d *docker.Driver, names ...string) {
@@ -110,8 +137,8 @@ func assertGone(t *testing.T, d *docker.Driver, names ...string) {
 			t.Errorf("a sandbox was not started, so its removal proves nothing")
 			continue
 		}
-		if ok, err := d.Exists(context.Background(), n); err != nil || ok {
-			t.Errorf("%s: exists=%v, err=%v; want it gone", n, ok, err)
+		if exists(t, d, n) {
+			t.Errorf("%s exists; want it gone", n)
 		}
 	}
 }
@@ -209,13 +236,13 @@ func TestMainSetupFailure(t *testing.T) {
 		want:   []string{`migrations failed: relation "users" exists`},
 		reason: "Fatalf ends setup; a message of several lines is printed as one",
 	}, {
-		name: "Errorf",
+		name: "a cleanup's error",
 		fail: func(t *testing.T, su *Suite) {
-			su.Errorf("seed data: %v", "bad row")
+			su.errorf("seed data: %v", "bad row")
 			su.Start(serverSpec(t))
 		},
 		want:   []string{"seed data: bad row"},
-		reason: "Errorf lets setup go on (a second sandbox starts) and fails it when it returns",
+		reason: "an error reported in setup (as a guard's failed stop would) lets it go on and fails it when it returns",
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -258,13 +285,10 @@ func TestMainRunsTestsThenStopsEverything(t *testing.T) {
 	s, d := engineSession(t)
 	out := captureStderr(t)
 	var (
-		web      *Guard
-		netName  string
-		lazy     *SharedSandbox
-		closed   []string
-		webName  string
-		lazyName = map[string]bool{}
-		mu       sync.Mutex
+		web     *Guard
+		netName string
+		closed  []string
+		webName string
 	)
 	setup := func(su *Suite) {
 		su.Cleanup(func() { closed = append(closed, "first cleanup") })
@@ -274,31 +298,20 @@ func TestMainRunsTestsThenStopsEverything(t *testing.T) {
 		spec.Networks = []*Network{n}
 		web = su.Start(spec)
 		webName = web.Name()
-		// On the suite's network: Main must stop it before the network.
-		lazy = Shared(spec)
 		su.Cleanup(func() { closed = append(closed, "last cleanup") })
 	}
 	tests := func() int {
-		ctrs, _, err := d.RunResources(context.Background(), s.runID)
-		if err != nil || len(ctrs) != 1 || ctrs[0] != webName {
-			t.Errorf("before any test: containers %q (%v), want only the suite's %s: Shared must start lazily", ctrs, err, webName)
-		}
 		t.Run("parallel", func(t *testing.T) {
 			for i := range 6 {
 				t.Run(fmt.Sprint(i), func(t *testing.T) {
 					t.Parallel()
-					g := lazy.Get(t)
-					mu.Lock()
-					lazyName[g.Name()] = true
-					mu.Unlock()
-					httpGet(t, g.Endpoint(testimage.ServerPort))
 					httpGet(t, web.For(t).Endpoint(testimage.ServerPort))
 				})
 			}
 		})
-		ctrs, nets, err := d.RunResources(context.Background(), s.runID)
-		if err != nil || len(ctrs) != 2 || len(nets) != 1 {
-			t.Errorf("after the tests: containers %q, networks %q (%v); want the suite's and one shared, and the network", ctrs, nets, err)
+		ctrs, nets := runResources(t, d, s.RunID())
+		if len(ctrs) != 1 || len(nets) != 1 {
+			t.Errorf("after the tests: containers %q, networks %q; want the suite's sandbox and network", ctrs, nets)
 		}
 		return 3
 	}
@@ -308,9 +321,6 @@ func TestMainRunsTestsThenStopsEverything(t *testing.T) {
 	if code != 3 {
 		t.Errorf("runMain = %d, want the tests' code 3", code)
 	}
-	if len(lazyName) != 1 {
-		t.Errorf("parallel tests got shared sandboxes %v, want one and the same", lazyName)
-	}
 	if want := []string{"last cleanup", "first cleanup"}; !slicesEqual(closed, want) {
 		t.Errorf("suite cleanups ran as %q, want %q (last in, first out)", closed, want)
 	}
@@ -318,28 +328,17 @@ func TestMainRunsTestsThenStopsEverything(t *testing.T) {
 		t.Errorf("stderr: %s", s)
 	}
 	// No polling: Main has returned, so everything must be gone already.
-	for n := range lazyName {
-		assertGone(t, d, webName, n)
-	}
-	if ok, err := networkExists(d, s.runID, netName); err != nil || ok {
-		t.Errorf("network %s: exists=%v, err=%v; want it gone", netName, ok, err)
+	assertGone(t, d, webName)
+	if _, nets := runResources(t, d, s.RunID()); len(nets) > 0 {
+		t.Errorf("network %s is still there", netName)
 	}
 	assertRunEmpty(t, s, d)
-}
-
-func networkExists(d *docker.Driver, runID, name string) (bool, error) {
-	_, nets, err := d.RunResources(context.Background(), runID)
-	for _, n := range nets {
-		if n == name {
-			return true, err
-		}
-	}
-	return false, err
 }
 
 func slicesEqual(a, b []string) bool { return strings.Join(a, "\x00") == strings.Join(b, "\x00") }
 
 func TestMainCleanupFailureFailsTheRun(t *testing.T) {
+	testimage.Engine(t) // Main opens the session first
 	tests := []struct {
 		name   string
 		tests  int
@@ -357,7 +356,7 @@ func TestMainCleanupFailureFailsTheRun(t *testing.T) {
 			code := runMain(runFunc(func() int { return tc.tests }), []func(*Suite){func(su *Suite) {
 				su.Cleanup(func() {
 					if tc.fail {
-						su.Errorf("sandboxtest: closing the pool: %v", "connection reset")
+						su.errorf("sandboxtest: closing the pool: %v", "connection reset")
 					}
 				})
 			}})
@@ -437,8 +436,8 @@ func TestSuiteGuardFromATest(t *testing.T) {
 		if err := web.For(t).Stop(context.Background()); err != nil {
 			t.Error(err)
 		}
-		if ok, err := d.Exists(context.Background(), web.Name()); !ok || err != nil {
-			t.Errorf("after the view's Stop: exists=%v, %v", ok, err)
+		if !exists(t, d, web.Name()) {
+			t.Errorf("after the view's Stop the suite's sandbox is gone")
 		}
 		return 0
 	}), []func(*Suite){func(su *Suite) { web = su.Start(serverSpec(t)) }})
@@ -446,35 +445,6 @@ func TestSuiteGuardFromATest(t *testing.T) {
 		t.Errorf("runMain = %d", code)
 	}
 	assertGone(t, d, web.Name())
-}
-
-func TestSharedFailureIsRemembered(t *testing.T) {
-	engineSession(t)
-	sh := Shared(Spec{Image: "rightsize-test/no-such-image:shared"})
-	first := runFailTB(t, func(tb testing.TB) { sh.Get(tb) })
-	second := runFailTB(t, func(tb testing.TB) { sh.Get(tb) })
-	if !strings.Contains(first, "rightsize-test/no-such-image:shared") {
-		t.Errorf("first Get failed with %q; want the image named", first)
-	}
-	// The message names the container it tried: the same name means one
-	// attempt, not one per test.
-	if second != first {
-		t.Errorf("second Get failed with %q, want the first's %q", second, first)
-	}
-	if !shared.close() {
-		t.Error("closing a Shared that never started failed")
-	}
-}
-
-func TestSharedRefusesATestNetwork(t *testing.T) {
-	engineSession(t)
-	n := NewNetwork(t)
-	spec := serverSpec(t)
-	spec.Networks = []*Network{n}
-	msg := runFailTB(t, func(tb testing.TB) { Shared(spec).Get(tb) })
-	if !strings.Contains(msg, n.Name()) || !strings.Contains(msg, "Suite.NewNetwork") {
-		t.Errorf("Get failed with %q; want the network named and the way out", msg)
-	}
 }
 
 func TestMainSetupBoundedByTimeout(t *testing.T) {

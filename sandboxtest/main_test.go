@@ -14,7 +14,7 @@ import (
 // TestMain gives this test binary a cache dir of its own, so that its
 // ledger never meets the user's, and fails the run when a test left a
 // sandbox or network of this process listed: the product's promise,
-// applied to its own tests. sandboxtest.Run then removes any such
+// applied to its own tests. sandboxtest.Main then removes any such
 // leftover, before the folder goes. The session (backend, sweep, run,
 // watchdog) is per process, so this happens before any test touches
 // sandboxtest.
@@ -27,11 +27,12 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
-	// Ryuk's image cannot be pulled here, and rightsize does not need it.
-	os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
 	if os.Getenv("RIGHTSIZE_TEST_KEEP_ENV") != "" {
 		return m.Run()
 	}
+	// Ryuk's image cannot be pulled here, and rightsize does not need it.
+	// (Helpers inherit it, unless a test takes it away.)
+	os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
 	dir, err := os.MkdirTemp("", "rightsize-sandboxtest-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -39,7 +40,7 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	os.Setenv("RIGHTSIZE_CACHE_DIR", dir)
-	return sandboxtest.Run(func() int {
+	return sandboxtest.RunMain(sandboxtest.Program(func() int {
 		code := m.Run()
 		if left := ownLeftovers(); left != "" {
 			fmt.Fprintf(os.Stderr, "FAIL: the tests left these listed in the ledger: %s\n", left)
@@ -48,7 +49,7 @@ func testMain(m *testing.M) int {
 			}
 		}
 		return code
-	})
+	}))
 }
 
 // ownLeftovers is what this process's run still lists after every test ended.

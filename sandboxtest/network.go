@@ -4,10 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/rightsize/rightsize-go/reaper"
 )
 
 // Network is a network sandboxes can join (Spec.Networks), removed when the
@@ -15,7 +15,7 @@ import (
 type Network struct {
 	o    owner
 	name string
-	s    *session
+	s    *reaper.Session
 
 	mu      sync.Mutex
 	removed bool
@@ -26,51 +26,37 @@ type Network struct {
 // first out, sandboxes started afterwards are stopped before it goes.
 func NewNetwork(tb testing.TB) *Network {
 	tb.Helper()
-	return newNetwork(tbOwner{tb})
-}
-
-func newNetwork(o owner) *Network {
-	o.Helper()
-	n := &Network{o: o}
-	o.Cleanup(n.cleanup)
-	if err := n.create(o.context()); err != nil {
-		o.Fatalf("sandboxtest: network: %v", err)
+	n, note, err := newNetwork(tbOwner{tb})
+	if note != "" {
+		tb.Log(note)
+	}
+	if err != nil {
+		tb.Fatalf("sandboxtest: network: %v", err)
 	}
 	return n
 }
 
-func (n *Network) create(ctx context.Context) error {
+func newNetwork(o owner) (*Network, string, error) {
+	n := &Network{o: o}
+	o.addCleanup(n.cleanup)
+	note, err := n.create(o.context())
+	return n, note, err
+}
+
+func (n *Network) create(ctx context.Context) (string, error) {
 	s, err := getSession(ctx)
 	if err != nil {
-		return err
+		return "", err
 	}
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return err
+		return "", err
 	}
 	n.s, n.name = s, "rz-net-"+hex.EncodeToString(b[:])
-	// The watchdog before the first ledger write, as in Guard.start.
-	if _, err := s.ensureWatchdog(); err != nil {
-		n.o.Logf("sandboxtest: no watchdog for this process (%v)", err)
-	}
-	if s.run != nil {
-		if err := s.run.AddNetwork(n.name); err != nil {
-			return err
-		}
-	}
-	if err := s.drv.CreateNetwork(ctx, n.name, s.runLabels()); err != nil {
-		cerr := fmt.Errorf("create %s: %w", n.name, err)
-		if ctx.Err() != nil {
-			time.Sleep(lateCreateSettle) // as for a sandbox: the engine may finish it
-		}
-		fctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
-		defer cancel()
-		if ferr := s.removeAndForget(fctx, networkKind, []string{n.name})[0]; ferr != nil {
-			cerr = fmt.Errorf("%w; and %v", cerr, ferr)
-		}
-		return cerr
-	}
-	return nil
+	note, err := s.Create(ctx, networkKind, n.name, func(ctx context.Context) (string, error) {
+		return s.Driver().CreateNetwork(ctx, n.name, s.RunID())
+	})
+	return watchdogNote(s, note), err
 }
 
 // Name is the network's name.
@@ -86,7 +72,7 @@ func (n *Network) Remove(ctx context.Context) error {
 		n.removed = true
 		return nil
 	}
-	if err := n.s.removeAndForget(ctx, networkKind, []string{n.name})[0]; err != nil {
+	if err := n.s.Release(ctx, networkKind, []string{n.name})[0]; err != nil {
 		return err
 	}
 	n.removed = true
@@ -97,6 +83,6 @@ func (n *Network) cleanup() {
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
 	if err := n.Remove(ctx); err != nil {
-		n.o.Errorf("sandboxtest: %v", err)
+		n.o.errorf("sandboxtest: %v", err)
 	}
 }

@@ -6,25 +6,48 @@ import (
 	"time"
 )
 
-// owner is what a guard needs from whoever it belongs to: a test, or the
-// package-level suite of Main.
+// owner is who a guard or a network belongs to: a test, or the
+// package-level suite of Main. Its methods are unexported so that a Suite
+// offers its users only what they call.
 type owner interface {
-	Helper()
-	Cleanup(func())
-	Fatalf(format string, args ...any)
-	Errorf(format string, args ...any)
-	Logf(format string, args ...any)
+	// testTB is the test, nil for a suite: callers mark themselves as
+	// helpers with it, in their own frame, so that a failure points at the
+	// user's line.
+	testTB() testing.TB
+	addCleanup(func())
+	fatalf(format string, args ...any)
+	errorf(format string, args ...any)
+	logf(format string, args ...any)
 	// context for starting things; deadline is zero when there is none.
 	context() context.Context
 	deadline() time.Time
 }
 
-type tbOwner struct{ testing.TB }
+type tbOwner struct{ tb testing.TB }
 
-func (o tbOwner) context() context.Context { return o.TB.Context() }
+func (o tbOwner) testTB() testing.TB { return o.tb }
+
+func (o tbOwner) addCleanup(f func()) { o.tb.Cleanup(f) }
+
+func (o tbOwner) fatalf(format string, args ...any) {
+	o.tb.Helper()
+	o.tb.Fatalf(format, args...)
+}
+
+func (o tbOwner) errorf(format string, args ...any) {
+	o.tb.Helper()
+	o.tb.Errorf(format, args...)
+}
+
+func (o tbOwner) logf(format string, args ...any) {
+	o.tb.Helper()
+	o.tb.Logf(format, args...)
+}
+
+func (o tbOwner) context() context.Context { return o.tb.Context() }
 
 func (o tbOwner) deadline() time.Time {
-	if d, ok := o.TB.(interface{ Deadline() (time.Time, bool) }); ok {
+	if d, ok := o.tb.(interface{ Deadline() (time.Time, bool) }); ok {
 		if t, ok := d.Deadline(); ok {
 			return t
 		}

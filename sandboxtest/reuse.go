@@ -8,35 +8,66 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gofrs/flock"
 
 	"github.com/rightsize/rightsize-go/backend"
-	"github.com/rightsize/rightsize-go/backend/docker"
 	"github.com/rightsize/rightsize-go/ledger"
 )
 
-// EnvReuse enables keep-alive reuse when "true" or "1": a Spec must also
+// envReuse enables keep-alive reuse when "true" or "1": a Spec must also
 // ask for it with Reuse.
-const EnvReuse = "RIGHTSIZE_REUSE"
+const envReuse = "RIGHTSIZE_REUSE"
 
 // reuseEnabled: exactly "true" or "1", as the rest of the family reads it.
 func reuseEnabled() bool {
-	v := strings.TrimSpace(os.Getenv(EnvReuse))
+	v := strings.TrimSpace(os.Getenv(envReuse))
 	return v == "1" || v == "true"
 }
 
-// ReuseIdentity is the identity a keep-alive sandbox of spec is found by,
-// hashed as the whole rightsize family hashes it.
-func ReuseIdentity(spec Spec) ledger.ReuseIdentity {
+// reuseIdentity is the identity a keep-alive sandbox of spec is found by,
+// hashed as the whole rightsize family hashes it: the key every member
+// shares a keep-alive sandbox by.
+func reuseIdentity(spec Spec) ledger.ReuseIdentity {
 	id := ledger.ReuseIdentity{Image: spec.Image, Env: spec.Env, Command: spec.Cmd, ExposedPorts: spec.Ports, MemoryLimitMB: spec.MemoryLimitMB}
 	for _, f := range spec.Files {
 		sum := sha256.Sum256(f.Content)
 		id.Copies = append(id.Copies, ledger.ReuseCopy{GuestPath: f.GuestPath, SHA256: hex.EncodeToString(sum[:])})
 	}
 	return id
+}
+
+// reuseExtra is rightsize-go's own part of a keep-alive identity: what
+// changes the container but not the family's hash (a ReuseKey naming what
+// Customize does, the labels, the files' modes). Empty when there is none,
+// so that a spec the other members could have made shares their sandbox.
+func reuseExtra(spec Spec) string {
+	var b strings.Builder
+	if spec.ReuseKey != "" {
+		fmt.Fprintf(&b, "key=%q\n", spec.ReuseKey)
+	}
+	keys := make([]string, 0, len(spec.Labels))
+	for k := range spec.Labels {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "label=%q=%q\n", k, spec.Labels[k])
+	}
+	for _, f := range spec.Files {
+		if m := f.Mode.Perm(); m != 0 && m != 0o644 {
+			fmt.Fprintf(&b, "mode=%q=%o\n", f.GuestPath, m)
+		}
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:])[:12]
 }
 
 // How a keep-alive sandbox that someone else is starting is waited for:
@@ -47,82 +78,215 @@ const (
 	reuseStartWait = 30 * time.Second
 )
 
+// uses holds, for each keep-alive identity this process has adopted or
+// created, a shared lock on reuse/<hash>.use for the life of the process:
+// while any process holds one, none replaces the sandbox (for a stale
+// image) under it.
+var (
+	usesMu sync.Mutex
+	uses   = map[string]*flock.Flock{}
+)
+
+func useLock(dir, hash string) *flock.Flock {
+	usesMu.Lock()
+	defer usesMu.Unlock()
+	if l := uses[hash]; l != nil {
+		return l
+	}
+	l := flock.New(filepath.Join(dir, hash+".use"), flock.SetPermissions(0o600))
+	uses[hash] = l
+	return l
+}
+
 // startReuse adopts the running keep-alive sandbox of this identity, or
 // creates it. Creation happens under a file lock, so two processes never
 // create it twice. It is never listed in the ledger and carries no run
 // label: no sweep, watchdog or run-scoped close can match it.
-func (g *Guard) startReuse(ctx context.Context) error {
-	if len(g.spec.Networks) > 0 {
-		return errors.New("a keep-alive sandbox cannot join a test's network (the network goes when the test ends)")
-	}
-	hash := ReuseIdentity(g.spec).Hash()
+func (g *Guard) startReuse(ctx context.Context) (string, error) {
+	hash := reuseIdentity(g.spec).Hash()
+	mark, extra := hash[:12], reuseExtra(g.spec)
 	g.name, g.keepAlive = ledger.ReuseName(hash), true
-	dir, err := ledger.EnsureSubdir(g.s.cache, ledger.ReuseDir)
+	dir, err := ledger.EnsureSubdir(g.s.CacheDir(), ledger.ReuseDir)
 	if err != nil {
-		return err
+		return "", err
 	}
 	lock := flock.New(filepath.Join(dir, hash+".lock"), flock.SetPermissions(0o600))
 	lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	ok, err := lock.TryLockContext(lctx, 20*time.Millisecond)
 	if err != nil || !ok {
-		return fmt.Errorf("keep-alive %s: lock %s: %v", g.name, lock.Path(), err)
+		return "", fmt.Errorf("keep-alive %s: lock %s: %v", g.name, lock.Path(), err)
 	}
 	defer lock.Unlock()
+	use := useLock(dir, hash)
 
+	drv := g.s.Driver()
+	ka, _ := drv.(backend.KeepAliver)
+	var notes []string
 	// The lock keeps processes sharing this cache dir apart; the name keeps
 	// apart those that do not (another cache dir, another user): a create
 	// that finds the name taken waits for that container instead.
 	var sbx backend.Sandbox
 	var startingSince time.Time
-	for {
-		sbx, err = g.s.drv.Adopt(ctx, g.name)
+	created := false
+	for sbx == nil {
+		sbx, err = drv.Adopt(ctx, g.name)
 		switch {
 		case err == nil:
-			g.sbx = sbx
-			g.o.Logf("sandboxtest: adopted keep-alive %s", g.name)
-			return nil
+			replace, why, derr := g.checkAdopted(ctx, sbx, ka, mark, extra)
+			if derr != nil {
+				return "", derr
+			}
+			if !replace {
+				break
+			}
+			if !tryExclusive(use) {
+				notes = append(notes, fmt.Sprintf("sandboxtest: keep-alive %s: %s, but another process is using it: adopted as it is", g.name, why))
+				break
+			}
+			notes = append(notes, fmt.Sprintf("sandboxtest: keep-alive %s: %s: replaced", g.name, why))
+			rerr := ka.RemoveKeepAlive(ctx, g.name, mark)
+			_ = use.Unlock()
+			if rerr != nil && !errors.Is(rerr, backend.ErrNotFound) {
+				return "", fmt.Errorf("keep-alive %s: remove it to replace it: %w", g.name, rerr)
+			}
+			sbx = nil
 		case errors.Is(err, backend.ErrStarting) && startingSince.IsZero():
 			startingSince = time.Now()
+			sbx = nil
 		case errors.Is(err, backend.ErrStarting) && time.Since(startingSince) < reuseStartWait:
 			// Someone is starting it: adopt it once it runs.
+			sbx = nil
 		case errors.Is(err, backend.ErrNotFound):
 			// None, a stopped one, or one left half-started by a process
 			// that died: the last two are in the way.
 			if errors.Is(err, backend.ErrStopped) || errors.Is(err, backend.ErrStarting) {
-				if err := g.s.drv.RemoveSandboxes(ctx, []string{g.name})[0]; err != nil && !errors.Is(err, backend.ErrNotFound) {
-					return fmt.Errorf("keep-alive %s: remove the one not running: %w", g.name, err)
+				if ka == nil {
+					return "", fmt.Errorf("keep-alive %s: one is there but not running, and this backend cannot remove it", g.name)
+				}
+				if err := ka.RemoveKeepAlive(ctx, g.name, mark); err != nil && !errors.Is(err, backend.ErrNotFound) {
+					return "", fmt.Errorf("keep-alive %s: remove the one not running: %w", g.name, err)
 				}
 			}
-			sbx, err = g.create(ctx, g.name, map[string]string{docker.LabelReuse: hash[:12]})
+			sbx, err = drv.Create(ctx, g.name, g.backendSpec("", mark, extra))
 			if err == nil {
+				created = true
 				break
 			}
 			if !errors.Is(err, backend.ErrNameTaken) {
-				return err
+				return "", err
 			}
 			sbx, startingSince = nil, time.Time{}
 		default:
-			return err
+			return "", err
 		}
 		if sbx != nil {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("keep-alive %s: waiting for it to run: %w", g.name, ctx.Err())
+			return "", fmt.Errorf("keep-alive %s: waiting for it to run: %w", g.name, ctx.Err())
 		case <-time.After(reusePoll):
 		}
 	}
-	g.sbx = sbx
-	entry := ledger.ReuseEntry{Name: g.name, Image: g.spec.Image, Backend: g.s.drv.Name(), Ports: map[string]string{}}
+	_ = use.RLock() // in use by this process from now on
+	g.setSandbox(sbx)
+	if created {
+		g.writeRegistry(ctx, hash, sbx, ka)
+	} else {
+		notes = append(notes, "sandboxtest: adopted keep-alive "+g.name)
+	}
+	return strings.Join(notes, "\n"), nil
+}
+
+// checkAdopted decides whether an adopted keep-alive sandbox is the one
+// the spec asks for: an error when it was made from another Go-only spec
+// (its extra mark differs), replace when its image is not what the tag
+// names now.
+func (g *Guard) checkAdopted(ctx context.Context, sbx backend.Sandbox, ka backend.KeepAliver, mark, extra string) (replace bool, why string, err error) {
+	d, ok := sbx.(backend.Describer)
+	if !ok {
+		return false, "", nil
+	}
+	desc, err := d.Describe(ctx)
+	if err != nil {
+		return false, "", nil // adopt what runs; the next call will say more
+	}
+	if desc.KeepAlive != "" && !familyMark(desc.KeepAlive, g.name, mark) {
+		return false, "", fmt.Errorf("keep-alive %s carries the keep-alive mark %s, not %s: a container of that name that is not this sandbox; remove it (docker rm -f %s)", g.name, desc.KeepAlive, mark, g.name)
+	}
+	if desc.KeepAliveExtra != extra {
+		return false, "", fmt.Errorf("keep-alive %s was made from a spec that differs in what only rightsize-go sees (ReuseKey, Labels, file modes: %q, want %q); give this spec another ReuseKey, or remove the old sandbox (rightsize reuse rm %s)", g.name, desc.KeepAliveExtra, extra, g.name)
+	}
+	if ka == nil || desc.ImageID == "" {
+		return false, "", nil
+	}
+	now, err := ka.ImageID(ctx, g.spec.Image)
+	if err != nil || now == desc.ImageID {
+		return false, "", nil
+	}
+	return true, fmt.Sprintf("%s now names image %s, and it runs %s", g.spec.Image, shortImage(now), shortImage(desc.ImageID)), nil
+}
+
+// familyMark reports whether mark is how a member of the family marks the
+// keep-alive sandbox name of identity hash12: Go, Rust and Kotlin write the
+// name's 12 hex digits, Node the first 12 hex of the name's own sha256.
+func familyMark(mark, name, hash12 string) bool {
+	if mark == hash12 {
+		return true
+	}
+	sum := sha256.Sum256([]byte(name))
+	return mark == hex.EncodeToString(sum[:])[:12]
+}
+
+func shortImage(id string) string {
+	id = strings.TrimPrefix(id, "sha256:")
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// tryExclusive takes the use lock exclusively when no other process holds
+// it, giving up this process's own shared hold for the attempt; false when
+// another process uses the sandbox (and this process's hold is back).
+func tryExclusive(use *flock.Flock) bool {
+	_ = use.Unlock()
+	ok, err := use.TryLock()
+	if err != nil || !ok {
+		_ = use.RLock()
+		return false
+	}
+	return true
+}
+
+// writeRegistry records the created keep-alive sandbox in the family's
+// registry, reuse/<hash>.json.
+func (g *Guard) writeRegistry(ctx context.Context, hash string, sbx backend.Sandbox, ka backend.KeepAliver) {
+	entry := ledger.ReuseEntry{Name: g.name, Image: g.spec.Image, Backend: g.s.Driver().Name(), Ports: map[string]int{}}
 	for _, p := range g.spec.Ports {
-		if hp, err := sbx.MappedPort(ctx, p); err == nil {
-			entry.Ports[p] = hp
+		hp, err := sbx.MappedPort(ctx, p)
+		if err != nil {
+			continue
+		}
+		var n int
+		if _, err := fmt.Sscan(hp, &n); err != nil {
+			continue
+		}
+		key, udp := ledger.PortKey(p)
+		if udp {
+			if entry.UDPPorts == nil {
+				entry.UDPPorts = map[string]int{}
+			}
+			entry.UDPPorts[key] = n
+		} else {
+			entry.Ports[key] = n
 		}
 	}
-	if err := ledger.WriteReuseEntry(g.s.cache, hash, entry); err != nil {
-		g.o.Logf("sandboxtest: keep-alive %s: registry: %v", g.name, err)
+	if ka != nil {
+		entry.ImageID, _ = ka.ImageID(ctx, g.spec.Image)
 	}
-	return nil
+	if err := ledger.WriteReuseEntry(g.s.CacheDir(), hash, entry); err != nil {
+		warnf("sandboxtest: keep-alive %s: registry: %v", g.name, err)
+	}
 }

@@ -1,10 +1,13 @@
 package sandboxtest_test
 
 import (
+	"context"
 	"maps"
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,9 +173,11 @@ func TestReuseAcrossProcesses(t *testing.T) {
 	if got := c.Config.Labels[docker.LabelReuse]; got != hash[:12] {
 		t.Errorf("label %s = %q, want %q", docker.LabelReuse, got, hash[:12])
 	}
-	for _, k := range []string{docker.LabelRunID, docker.LabelRunIDAlt} {
+	// No run label, and none of Ryuk's: Ryuk would remove it when the
+	// test session ends.
+	for _, k := range []string{docker.LabelRunID, docker.LabelRunIDAlt, "org.testcontainers.reap", "org.testcontainers.sessionId"} {
 		if v, ok := c.Config.Labels[k]; ok {
-			t.Errorf("keep-alive %s carries the run label %s=%s", name, k, v)
+			t.Errorf("keep-alive %s carries the label %s=%s", name, k, v)
 		}
 	}
 	hostPort := r.loopbackOnly(c, serverPort)
@@ -192,8 +197,9 @@ func TestReuseAcrossProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("registry entry: %v", err)
 	}
-	if e.Name != name || e.Image != img || e.Backend != "docker" || e.Ports[serverPort] != hostPort {
-		t.Errorf("registry entry %+v, want name %s, image %s, backend docker, ports %s→%s", e, name, img, serverPort, hostPort)
+	key, _ := ledger.PortKey(serverPort)
+	if e.Name != name || e.Image != img || e.Backend != "docker" || strconv.Itoa(e.Ports[key]) != hostPort {
+		t.Errorf("registry entry %+v, want name %s, image %s, backend docker, ports %s→%s", e, name, img, key, hostPort)
 	}
 	if _, err := time.Parse(time.RFC3339Nano, e.CreatedISO); err != nil {
 		t.Errorf("registry entry createdIso %q: %v", e.CreatedISO, err)
@@ -339,9 +345,17 @@ func helperReuse(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if v := os.Getenv("RZ_TEST_REUSE_IMAGE"); v != "" {
+		img = v
+	}
 	g := sandboxtest.Start(t, reuseSpec(img, os.Getenv("RZ_TEST_REUSE_NONCE")))
 	proctest.Say("name", g.Name())
 	proctest.Say("id", g.Sandbox().ID())
+	if c := g.Container(); c != nil {
+		proctest.Say("container", c.GetContainerID())
+	} else {
+		proctest.Say("container", "nil")
+	}
 	if os.Getenv("RZ_TEST_REUSE_ORDINARY") == "1" {
 		o := sandboxtest.Start(t, sandboxtest.Spec{Image: img, Cmd: []string{testimage.ServerPath}})
 		proctest.Say("ordinary", o.Name())
@@ -367,4 +381,65 @@ func (r *rig) reuseHelpers(extra ...string) keepAlive {
 	r.t.Cleanup(func() { r.remove(k.name) })
 	k.env = append([]string{sandboxtest.EnvReuse + "=1", "RZ_TEST_REUSE_NONCE=" + n}, extra...)
 	return k
+}
+
+// TestReuseStaleImage: when the tag a keep-alive sandbox was made from
+// names another image, the next process replaces the sandbox (saying so),
+// but never while another process is using it; an adopted sandbox's
+// Container() is the container, as a created one's is.
+func TestReuseStaleImage(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	cache := t.TempDir()
+	bb, other := testimage.Busybox(t), testimage.NoShell(t)
+	n := nonce(t)
+	tag := "rightsize-test/reuse-stale:" + n
+	ctx := context.Background()
+	if _, err := r.cli.ImageTag(ctx, client.ImageTagOptions{Source: bb, Target: tag}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.cli.ImageRemove(context.Background(), tag, client.ImageRemoveOptions{}) })
+	name := ledger.ReuseName(sandboxtest.ReuseIdentity(reuseSpec(tag, n)).Hash())
+	t.Cleanup(func() { r.remove(name) })
+	env := []string{sandboxtest.EnvReuse + "=1", "RZ_TEST_REUSE_NONCE=" + n, "RZ_TEST_REUSE_IMAGE=" + tag}
+
+	first := startHelper(t, "reuse", cache, env...)
+	id := first.Expect("id")
+	if got := first.Expect("container"); got != id {
+		t.Errorf("the created keep-alive's Container() is %s, want %s", got, id)
+	}
+	// The tag moves to another image (a rebuilt app image, a new pull).
+	if _, err := r.cli.ImageTag(ctx, client.ImageTagOptions{Source: other, Target: tag}); err != nil {
+		t.Fatal(err)
+	}
+	otherID, _ := r.inspectImage(other)
+
+	// Still in use by the first process: adopted as it is.
+	second := startHelperArgs(t, "reuse", cache, []string{"-test.v"}, env...)
+	if got := second.Expect("id"); got != id {
+		t.Errorf("while the first process uses it, the second got %s, want the same %s adopted", got, id)
+	}
+	if got := second.Expect("container"); got != id {
+		t.Errorf("the adopted keep-alive's Container() is %s, want %s", got, id)
+	}
+	second.Finish()
+	first.Finish()
+	if !strings.Contains(second.Output(), "another process is using it") {
+		t.Errorf("the second process did not say why it kept the stale sandbox:\n%s", second.Output())
+	}
+
+	// No one uses it: the next process replaces it.
+	third := startHelperArgs(t, "reuse", cache, []string{"-test.v"}, env...)
+	newID := third.Expect("id")
+	third.Finish()
+	if newID == id {
+		t.Fatalf("the stale keep-alive %s was adopted again, not replaced", id)
+	}
+	if !strings.Contains(third.Output(), "replaced") {
+		t.Errorf("the third process did not say it replaced the sandbox:\n%s", third.Output())
+	}
+	c, ok := r.inspect(name)
+	if !ok || c.ID != newID || c.Image != otherID {
+		t.Errorf("%s is %s on image %s, want %s on the tag's new image %s", name, c.ID, c.Image, newID, otherID)
+	}
 }

@@ -1,6 +1,8 @@
 package sandboxtest
 
 import (
+	"errors"
+	"io/fs"
 	"time"
 
 	"github.com/testcontainers/testcontainers-go"
@@ -19,14 +21,21 @@ type Spec struct {
 	// Labels are added to the sandbox's own (Docker labels; ignored by msb).
 	// The labels rightsize sets itself cannot be replaced.
 	Labels map[string]string
-	// Ports to publish, as "8080/tcp" (or "8080"). On a local engine they are
-	// published on 127.0.0.1 only; MappedPort tells the host port.
+	// Ports to publish, as "8080/tcp" (or "8080"). Beside a local engine
+	// they are published on 127.0.0.1 only; Guard.Endpoint tells where.
 	Ports []string
 	// Reuse asks for a keep-alive sandbox: adopted if one with the same
 	// identity runs, left running when the test ends. It takes effect only
 	// when RIGHTSIZE_REUSE is "true" or "1"; otherwise the sandbox is an
-	// ordinary one.
+	// ordinary one. A spec is checked the same way either way: one that
+	// could not be kept alive is refused even when reuse is off.
 	Reuse bool
+	// ReuseKey is needed by a keep-alive spec with Customize or Labels,
+	// which the family's identity hash cannot see: a name for what they
+	// make different, which keeps this sandbox apart from any other with
+	// the same image, command, environment, ports and files. Change it
+	// whenever they change.
+	ReuseKey string
 	// Networks to join, created with NewNetwork; Aliases are the sandbox's
 	// names on each of them.
 	Networks []*Network
@@ -36,8 +45,8 @@ type Spec struct {
 	// Files are copied into the sandbox before it starts.
 	Files []File
 	// WaitingFor is a testcontainers-go wait strategy (Docker backend):
-	// Start returns once it is satisfied. Strategies see Host() as the guard
-	// does.
+	// Start returns once it is satisfied. Strategies see the host and ports
+	// the guard gives.
 	WaitingFor wait.Strategy
 	// StopGrace is how long Stop waits after SIGTERM before removing the
 	// sandbox by force; 0 means 2 s, less when the test's deadline is near.
@@ -52,5 +61,29 @@ type File struct {
 	GuestPath string
 	Content   []byte
 	// Mode defaults to 0644.
-	Mode int64
+	Mode fs.FileMode
+}
+
+// check refuses a spec that cannot be started as asked, the same whatever
+// RIGHTSIZE_REUSE says: turning the keep-alive speed-up on must never break
+// a test that passes without it.
+func (spec Spec) check() error {
+	if spec.Image == "" {
+		return errors.New("Spec.Image is empty")
+	}
+	for _, n := range spec.Networks {
+		if n == nil {
+			return errors.New("Spec.Networks holds a nil *Network")
+		}
+	}
+	if !spec.Reuse {
+		return nil
+	}
+	if len(spec.Networks) > 0 {
+		return errors.New("Spec.Reuse with Spec.Networks: a keep-alive sandbox outlives the test's networks, so it cannot join one; drop Reuse, or reach the keep-alive sandbox through its published ports")
+	}
+	if (len(spec.Customize) > 0 || len(spec.Labels) > 0) && spec.ReuseKey == "" {
+		return errors.New("Spec.Reuse with Spec.Customize or Spec.Labels needs Spec.ReuseKey: the family's identity hash cannot see what they change, and two different sandboxes would share one container")
+	}
+	return nil
 }

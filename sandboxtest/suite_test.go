@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/backend/docker"
 	"github.com/rightsize/rightsize-go/internal/envlist"
 	"github.com/rightsize/rightsize-go/internal/testimage"
@@ -18,8 +19,8 @@ import (
 )
 
 // fixture is the test package whose TestMain uses sandboxtest.Main: a
-// network and a sandbox from setup, a Shared sandbox started by the first
-// of its three parallel tests, and RZ_FIXTURE_MODE to end it badly.
+// network and two sandboxes from setup shared by its three parallel tests,
+// and RZ_FIXTURE_MODE to end it badly.
 const (
 	fixturePkg   = "./sandboxtest/testdata/mainfixture"
 	missingImage = "rightsize-test/does-not-exist:mainfixture"
@@ -75,7 +76,7 @@ func TestSuiteMainFixture(t *testing.T) {
 		args:     []string{"test", "-count=1", fixturePkg},
 		wantCode: 0,
 		wantOut:  []string{"ok  \tgithub.com/rightsize/rightsize-go/sandboxtest/testdata/mainfixture"},
-		reason:   "Main stops the suite's and the Shared sandbox and the network before os.Exit",
+		reason:   "Main stops the suite's sandboxes and the network before os.Exit",
 	}, {
 		name:     "setup fails",
 		mode:     "setupfail",
@@ -224,9 +225,13 @@ func leftovers(t *testing.T, d *docker.Driver, cache, runID string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var left []string
-	ctrs, nets, err := d.RunResources(ctx, runID)
+	ctrs, err := d.ListRun(ctx, backend.SandboxKind, runID)
 	if err != nil {
 		return "listing the run's containers: " + err.Error()
+	}
+	nets, err := d.ListRun(ctx, backend.NetworkKind, runID)
+	if err != nil {
+		return "listing the run's networks: " + err.Error()
 	}
 	for _, c := range ctrs {
 		left = append(left, "container "+c)

@@ -3,20 +3,19 @@ package sandboxtest
 import (
 	"context"
 	"fmt"
-	"maps"
 	"testing"
 
 	"github.com/testcontainers/testcontainers-go"
 
-	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/backend"
 )
 
-// Track returns a testcontainers-go customizer that gives a container
-// started by testcontainers.Run, or by any testcontainers-go module, what
-// Start gives: a rightsize name and labels, a ledger line before it is
-// created, the watchdog, ports on the loopback address, and its removal
-// registered with tb.Cleanup. Put it last among the options, so nothing
-// after it renames the container:
+// Track returns a testcontainers-go customizer that gives a container started
+// by testcontainers.Run, or by any testcontainers-go module, what Start
+// gives: a rightsize name and labels, a ledger line before it is created,
+// the watchdog, ports published where this process reaches them, and its
+// removal registered with tb.Cleanup. Put it last among the options, so
+// nothing after it renames the container:
 //
 //	ctr, err := postgres.Run(ctx, "postgres:16", sandboxtest.Track(t))
 //
@@ -33,33 +32,36 @@ func (t tracker) Customize(req *testcontainers.GenericContainerRequest) error {
 	if err != nil {
 		return fmt.Errorf("sandboxtest.Track: %w", err)
 	}
-	d, ok := s.drv.(*docker.Driver)
+	tr, ok := s.Driver().(backend.Tracker)
 	if !ok {
-		return fmt.Errorf("sandboxtest.Track needs the docker backend; this process uses %s", s.drv.Name())
+		return fmt.Errorf("sandboxtest.Track needs the docker backend; this process uses %s", s.Driver().Name())
 	}
-	name := s.nextName()
-	g := &Guard{o: t.o, name: name, s: s, sbx: d.SandboxFor(name)}
-	t.o.Cleanup(g.cleanup)
-	// The watchdog before the first ledger write, as in Guard.start.
-	if _, err := s.ensureWatchdog(); err != nil {
-		t.o.Logf("sandboxtest: no watchdog for this process (%v)", err)
+	name := s.NextName()
+	g := &Guard{o: t.o, name: name, s: s}
+	t.o.addCleanup(g.cleanup)
+	note, err := s.Admit(sandboxKind, name)
+	if msg := watchdogNote(s, note); msg != "" {
+		t.o.logf("%s", msg)
 	}
-	if err := s.addSandbox(name); err != nil {
+	if err != nil {
 		return fmt.Errorf("sandboxtest.Track: %w", err)
 	}
-	req.Name = name
-	if req.Labels == nil {
-		req.Labels = map[string]string{}
+	sbx, err := tr.Track(req, name, s.RunID())
+	if err != nil {
+		return fmt.Errorf("sandboxtest.Track: %w", err)
 	}
-	maps.Copy(req.Labels, s.runLabels())
-	d.Apply(req)
-	// An option after Track that renamed the container would create one
-	// the ledger does not list: refuse before it is created.
+	g.setSandbox(sbx)
 	req.LifecycleHooks = append(req.LifecycleHooks, testcontainers.ContainerLifecycleHooks{
+		// An option after Track that renamed the container would create one
+		// the ledger does not list: refuse before it is created.
 		PreCreates: []testcontainers.ContainerRequestHook{func(_ context.Context, r testcontainers.ContainerRequest) error {
 			if r.Name != name {
 				return fmt.Errorf("sandboxtest.Track must be the last option: a later one renamed the container %s to %q, which the ledger does not list", name, r.Name)
 			}
+			return nil
+		}},
+		PostCreates: []testcontainers.ContainerHook{func(_ context.Context, c testcontainers.Container) error {
+			s.Created(sandboxKind, name, c.GetContainerID())
 			return nil
 		}},
 	})

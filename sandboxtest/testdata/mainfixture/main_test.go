@@ -6,12 +6,12 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/testcontainers/testcontainers-go/wait"
 
+	"github.com/rightsize/rightsize-go/internal/probe"
 	"github.com/rightsize/rightsize-go/sandboxtest"
 )
 
@@ -36,21 +36,20 @@ const (
 var (
 	mode = os.Getenv(envMode)
 
-	// web is started by setup; lazy by the first test that asks.
-	web  *sandboxtest.Guard
-	lazy *sandboxtest.SharedSandbox
+	// web and cache are started by setup and shared by the tests.
+	web, cache *sandboxtest.Guard
 )
 
 func TestMain(m *testing.M) {
-	sandboxtest.Main(m, setup)
+	sandboxtest.Main(m, sandboxtest.Setup(setup))
 }
 
 func setup(s *sandboxtest.Suite) {
-	info, err := sandboxtest.Session(context.Background())
+	sess, err := probe.Session(context.Background())
 	if err != nil {
 		s.Fatalf("session: %v", err)
 	}
-	if err := os.WriteFile(os.Getenv(envRunIDFile), []byte(info.RunID), 0o600); err != nil {
+	if err := os.WriteFile(os.Getenv(envRunIDFile), []byte(sess.RunID()), 0o600); err != nil {
 		s.Fatalf("run id: %v", err)
 	}
 	img := os.Getenv(envImage)
@@ -69,27 +68,14 @@ func setup(s *sandboxtest.Suite) {
 	if mode == "setupfail" {
 		s.Start(sandboxtest.Spec{Image: missingImage})
 	}
-	// On the suite's network, so that Main must stop it before the network.
-	lazy = sandboxtest.Shared(spec)
+	// On the suite's network too, so that Main must stop both before it.
+	cache = s.Start(spec)
 }
 
-var (
-	sharedMu   sync.Mutex
-	sharedName string
-)
-
-// use gets the shared sandboxes and talks to both over HTTP.
+// use talks to both shared sandboxes over HTTP.
 func use(t *testing.T) {
 	t.Parallel()
-	g := lazy.Get(t)
-	sharedMu.Lock()
-	if sharedName == "" {
-		sharedName = g.Name()
-	} else if g.Name() != sharedName {
-		t.Errorf("Shared gave %s, and %s to another test", g.Name(), sharedName)
-	}
-	sharedMu.Unlock()
-	get(t, g.Endpoint(port))
+	get(t, cache.For(t).Endpoint(port))
 	get(t, web.For(t).Endpoint(port))
 }
 

@@ -1,0 +1,52 @@
+package sandboxtest_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rightsize/rightsize-go/internal/envlist"
+	"github.com/rightsize/rightsize-go/internal/proctest"
+	"github.com/rightsize/rightsize-go/internal/testimage"
+	"github.com/rightsize/rightsize-go/ledger"
+)
+
+// Where Ryuk cannot start (its image absent and no registry to pull it
+// from, as in air-gapped CI) and the user said nothing of it, Start still
+// works at once: Ryuk is turned off for the process, which says so once.
+// Without that, testcontainers-go waits a minute for Ryuk, then fails
+// every create.
+func TestStartWhereRyukCannotStart(t *testing.T) {
+	img := testimage.Busybox(t)
+	r := newRig(t)
+	if _, ok := r.inspectImage("testcontainers/ryuk:0.14.0"); ok {
+		t.Skip("Ryuk's image is on this engine: Ryuk can start here")
+	}
+	home := t.TempDir() // no ~/.testcontainers.properties
+	env := envlist.Without(os.Environ(), func(k string) bool {
+		return strings.HasPrefix(k, "RIGHTSIZE_") || strings.HasPrefix(k, "TESTCONTAINERS_")
+	})
+	h := proctest.StartHelper(t, proctest.Spec{
+		Name: "helper without a Ryuk setting",
+		Argv: proctest.TestArgv("TestGuardHelper", "-test.timeout=3m"),
+		Env: envlist.Merge(env, envHelperRole+"=first-start", "RIGHTSIZE_TEST_KEEP_ENV=1", "HOME="+home,
+			ledger.EnvCacheDir+"="+filepath.Join(t.TempDir(), "cache"), "RIGHTSIZE_REAPER=sweep", "RZ_TEST_IMAGE="+img),
+	})
+	h.Within = 2 * time.Minute
+	took, err := time.ParseDuration(h.Expect("took"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := h.Expect("name")
+	t.Cleanup(func() { r.remove(name) })
+	t.Logf("first Start with Ryuk's image missing: %s", took.Round(time.Millisecond))
+	if took > 30*time.Second {
+		t.Errorf("the first Start took %s: it waited for Ryuk", took)
+	}
+	h.KillAndWait()
+	if !strings.Contains(h.Stderr(), "Ryuk cannot start here") || !strings.Contains(h.Stderr(), "turned off for this process") {
+		t.Errorf("the process did not say Ryuk was turned off:\n%s", h.Stderr())
+	}
+}
