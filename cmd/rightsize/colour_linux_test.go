@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -92,10 +93,9 @@ func TestColour(t *testing.T) {
 	}
 	// Without its escapes, the coloured table is the plain one: the
 	// columns after STATUS are where they would be without colour.
-	stripped := coloured.String()
-	for _, sgr := range []string{sgrReset, sgrRed, sgrYellow, sgrDefault} {
-		stripped = strings.ReplaceAll(stripped, sgr, "")
-	}
+	// Every SGR sequence goes: the keep-alive table lists whatever the
+	// engine runs (other packages' tests too), green when it runs.
+	stripped := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(coloured.String(), "")
 	if stripped != plain.String() {
 		t.Errorf("coloured table, escapes removed:\n%s\ndiffers from the plain one:\n%s", stripped, plain.String())
 	}

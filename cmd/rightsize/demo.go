@@ -218,6 +218,7 @@ func (d *demo) steps(ctx context.Context) error {
 	} else {
 		d.printf("   (its ledger files are still there: %s)\n", oneLine(fmt.Sprint(err)))
 	}
+	d.tellFate(p.runID)
 
 	// Part two: no watchdog, the next process's sweep.
 	d.step(4, "Again with the watchdog off (RIGHTSIZE_REAPER=sweep in the test process's environment)")
@@ -266,7 +267,24 @@ func (d *demo) steps(ctx context.Context) error {
 		return err
 	}
 	d.printf("   leftovers removed by the sweep in %s\n", d.c.paint(sgrGreen, ms(took)))
+	d.tellFate(p.runID)
 	return d.list(ctx, p.runID)
+}
+
+// tellFate prints the fate of run, as the next test process would tell it
+// (and marks it told, so that none does again).
+func (d *demo) tellFate(run string) {
+	fates, err := ledger.ReadFates(d.cache)
+	if err != nil {
+		return
+	}
+	for _, f := range fates {
+		if f.Run == run {
+			ledger.ClaimTell(f.Path)
+			d.printf("   what the next test process tells on stderr (rightsize ls --fates lists them all):\n     %s\n", termSafe(reaper.FateLine(f)))
+			return
+		}
+	}
 }
 
 // ownerProc is a running test process of the demo.
@@ -619,7 +637,7 @@ func (d *demo) removeLabelled(ctx context.Context, labels []string, lookTwice bo
 		for _, c := range ctrs {
 			names = append(names, c.ID)
 		}
-		for i, err := range d.drv.RemoveSandboxes(ctx, names) {
+		for i, err := range d.drv.RemoveIDs(ctx, backend.SandboxKind, names) {
 			if err == nil {
 				containers++
 			} else if !errors.Is(err, backend.ErrNotFound) {
@@ -630,7 +648,7 @@ func (d *demo) removeLabelled(ctx context.Context, labels []string, lookTwice bo
 		for _, n := range nets {
 			names = append(names, n.ID)
 		}
-		for i, err := range d.drv.RemoveNetworks(ctx, names) {
+		for i, err := range d.drv.RemoveIDs(ctx, backend.NetworkKind, names) {
 			if err == nil {
 				networks++
 			} else if !errors.Is(err, backend.ErrNotFound) {

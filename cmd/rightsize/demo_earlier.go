@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/reaper"
 )
@@ -75,10 +76,10 @@ func (d *demo) sweepEarlier(ctx context.Context) (string, error) {
 			// A network carries only its run's labels.
 			labels = append(labels, runLabel(rr.ID))
 			for _, it := range rr.Removed {
-				if it.Note != "removed" {
+				if it.Outcome != reaper.Removed {
 					continue
 				}
-				if it.Kind == "network" {
+				if it.Kind == backend.NetworkKind {
 					networks++
 				} else {
 					containers++

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rightsize/rightsize-go/internal/probe"
 	"github.com/rightsize/rightsize-go/sandboxtest"
 )
 
@@ -27,8 +28,8 @@ const (
 )
 
 // demoOwner is the test process of `rightsize demo` (the hidden command
-// __demo-owner): a program on sandboxtest.Run, as any user's would be. Run
-// sweeps and opens this process's run; setup starts a network and two
+// __demo-owner): a program on sandboxtest.Main, as any user's would be.
+// Main sweeps and opens this process's run; setup starts a network and two
 // guarded containers on it (the watchdog before the first creation, unless
 // RIGHTSIZE_REAPER says otherwise); the body waits to be killed. The demo
 // shows the product, not a copy of it.
@@ -37,8 +38,8 @@ const (
 // created), "watchdog PID" (when there is one), "ready". Errors go to
 // stderr (sandboxtest's one line), exit 1. Ctrl-C is ignored: the demo
 // decides when this process dies. When its stdin reaches end of file (the
-// demo is gone, killed itself) the body returns, and Run removes what was
-// started, as at the end of a test binary.
+// demo is gone, killed itself) the body returns, and Main removes what was
+// started, as at the end of a test binary, and exits.
 func demoOwner(args []string, stdout io.Writer) error {
 	// Ctrl-C is the demo's to handle. A write to the demo's pipe once the
 	// demo is gone must fail, not kill this process (Go's default for a
@@ -56,14 +57,14 @@ func demoOwner(args []string, stdout io.Writer) error {
 		close(demoGone)
 	}()
 	setup := func(s *sandboxtest.Suite) {
-		in, err := sandboxtest.Session(context.Background())
+		sess, err := probe.Session(context.Background())
 		if err != nil {
 			s.Fatalf("%v", err)
 		}
-		fmt.Fprintln(stdout, "run", in.RunID)
+		fmt.Fprintln(stdout, "run", sess.RunID())
 		net := s.NewNetwork()
-		if in, err = sandboxtest.Session(context.Background()); err == nil && in.WatchdogPID != 0 {
-			fmt.Fprintln(stdout, "watchdog", in.WatchdogPID)
+		if wd := sess.Watchdog(); wd != nil {
+			fmt.Fprintln(stdout, "watchdog", wd.PID)
 		}
 		for i := range demoContainers {
 			select {
@@ -81,17 +82,19 @@ func demoOwner(args []string, stdout io.Writer) error {
 			})
 		}
 	}
-	code := sandboxtest.Run(func() int {
+	// Main exits with the body's code, or 1 after saying why on stderr.
+	sandboxtest.Main(body(func() int {
 		fmt.Fprintln(stdout, "ready")
 		<-demoGone
 		return 0
-	}, setup)
-	if code != 0 {
-		// Run has said why on stderr.
-		return &exitError{code: code}
-	}
+	}), sandboxtest.Setup(setup))
 	return nil
 }
+
+// body is a program's body as sandboxtest.Main runs it.
+type body func() int
+
+func (b body) Run() int { return b() }
 
 // validDemoID: the demo's id is 8 lowercase hex digits (demo.go makes it),
 // in a label value and in the name of its cache dir.

@@ -17,6 +17,7 @@
 // # Commands
 //
 //	rightsize ls [--json] [-v] [--cache DIR]
+//	rightsize ls --keep-alive [--json] [--cache DIR]
 //
 // One row per run in the ledger: run id, writer ("go", or "unknown" for the
 // other languages, whose records name none), backend, engine endpoint ("-"
@@ -27,15 +28,53 @@
 // --json prints an array of objects instead, with the fields documented by
 // `rightsize help ls` (id, writer, backend, endpoint, msbPath, pid,
 // startedIso, status, reason, error, modified, ageSeconds, sandboxes,
-// networks, rejected, problems).
+// networks, rejected, problems). Runs are read and printed one at a time,
+// so a folder of 200,000 runs is listed in a few seconds.
 //
-//	rightsize sweep [--dry-run] [--backend docker|msb] [--cache DIR] [-v]
+// After the runs, a second table lists the keep-alive sandboxes: the
+// registry's entries (reuse/<hash>.json) joined by name with what the
+// engine says of them, and the engine's keep-alive sandboxes that have no
+// entry here (another cache dir, another member), marked "no entry". Each
+// has its name, image, age (from the entry's createdIso, else from the
+// engine's creation time), ports (guest->host) and state on the engine:
+// running, stopped, gone, or "?" when the engine could not be asked (ls
+// gives it 5 s, and without one still exits 0). --keep-alive prints that
+// table alone; with --json, one object whose "keepAlive" array holds a
+// sandbox each. ls --json keeps its shape (an array of runs) and does not
+// ask the engine.
+//
+//	rightsize sweep [--dry-run] [--backend docker|msb] [--cache DIR] [-v] [--timeout D]
 //
 // Removes now what dead runs left, through the backend RIGHTSIZE_BACKEND
 // (or --backend) chooses, and prints the sweep's report: per run, what was
 // decided and why, and per sandbox or network, how its removal went.
 // --dry-run decides and reports but touches nothing, neither the engine nor
-// a file of the ledger. -v logs each decision to stderr.
+// a file of the ledger. -v logs each decision to stderr. --timeout bounds
+// the whole sweep, finding the engine included: when it runs out, the
+// report says so, what was not reached stays in the ledger, and the exit
+// code is 1.
+//
+//	rightsize sweep --run ID [--dry-run] [--backend docker|msb] [--cache DIR] [-v] [--timeout D]
+//
+// Reaps the one run ID by hand, after printing what it holds (its ls row
+// and names): unless its owner is proven alive, even when no record says
+// who owns it, as with the lines a live Node process leaves after pruning
+// its record. Only what the engine shows carries the run's label is
+// removed; the rest of what it lists is reported as not the run's and left
+// running. A run whose owner is alive is left alone, and the exit code is
+// 1, as it is for a run that does not exist.
+//
+//	rightsize reuse rm [--dry-run] [--cache DIR] NAME...
+//	rightsize reuse rm --all [--dry-run] [--cache DIR]
+//	rightsize reuse prune --older-than D [--dry-run] [--cache DIR]
+//
+// Removes keep-alive sandboxes, which nothing else ever removes, and
+// deletes their registry entries: the ones named (a name the engine shows
+// is not a keep-alive sandbox is refused, exit 1), every one on the engine
+// (--all), or those older than D, by their entry's createdIso or else the
+// engine's creation time (prune: one a rightsize-go test process is using
+// is kept). rm --all and prune also delete the registry entries whose
+// sandbox the engine no longer has.
 //
 //	rightsize demo
 //
@@ -68,8 +107,10 @@
 //
 //	0    done; for sweep, nothing was kept back
 //	1    failed; for sweep, something could not be removed (the report says
-//	     why, and it stays in the ledger for a later sweep), or no engine
-//	     answers
+//	     why, and it stays in the ledger for a later sweep), --timeout ran
+//	     out, or no engine answers; for sweep --run, also a run that does
+//	     not exist or was left alone; for reuse, something was refused or
+//	     could not be removed
 //	2    usage error: unknown command or flag, bad argument
 //	130  interrupted (Ctrl-C, SIGTERM); the demo cleans up first
 package main

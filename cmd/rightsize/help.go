@@ -13,9 +13,18 @@ dir; a watchdog removes it when the test process dies, and the next
 process's sweep does when even the watchdog could not.
 
 Usage:
-  rightsize ls [--json] [-v] [--cache DIR]     list the runs in the ledger
+  rightsize ls [--json] [-v] [--cache DIR]     list the runs in the ledger, then
+                                               the keep-alive sandboxes
+  rightsize ls --keep-alive [--json]           list only the keep-alive sandboxes
+  rightsize ls --fates [--json]                what became of the runs that died
   rightsize sweep [--dry-run] [--backend docker|msb] [--cache DIR] [-v]
-                                               remove what dead runs left
+                  [--timeout D]                remove what dead runs left
+  rightsize sweep --run ID [--dry-run] [...]   reap one run by hand
+  rightsize reuse rm [--dry-run] NAME... | --all
+                                               remove keep-alive sandboxes
+  rightsize reuse prune --older-than D [--dry-run]
+                                               remove old keep-alive sandboxes,
+                                               and registry entries of gone ones
   rightsize demo                               watch a killed test's sandboxes vanish
   rightsize version                            print the version
   rightsize help [COMMAND]                     print this, or a command's help
@@ -35,6 +44,8 @@ Exit codes: 0 done; 1 failed, or something could not be removed;
 
 var commandHelps = map[string]string{
 	"ls": `Usage: rightsize ls [--json] [-v] [--cache DIR]
+       rightsize ls --keep-alive [--json] [--cache DIR]
+       rightsize ls --fates [--json] [--cache DIR]
 
 Lists every run in the ledger's runs folder, one row each: the run id; its
 writer ("go", or "unknown" for the Rust, Kotlin and Node members of the
@@ -42,14 +53,41 @@ family, which do not record one); its backend; the engine endpoint ("-" when
 none is recorded); the owner's pid; whether the owner is alive, dead or
 cannot be judged from here, and why; the age of its record; and how many
 sandboxes and networks it lists. A record that cannot be read is shown as
-"unreadable" with its error.
+"unreadable" with its error. Runs are read one at a time: a folder of
+200,000 runs is listed in seconds.
+
+Then, in a second table, the keep-alive sandboxes: every entry of the
+registry (reuse/ under the cache dir) joined by name with what the engine
+says, and every keep-alive sandbox of the engine with no entry here
+(another user's cache dir, another member's), marked "no entry": its name;
+its image; its age (from the entry's createdIso, else from when the engine
+created it); its ports, guest->host; and ENGINE: running, stopped, gone
+(the entry outlives its sandbox: rightsize reuse prune deletes it), or "?"
+(the engine could not be asked, or the entry is another backend's). The
+engine, the one RIGHTSIZE_BACKEND chooses, is given 5 s to answer; without
+one, ls says so and still exits 0. When ended runs have fates, ls says how
+many.
+
+--fates lists what became of the runs whose owners died (newest first, the
+last 200, none older than 7 days): who noticed the death (its watchdog, a
+later test process's sweep, rightsize sweep) and when, and each sandbox,
+network and command: removed, already gone, ended, kept (and why), or not
+this run's. A test process tells each fate once on stderr, at its first
+sandbox; ls --fates shows them all, told or not.
 
 Flags:
-  --json       print a JSON array instead, one object per run (below)
-  -v           also list each run's names, rejected lines and problems
-  --cache DIR  read DIR instead of the cache dir
+  --json        print the runs as a JSON array instead, one object per run
+                (below); the engine is not asked
+  -v            also list each run's names, rejected lines and problems
+  --keep-alive  list only the keep-alive sandboxes; with --json, as one
+                JSON object (below)
+  --fates       list the fates of ended runs instead; with --json, as an
+                array of fates, each as its file holds it (the README's
+                "What you see after a crash") with path, writtenIso, told
+                and error added
+  --cache DIR   read DIR instead of the cache dir
 
-JSON fields (all always present):
+JSON fields of a run (all always present):
   id           the run id (the file stem)
   writer       "go", "unknown", or what the record says
   backend      "docker", "msb" ("" when unreadable)
@@ -67,23 +105,98 @@ JSON fields (all always present):
   rejected     lines that are not valid names: {file, line, excerpt, length};
                excerpt is quoted, so it holds no raw control character
   problems     files of the run that could not be read
+
+JSON of --keep-alive --json: an object (all fields always present):
+  cacheDir       the cache dir read
+  backend        the backend of the engine asked ("" when none answered)
+  endpoint       that engine's endpoint
+  engineError    why the engine could not be asked ("" when it was)
+  registryError  why the registry could not be read ("" when it was)
+  keepAlive      an array, sorted by name, of:
+    name         the sandbox's name (rz-reuse-<12 hex>)
+    hash         its registry entry's hash, the file stem ("" when none)
+    image        the image, as the entry (else the engine) names it
+    createdIso   the entry's createdIso, else when the engine created it
+                 ("" when neither says)
+    ageSeconds   seconds since createdIso (null when unknown)
+    ports        tcp guest port -> host port, as the entry records them
+    udpPorts     the same for udp
+    backend      the entry's backend (the engine's, for "no entry")
+    engine       "running", "stopped", "gone" or "?"
+    entry        whether the registry holds an entry for it
+    error        why the entry could not be read ("" otherwise)
+    note         "no entry", an unreadable entry's error, another backend
 `,
 	"sweep": `Usage: rightsize sweep [--dry-run] [--backend docker|msb] [--cache DIR] [-v]
+                       [--timeout D] [--run ID]
 
 Removes what dead runs left behind, now, as every test process does at its
 first use of a backend: for each run whose owner is dead, its sandboxes,
 then its networks, then its ledger files. Runs that are alive, that cannot
 be judged, or that belong to another backend or engine are left alone. A
-name leaves the ledger only once the engine confirmed it gone.
+name leaves the ledger only once the engine confirmed it gone. Only what
+the engine shows carries the run's label is removed: a listed name that is
+not the run's (no label of it, a keep-alive sandbox) is left running and
+reported as "not this run's".
+
+With --run ID, one run only, by hand: first what it holds (its row and its
+names, as ls -v shows them), then the sweep of it. It is reaped unless its
+owner is proven alive, even when no record says who owns it (the lines a
+live Node process leaves after pruning its record, a writer killed before
+its record) or its owner cannot be judged from here: use it for a run you
+know is dead.
 
 Flags:
   --dry-run          say what would be removed, touching nothing
   --backend NAME     docker or msb, as RIGHTSIZE_BACKEND would choose it
   --cache DIR        sweep DIR instead of the cache dir
   -v                 log each decision and removal to stderr
+  --run ID           sweep run ID alone, by hand (above)
+  --timeout D        stop after D (a duration: 30s, 2m), finding the engine
+                     included; what was not reached stays in the ledger.
+                     Default: no bound but each engine call's own deadline
 
 Exit codes: 0 nothing was kept back; 1 something could not be removed (the
-report says why; it stays in the ledger for a later sweep), or no engine
+report says why; it stays in the ledger for a later sweep), --timeout ran
+out, no engine answers, or, with --run, the run does not exist or was left
+alone (its owner is alive, it is another engine's…); 2 usage error.
+`,
+	"reuse": `Usage: rightsize reuse rm [--dry-run] [--cache DIR] NAME...
+       rightsize reuse rm --all [--dry-run] [--cache DIR]
+       rightsize reuse prune --older-than D [--dry-run] [--cache DIR]
+
+Removes keep-alive sandboxes (Spec.Reuse with RIGHTSIZE_REUSE=true), which
+no sweep, watchdog or run ever removes, from the engine RIGHTSIZE_BACKEND
+chooses, and deletes their entries from the registry (reuse/ under the
+cache dir). rightsize ls lists them.
+
+  rm NAME...   removes the keep-alive sandboxes named, whatever their age,
+               even one a test is using. A name the engine has that is not
+               a keep-alive sandbox (no dev.rightsize.reuse label) is
+               refused and left alone. A name the engine no longer has
+               only loses its registry entry.
+  rm --all     removes every keep-alive sandbox on the engine (those of
+               other cache dirs and other members too), and deletes the
+               registry entries whose sandbox is gone.
+  prune        removes the keep-alive sandboxes older than D: by the
+               createdIso of their registry entry, else by when the engine
+               created them. One a rightsize-go test process is using (it
+               holds reuse/<hash>.use) is kept. Then deletes every registry
+               entry whose sandbox the engine no longer has, whatever its
+               age. 0s prunes every one not in use.
+
+An entry a process is writing (it holds reuse/<hash>.lock), or wrote after
+the engine was asked, is kept: it is a new sandbox's.
+
+Flags:
+  --dry-run         say what would be removed, touching nothing (prune only
+                    tries the use locks, and lets go at once)
+  --all             rm: every keep-alive sandbox
+  --older-than D    prune: a duration (12h, 30m, 0s)
+  --cache DIR       use the registry in DIR instead of the cache dir
+
+Exit codes: 0 done (sandboxes kept on purpose included); 1 something was
+refused or could not be removed (the lines marked ! say why), or no engine
 answers; 2 usage error.
 `,
 	"demo": `Usage: rightsize demo

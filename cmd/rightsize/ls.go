@@ -1,12 +1,13 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/rightsize/rightsize-go/ledger"
@@ -50,6 +51,8 @@ func (c *cli) ls(args []string) error {
 	fs := newFlags("ls")
 	asJSON := fs.Bool("json", false, "")
 	verbose := fs.Bool("v", false, "")
+	keepAlive := fs.Bool("keep-alive", false, "")
+	fates := fs.Bool("fates", false, "")
 	cacheFlag := fs.String("cache", "", "")
 	if stop, err := c.parse("ls", fs, args, 0); stop {
 		return err
@@ -58,29 +61,92 @@ func (c *cli) ls(args []string) error {
 	if err != nil {
 		return err
 	}
-	runs, err := ledger.ListRuns(cache)
+	// One buffer for the whole output: a table of 200,000 runs is written
+	// cell by cell, and stdout is not buffered.
+	w := bufio.NewWriterSize(c.stdout, 64<<10)
+	switch {
+	case *fates && *keepAlive:
+		return &exitError{code: exitUsage, msg: "ls: --fates and --keep-alive list different things: give one"}
+	case *fates:
+		err = lsFates(w, cache, *asJSON)
+	case *keepAlive:
+		err = c.lsKeepAlive(w, cache, *asJSON)
+	default:
+		err = c.lsRuns(w, cache, *asJSON, *verbose)
+	}
+	if ferr := w.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// lsRuns lists the runs, one at a time as the folder is read: memory holds
+// the table's text, not every run's record (and, with -v, their names).
+// The table is followed by the keep-alive sandboxes; the JSON array is
+// only the runs, as it always was.
+func (c *cli) lsRuns(w *bufio.Writer, cache string, asJSON, verbose bool) error {
+	scan, err := ledger.ScanRuns(cache)
 	if err != nil {
 		return err
 	}
 	now := time.Now()
-	rows := make([]lsRun, 0, len(runs))
-	for _, rf := range runs {
-		rows = append(rows, describeRun(rf, now))
+	if asJSON {
+		return writeRunsJSON(w, scan, now)
 	}
-	if *asJSON {
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
-	}
-	if len(rows) == 0 {
-		fmt.Fprintf(c.stdout, "no runs in %s\n", termSafe(cache))
+	t := c.runTable()
+	// -v: each run's names, as text, printed after the table.
+	var names bytes.Buffer
+	err = scan.EachAhead(false, func(rf ledger.RunFiles) error {
+		r := describeRun(rf, now)
+		c.runRow(t, r)
+		if verbose {
+			runNames(&names, r)
+		}
 		return nil
+	})
+	if err != nil {
+		return err
 	}
-	c.lsTable(rows)
-	if *verbose {
-		c.lsNames(c.stdout, rows)
+	if t.len() == 1 {
+		fmt.Fprintf(w, "no runs in %s\n", termSafe(cache))
+	} else if err := t.write(w); err != nil {
+		return err
 	}
-	return nil
+	w.Write(names.Bytes())
+	if fs, err := ledger.ReadFates(cache); err == nil && len(fs) > 0 {
+		fmt.Fprintf(w, "\n%d ended runs have a fate (what became of them): rightsize ls --fates\n", len(fs))
+	}
+	fmt.Fprintln(w)
+	return c.lsKeepAliveTable(w, cache)
+}
+
+// writeRunsJSON writes the runs as one JSON array, exactly as an encoder
+// indenting by two spaces would, one run at a time.
+func writeRunsJSON(w *bufio.Writer, scan *ledger.Scan, now time.Time) error {
+	first := true
+	err := scan.EachAhead(false, func(rf ledger.RunFiles) error {
+		b, err := json.MarshalIndent(describeRun(rf, now), "  ", "  ")
+		if err != nil {
+			return err
+		}
+		if first {
+			w.WriteString("[\n  ")
+			first = false
+		} else {
+			w.WriteString(",\n  ")
+		}
+		_, err = w.Write(b)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if first {
+		_, err = w.WriteString("[]\n")
+	} else {
+		_, err = w.WriteString("\n]\n")
+	}
+	return err
 }
 
 // cacheDir is --cache when given, else the ledger's cache dir.
@@ -116,6 +182,12 @@ func describeRun(rf ledger.RunFiles, now time.Time) lsRun {
 		lv := ledger.Judge(rec)
 		r.Status, r.Reason = lv.State.String(), lv.Reason
 	}
+	if !rf.HasLines() {
+		// Nothing to read: no open of three files that are not there, for
+		// each of 200,000 runs.
+		r.Problems = append(r.Problems, rf.Problems...)
+		return r
+	}
 	l := rf.ReadLists()
 	r.Sandboxes = append(r.Sandboxes, l.Sandboxes...)
 	r.Networks = append(r.Networks, l.Networks...)
@@ -127,22 +199,31 @@ func describeRun(rf ledger.RunFiles, now time.Time) lsRun {
 	return r
 }
 
-func (c *cli) lsTable(rows []lsRun) {
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "RUN\tWRITER\tBACKEND\tENDPOINT\tPID\t%s\tAGE\tSANDBOXES\tNETWORKS\tREASON\n", c.paint(sgrDefault, "STATUS"))
+func (c *cli) lsTable(w io.Writer, rows []lsRun) {
+	t := c.runTable()
 	for _, r := range rows {
-		pid, backend, why := "-", dash(r.Backend), r.Reason
-		if r.PID != 0 {
-			pid = strconv.Itoa(r.PID)
-		}
-		if r.Status == statusUnreadable {
-			why = r.Error
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n",
-			quoteIfNeeded(r.ID), quoteIfNeeded(r.Writer), quoteIfNeeded(backend), quoteIfNeeded(dash(r.Endpoint)), pid,
-			c.paint(statusColour(r.Status), r.Status), formatAge(r), len(r.Sandboxes), len(r.Networks), oneLine(why))
+		c.runRow(t, r)
 	}
-	tw.Flush()
+	t.write(w)
+}
+
+// runTable starts the runs table with its header.
+func (c *cli) runTable() *table {
+	t := &table{}
+	t.row("RUN", "WRITER", "BACKEND", "ENDPOINT", "PID", c.paint(sgrDefault, "STATUS"), "AGE", "SANDBOXES", "NETWORKS", "REASON")
+	return t
+}
+
+func (c *cli) runRow(t *table, r lsRun) {
+	pid, backend, why := "-", dash(r.Backend), r.Reason
+	if r.PID != 0 {
+		pid = strconv.Itoa(r.PID)
+	}
+	if r.Status == statusUnreadable {
+		why = r.Error
+	}
+	t.row(quoteIfNeeded(r.ID), quoteIfNeeded(r.Writer), quoteIfNeeded(backend), quoteIfNeeded(dash(r.Endpoint)), pid,
+		c.paint(statusColour(r.Status), r.Status), formatAge(r), strconv.Itoa(len(r.Sandboxes)), strconv.Itoa(len(r.Networks)), oneLine(why))
 }
 
 func statusColour(status string) string {
@@ -162,23 +243,28 @@ func statusColour(status string) string {
 // problems (-v).
 func (c *cli) lsNames(w io.Writer, rows []lsRun) {
 	for _, r := range rows {
-		fmt.Fprintf(w, "\n%s\n", quoteIfNeeded(r.ID))
-		if len(r.Sandboxes)+len(r.Networks)+len(r.Rejected)+len(r.Problems) == 0 {
-			fmt.Fprintln(w, "  (no names)")
-		}
-		for _, n := range r.Sandboxes {
-			fmt.Fprintf(w, "  sandbox  %s\n", quoteIfNeeded(n))
-		}
-		for _, n := range r.Networks {
-			fmt.Fprintf(w, "  network  %s\n", quoteIfNeeded(n))
-		}
-		for _, rj := range r.Rejected {
-			// The excerpt is already quoted by the ledger.
-			fmt.Fprintf(w, "  rejected %s:%d: %d-byte line %s\n", quoteIfNeeded(rj.File), rj.Line, rj.Length, termSafe(rj.Excerpt))
-		}
-		for _, p := range r.Problems {
-			fmt.Fprintf(w, "  problem  %s\n", oneLine(p))
-		}
+		runNames(w, r)
+	}
+}
+
+// runNames writes one run's part of lsNames.
+func runNames(w io.Writer, r lsRun) {
+	fmt.Fprintf(w, "\n%s\n", quoteIfNeeded(r.ID))
+	if len(r.Sandboxes)+len(r.Networks)+len(r.Rejected)+len(r.Problems) == 0 {
+		fmt.Fprintln(w, "  (no names)")
+	}
+	for _, n := range r.Sandboxes {
+		fmt.Fprintf(w, "  sandbox  %s\n", quoteIfNeeded(n))
+	}
+	for _, n := range r.Networks {
+		fmt.Fprintf(w, "  network  %s\n", quoteIfNeeded(n))
+	}
+	for _, rj := range r.Rejected {
+		// The excerpt is already quoted by the ledger.
+		fmt.Fprintf(w, "  rejected %s:%d: %d-byte line %s\n", quoteIfNeeded(rj.File), rj.Line, rj.Length, termSafe(rj.Excerpt))
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintf(w, "  problem  %s\n", oneLine(p))
 	}
 }
 
@@ -194,7 +280,11 @@ func formatAge(r lsRun) string {
 	if r.Modified == "" {
 		return "-"
 	}
-	d := r.age
+	return formatDuration(r.age)
+}
+
+// formatDuration is a duration as ls shows ages.
+func formatDuration(d time.Duration) string {
 	switch {
 	case d < time.Minute:
 		return fmt.Sprintf("%ds", int(d/time.Second))

@@ -84,6 +84,8 @@ func (c *cli) dispatch(args []string) error {
 		return c.ls(rest)
 	case "sweep":
 		return c.sweep(rest)
+	case "reuse":
+		return c.reuse(rest)
 	case "demo":
 		return c.demo(rest)
 	case "version":

@@ -17,14 +17,82 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofrs/flock"
 	"github.com/moby/moby/client"
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/testcontainers/testcontainers-go"
 	tclog "github.com/testcontainers/testcontainers-go/log"
 
+	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/backend/docker"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 	"github.com/rightsize/rightsize-go/ledger"
 )
+
+// Backends the scripts choose with RIGHTSIZE_BACKEND (this test binary is
+// the rightsize they run):
+//
+//	clitest-hang    never answers: opening it waits for its context to end
+//	clitest-stall   answers, and never finishes a removal
+//	clitest-docker  the docker backend, seeing only the keep-alive
+//	                sandboxes of the script (named rz-reuse-$RZ…): the
+//	                engine is shared, and reuse rm --all and prune act on
+//	                every keep-alive sandbox they see
+func init() {
+	backend.Register("clitest-hang", func(ctx context.Context) (backend.Driver, error) {
+		<-ctx.Done()
+		return nil, fmt.Errorf("%w: %v", backend.ErrUnreachable, ctx.Err())
+	})
+	backend.Register("clitest-stall", func(context.Context) (backend.Driver, error) {
+		return stallDriver{}, nil
+	})
+	backend.Register("clitest-docker", func(ctx context.Context) (backend.Driver, error) {
+		rz := os.Getenv("RZ")
+		if rz == "" {
+			return nil, errors.New("clitest-docker: $RZ is not set")
+		}
+		d, err := docker.Open(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return scopedDocker{d, backend.KeepAlivePrefix + rz}, nil
+	})
+}
+
+// stallDriver is a docker-like backend on the default engine whose every
+// removal waits for its context to end, and fails. Only what a sweep calls
+// is implemented.
+type stallDriver struct{ backend.Driver }
+
+func (stallDriver) Name() string          { return backend.Docker }
+func (stallDriver) Endpoint() string      { return "" }
+func (stallDriver) DefaultEndpoint() bool { return true }
+func (stallDriver) Close() error          { return nil }
+
+func (stallDriver) Remove(ctx context.Context, k backend.Kind, runID string, names []string) []error {
+	<-ctx.Done()
+	errs := make([]error, len(names))
+	for i, n := range names {
+		errs[i] = fmt.Errorf("remove %s %s: %w: %v", k, n, backend.ErrUnreachable, ctx.Err())
+	}
+	return errs
+}
+
+type scopedDocker struct {
+	*docker.Driver
+	prefix string
+}
+
+func (d scopedDocker) KeepAlives(ctx context.Context) ([]backend.Description, error) {
+	all, err := d.Driver.KeepAlives(ctx)
+	var mine []backend.Description
+	for _, k := range all {
+		if strings.HasPrefix(k.Name, d.prefix) {
+			mine = append(mine, k)
+		}
+	}
+	return mine, err
+}
 
 func TestMain(m *testing.M) {
 	// The test binary is also `rightsize`, for the scripts: testscript
@@ -56,7 +124,7 @@ const testLabel = "rightsize-cli-test"
 func TestScripts(t *testing.T) {
 	var img string
 	var api *client.Client
-	if skip, _ := strconv.ParseBool(os.Getenv(testimage.EnvSkip)); !skip {
+	if skip, _ := strconv.ParseBool(os.Getenv(testimage.EnvSkip)); !skip && !testing.Short() {
 		img = testimage.Busybox(t)
 		api = dockerAPI(t)
 	}
@@ -98,6 +166,8 @@ func TestScripts(t *testing.T) {
 			"liverecord": cmdLiverecord,
 			"exits":      cmdExits,
 			"lsjson":     cmdLsjson,
+			"kajson":     cmdKajson,
+			"uselock":    cmdUselock,
 		},
 	})
 }
@@ -270,4 +340,95 @@ func removeLabelled(t interface{ Log(...any) }, api *client.Client, label string
 	} else {
 		t.Log("cleanup:", err)
 	}
+}
+
+// kaKeys are the fields of each keep-alive sandbox of
+// `rightsize ls --keep-alive --json`, kaTopKeys those of the object.
+var (
+	kaKeys    = []string{"ageSeconds", "backend", "createdIso", "engine", "entry", "error", "hash", "image", "name", "note", "ports", "udpPorts"}
+	kaTopKeys = []string{"backend", "cacheDir", "endpoint", "engineError", "keepAlive", "registryError"}
+)
+
+// cmdKajson checks the output of the last `rightsize ls --keep-alive
+// --json`: the object and every sandbox have exactly the documented
+// fields, and NAME's FIELD (or the object's, for "."), as JSON, is VALUE.
+//
+//	kajson                     only the shape
+//	kajson count N             N keep-alive sandboxes
+//	kajson NAME FIELD VALUE    one field
+//	kajson . FIELD VALUE       one field of the object
+func cmdKajson(ts *testscript.TestScript, neg bool, args []string) {
+	var top map[string]json.RawMessage
+	ts.Check(json.Unmarshal([]byte(ts.ReadFile("stdout")), &top))
+	if keys := sortedKeys(top); !slices.Equal(keys, kaTopKeys) {
+		ts.Fatalf("ls --keep-alive --json has fields %q, want %q", keys, kaTopKeys)
+	}
+	var rows []map[string]json.RawMessage
+	ts.Check(json.Unmarshal(top["keepAlive"], &rows))
+	if rows == nil {
+		ts.Fatalf("keepAlive is %s, want an array", top["keepAlive"])
+	}
+	for _, r := range rows {
+		if keys := sortedKeys(r); !slices.Equal(keys, kaKeys) {
+			ts.Fatalf("keep-alive %s has fields %q, want %q", r["name"], keys, kaKeys)
+		}
+	}
+	switch {
+	case len(args) == 0:
+		return
+	case len(args) == 2 && args[0] == "count":
+		if strconv.Itoa(len(rows)) != args[1] {
+			ts.Fatalf("ls --keep-alive --json lists %d sandboxes, want %s", len(rows), args[1])
+		}
+		return
+	case len(args) != 3:
+		ts.Fatalf("usage: kajson [count N | NAME FIELD VALUE | . FIELD VALUE]")
+	}
+	check := func(what string, obj map[string]json.RawMessage) {
+		var buf bytes.Buffer
+		ts.Check(json.Compact(&buf, obj[args[1]]))
+		if got := buf.String(); (got == args[2]) == neg {
+			ts.Fatalf("%s: %s is %s, want %s%s", what, args[1], got, map[bool]string{true: "not ", false: ""}[neg], args[2])
+		}
+	}
+	if args[0] == "." {
+		check("ls --keep-alive --json", top)
+		return
+	}
+	for _, r := range rows {
+		var name string
+		_ = json.Unmarshal(r["name"], &name)
+		if name == args[0] {
+			check("keep-alive "+name, r)
+			return
+		}
+	}
+	ts.Fatalf("ls --keep-alive --json lists no %s", args[0])
+}
+
+func sortedKeys(m map[string]json.RawMessage) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// cmdUselock holds a shared lock on FILE until the script ends, as a
+// rightsize-go test process holds reuse/<hash>.use while it uses a
+// keep-alive sandbox.
+//
+//	uselock FILE
+func cmdUselock(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: uselock FILE")
+	}
+	l := flock.New(ts.MkAbs(args[0]), flock.SetPermissions(0o600))
+	ok, err := l.TryRLock()
+	ts.Check(err)
+	if !ok {
+		ts.Fatalf("uselock %s: already locked", args[0])
+	}
+	ts.Defer(func() { l.Unlock() })
 }

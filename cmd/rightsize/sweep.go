@@ -2,15 +2,20 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	iofs "io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/reaper"
 )
 
@@ -19,13 +24,24 @@ import (
 const resolveTimeout = 30 * time.Second
 
 func (c *cli) sweep(args []string) error {
+	start := time.Now()
 	fs := newFlags("sweep")
 	dryRun := fs.Bool("dry-run", false, "")
 	backendFlag := fs.String("backend", "", "")
 	cacheFlag := fs.String("cache", "", "")
 	verbose := fs.Bool("v", false, "")
+	runFlag := fs.String("run", "", "")
+	timeout := fs.Duration("timeout", 0, "")
 	if stop, err := c.parse("sweep", fs, args, 0); stop {
 		return err
+	}
+	byHand := false
+	fs.Visit(func(f *flag.Flag) { byHand = byHand || f.Name == "run" })
+	if byHand && !validRunID(*runFlag) {
+		return &usageError{cmd: "sweep", msg: fmt.Sprintf("--run %s: not a run id (the name of a run's files in the runs folder, without .json)", quoteIfNeeded(*runFlag))}
+	}
+	if *timeout < 0 {
+		return &usageError{cmd: "sweep", msg: fmt.Sprintf("--timeout %s: want a positive duration, such as 30s or 2m", *timeout)}
 	}
 	if *backendFlag != "" {
 		name := backend.Canonical(strings.ToLower(strings.TrimSpace(*backendFlag)))
@@ -39,20 +55,54 @@ func (c *cli) sweep(args []string) error {
 	if err != nil {
 		return err
 	}
+	what := "sweep"
+	if byHand {
+		what = "sweep --run " + *runFlag
+		// What the run holds, before anything is touched, as ls -v shows it.
+		rf, err := ledger.ReadRun(cache, *runFlag)
+		if errors.Is(err, iofs.ErrNotExist) {
+			return fmt.Errorf("%s: no such run in %s (rightsize ls lists the runs); nothing was swept", what, filepath.Join(cache, ledger.RunsDir))
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		row := describeRun(rf, time.Now())
+		c.lsTable(c.stdout, []lsRun{row})
+		c.lsNames(c.stdout, []lsRun{row})
+		fmt.Fprintln(c.stdout)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rctx, cancel := context.WithTimeout(ctx, resolveTimeout)
-	drv, err := backend.Resolve(rctx)
+	resolveFor := resolveTimeout
+	if *timeout > 0 {
+		resolveFor = min(resolveFor, *timeout)
+	}
+	rctx, cancel := context.WithTimeout(ctx, resolveFor)
+	drv, err := openEngine(rctx)
 	cancel()
 	if err != nil {
+		if ctx.Err() != nil {
+			return &exitError{code: exitInterrupted, msg: what + ": interrupted before an engine answered; nothing was swept"}
+		}
+		if *timeout > 0 && rctx.Err() != nil {
+			return fmt.Errorf("%s: no engine answered within --timeout %s (%v); nothing was swept, every run stays in the ledger", what, *timeout, err)
+		}
 		// Nothing can be removed without an engine: whatever the ledger
 		// lists stays there, which is "kept back".
-		return fmt.Errorf("sweep: %v; nothing was swept, every run stays in the ledger", err)
+		return fmt.Errorf("%s: %v; nothing was swept, every run stays in the ledger", what, err)
 	}
 	defer drv.Close()
 
-	opts := []reaper.Option{reaper.WithCacheDir(cache)}
+	opts := []reaper.Option{reaper.WithCacheDir(cache), reaper.WithFateBy(reaper.ByCommand)}
+	if byHand {
+		opts = append(opts, reaper.OnlyRun(*runFlag))
+	}
+	if *timeout > 0 {
+		// One budget for the whole command: what resolving the engine took
+		// is spent. A budget already spent still sweeps nothing, and says so.
+		opts = append(opts, reaper.WithBudget(max(*timeout-time.Since(start), time.Nanosecond)))
+	}
 	if *dryRun {
 		opts = append(opts, reaper.DryRun())
 	}
@@ -66,16 +116,41 @@ func (c *cli) sweep(args []string) error {
 		}
 	}
 	if ctx.Err() != nil {
-		return &exitError{code: exitInterrupted, msg: "sweep: interrupted; what was not reaped stays in the ledger"}
+		return &exitError{code: exitInterrupted, msg: what + ": interrupted; what was not reaped stays in the ledger"}
+	}
+	if byHand && errors.Is(err, iofs.ErrNotExist) {
+		return fmt.Errorf("%s: the run's files went while it was read (another process reaped it)", what)
 	}
 	if err != nil {
-		return fmt.Errorf("sweep of %s: %w", cache, err)
+		return fmt.Errorf("%s of %s: %w", what, cache, err)
+	}
+	if rep.Unfinished != "" {
+		why := rep.Unfinished
+		if *timeout > 0 {
+			why = fmt.Sprintf("--timeout %s ran out", *timeout)
+		}
+		return fmt.Errorf("%s: stopped before the end (%s); what it did not reach stays in the ledger for a later sweep", what, why)
+	}
+	if byHand {
+		if rr, ok := rep.Run(*runFlag); ok && rr.Decision == reaper.LeftAlone {
+			if strings.HasPrefix(rr.Reason, ledger.Alive.String()+": ") {
+				return fmt.Errorf("%s: its owner is alive: %s; the run was left alone, nothing was removed", what, strings.TrimPrefix(rr.Reason, ledger.Alive.String()+": "))
+			}
+			return fmt.Errorf("%s: the run was left alone: %s; nothing was removed", what, rr.Reason)
+		}
 	}
 	if !rep.Clean() {
-		return fmt.Errorf("sweep: %s could not be removed (the lines marked ! say why); %s in the ledger for a later sweep",
-			keptSummary(rep), plural(keptCount(rep), "it stays", "they stay"))
+		return fmt.Errorf("%s: %s could not be removed (the lines marked ! say why); %s in the ledger for a later sweep",
+			what, keptSummary(rep), plural(keptCount(rep), "it stays", "they stay"))
 	}
 	return nil
+}
+
+// validRunID: what can name a run's files inside the runs folder (the
+// ledger's own rule): not empty, no path separator or NUL, not starting
+// with a dot or a dash.
+func validRunID(id string) bool {
+	return id != "" && !strings.ContainsAny(id, "/\\\x00") && !strings.HasPrefix(id, ".") && !strings.HasPrefix(id, "-")
 }
 
 func keptCount(rep *reaper.Report) int {
@@ -94,7 +169,7 @@ func keptSummary(rep *reaper.Report) string {
 	var s, n, other int
 	for _, rr := range rep.Runs {
 		for _, it := range rr.Kept {
-			if it.Kind == "network" {
+			if it.Kind == backend.NetworkKind {
 				n++
 			} else {
 				s++
