@@ -216,7 +216,9 @@ func mountsUnder(dir string) []string {
 // Row 11: a second engine. A run on engine B is never reaped by a sweep
 // through engine A (its files stay, the sweep says the run is recorded
 // against another engine); a sweep through B reaps it; and with its
-// watchdog alive, a SIGKILLed owner's sandboxes are removed from B.
+// watchdog alive, a SIGKILLed owner's sandboxes are removed from B, by the
+// script watchdog and, with no docker command line on PATH, by the native
+// one.
 // Sandboxes on B have no published ports (B has no bridge to publish
 // them through); the owner's specs have none.
 func TestRow11SecondEngine(t *testing.T) {
@@ -266,5 +268,19 @@ func TestRow11SecondEngine(t *testing.T) {
 		o.kill()
 		took := r.waitGone(o, "the watchdog, on engine B")
 		t.Logf("SIGKILL of B's owner → its watchdog removed everything from B in %s", ms(took))
+	})
+
+	// What CI images without the docker command line give: DOCKER_HOST
+	// over TCP, and a PATH that holds no docker. The watchdog is the
+	// test binary itself, speaking the API to B; A is not touched.
+	t.Run("watchdog without a docker command line", func(t *testing.T) {
+		r := r.sub(t)
+		o := r.start("owner on engine B, no docker on PATH", harness.Plan{Containers: 2, Networks: 1}, onB, "PATH="+t.TempDir()).on(b.eng).ready()
+		if k := o.get("watchdog.kind"); k != "native" {
+			t.Fatalf("with no docker on PATH the watchdog is %q, want native", k)
+		}
+		o.kill()
+		took := r.waitGone(o, "the native watchdog, on engine B over TCP")
+		t.Logf("SIGKILL of B's owner (no docker CLI) → the native watchdog removed everything from B in %s", ms(took))
 	})
 }

@@ -3,7 +3,6 @@
 package e2e_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -57,14 +56,16 @@ func hostPID(ns string, nsPid int) (int, error) {
 }
 
 // Row 10: an owner in another pid namespace (unshare --pid --fork
-// --mount-proc, the real code writing its record from inside). A sweep
-// from this namespace cannot judge its pid and leaves the run alone, with
-// that reason, whether the owner lives or not; the owner's watchdog, in
-// the namespace with it, still removes everything after a SIGKILL. When
-// the whole namespace dies (its init killed, so the watchdog with it), the
-// run stays in the ledger for good: no process outside the namespace can
-// prove it dead, and the row checks that it is left alone rather than
-// guessed about.
+// --mount-proc, the real code writing its record from inside). From the
+// host's namespace, which sees every process, a sweep finds the owner by
+// its namespace and its pid in it, and leaves a live one alone; the
+// owner's watchdog, in the namespace with it, still removes everything
+// after a SIGKILL. When the whole namespace dies (its init killed, so the
+// watchdog with it, as when a CI job's container is killed), the next
+// sweep from the host proves it dead — no process is left in it — and
+// reaps it. And the other way round: a sweeper inside a child namespace
+// leaves alone a record that names no namespace (another member's) of a
+// live process of the host, whose pid it cannot look up.
 func TestRow10PidNamespace(t *testing.T) {
 	t.Parallel()
 	unshare, err := exec.LookPath("unshare")
@@ -113,12 +114,12 @@ func TestRow10PidNamespace(t *testing.T) {
 		})
 		return o, rec.PidNamespace, pid
 	}
-	sweepFromHere := func(r *rig, o *owner, when string) {
+	sweepFromHere := func(r *rig, o *owner, when, decision, because string) {
 		t.Helper()
 		s := r.start("sweeper here ("+when+")", harness.Plan{Containers: 1}).ready()
 		d, why := s.sweepOf(o.run)
-		if d != "left alone" || !strings.Contains(why, "pid namespace") {
-			t.Errorf("%s: the sweep from here decided %q (%s), want left alone because of the pid namespace", when, d, why)
+		if d != decision || !strings.Contains(why, because) {
+			t.Errorf("%s: the sweep from here decided %q (%s), want %s (%s)", when, d, why, decision, because)
 		} else {
 			t.Logf("%s: %s: %s", when, d, why)
 		}
@@ -128,7 +129,7 @@ func TestRow10PidNamespace(t *testing.T) {
 	t.Run("owner killed", func(t *testing.T) {
 		r := r.sub(t)
 		o, _, pid := start(r, "owner in a pid namespace")
-		sweepFromHere(r, o, "owner alive")
+		sweepFromHere(r, o, "owner alive", "left alone", "recorded start")
 		o.checkAlive("the owner in the namespace, after a sweep from here")
 		killed := time.Now()
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
@@ -153,20 +154,48 @@ func TestRow10PidNamespace(t *testing.T) {
 		if !o.Wait(exitWithin) {
 			t.Fatal("the namespace did not end")
 		}
-		time.Sleep(500 * time.Millisecond)
-		o.checkAlive("the torn-down namespace's run, which nothing is left to remove")
-		sweepFromHere(r, o, "namespace gone")
-		o.checkListed("after the sweep from here", false)
-		// What the product leaves, by design, is removed by hand.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		removed, err := r.eng.RemoveRun(ctx, o.run)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := ledger.RemoveRunFiles(harness.RunsDir(r.cache), o.run); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("left alone for good, as designed; removed by the test: %q and the run's files", removed)
+		// The namespace's processes are gone; the sweep of a fresh process
+		// here proves it and reaps the run.
+		sweepFromHere(r, o, "namespace gone", "reaped", "no process is left in pid namespace "+ns)
+		took := r.waitGone(o, "the sweep from the host, after the namespace died")
+		t.Logf("namespace torn down → its run reaped from the host in %s", ms(took))
 	})
+
+	t.Run("sweeper in a child namespace", func(t *testing.T) {
+		r := r.sub(t)
+		// A live process of the host (this test), recorded as the other
+		// members write: no namespace. Its container is real.
+		o := r.start("owner on the host", harness.Plan{Containers: 1}).ready()
+		node := fmt.Appendf(nil, `{"pid":%d,"startedIso":%q,"backend":"docker"}`, o.Pid(), ledger.FormatISO(pidStart(t, o.Pid())))
+		if err := os.WriteFile(harness.RunsDir(r.cache)+"/"+o.run+ledger.RecordExt, node, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// The sweeper is its namespace's init: the namespace ends with it.
+		direct := func(s *proctest.Spec) {
+			s.Argv = append([]string{unshare, "--pid", "--fork", "--mount-proc"}, s.Argv...)
+		}
+		s := r.startWith("sweeper in a child namespace", harness.Plan{Then: harness.Sweep}, direct)
+		if _, err := s.Get("done", readyWithin); err != nil {
+			t.Fatal(err)
+		}
+		d, why := decision2(s.get(harness.ReportKey("round0", o.run)))
+		if d != "left alone" || !strings.Contains(why, "names no pid namespace") {
+			t.Errorf("the sweep from a child namespace decided %q (%s), want left alone: the pid is the host's", d, why)
+		} else {
+			t.Logf("from a child namespace: %s: %s", d, why)
+		}
+		o.checkAlive("the host's owner, after a sweep from a child namespace")
+		s.CloseStdin()
+		o.finish()
+	})
+}
+
+// pidStart is when pid started, as the ledger reads it.
+func pidStart(t *testing.T, pid int) time.Time {
+	t.Helper()
+	id, ok, err := ledger.Lookup(pid)
+	if err != nil || !ok {
+		t.Fatalf("look up %d: %v %v", pid, ok, err)
+	}
+	return id.Start
 }

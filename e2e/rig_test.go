@@ -17,6 +17,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
 	"github.com/rightsize/rightsize-go/internal/proctest"
+	"github.com/rightsize/rightsize-go/internal/proctree"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 	"github.com/rightsize/rightsize-go/ledger"
 )
@@ -195,10 +196,11 @@ func (o *owner) cleanup() {
 	}
 }
 
-// isWatchdog reports whether pid runs the watchdog script.
+// isWatchdog reports whether pid runs a watchdog (its argv[0], or the
+// script's, is rightsize-watchdog).
 func isWatchdog(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	return err == nil && strings.Contains(string(b), "watchdog-")
+	return err == nil && strings.Contains(string(b), "rightsize-watchdog")
 }
 
 // waitRun waits for the owner's run id.
@@ -354,6 +356,12 @@ func (o *owner) leftovers() string {
 	left, err := o.eng.RunLeft(ctx, o.run, o.networks)
 	if err != nil {
 		return "engine: " + err.Error()
+	}
+	if pids := proctree.Live(proctree.OfRun(o.run)); len(pids) > 0 {
+		if left != "" {
+			left += ", "
+		}
+		left += fmt.Sprintf("processes %v", pids)
 	}
 	if files := harness.RunFiles(o.r.cache, o.run); len(files) > 0 {
 		if left != "" {

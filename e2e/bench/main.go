@@ -4,20 +4,34 @@
 // prints one line per figure:
 //
 //   - crash-to-clean: SIGKILL of an owner process with N running containers
-//     to the last of them destroyed (engine events, subscribed before the
-//     kill), median and p95 over -runs runs, each paired in the same run
-//     with the floor: one `docker rm -f` CLI call naming as many fresh
-//     running containers, timed from its start to its end;
-//   - the same for testcontainers-go with Ryuk, when -ryuk-image is on the
-//     engine (it cannot be pulled where no registry answers: skipped, with
-//     a message);
+//     to the last of them destroyed, for each kind of watchdog asked for
+//     (-watchdog: the sh script, the native one), each run paired with the
+//     floor: one `docker rm -f NAME...` of as many fresh running
+//     containers, from just before the command starts to the last of them
+//     destroyed. Both sides end at the same point, seen the same way: the
+//     engine's destroy events for the run's label (the engine logs one
+//     once the container is out of its list), subscribed before the kill,
+//     then one list call that must find none. Medians (the mean of the two
+//     middle values for an even count), p95 (nearest rank), the ratio of
+//     the medians, the median of the paired ratios, and the 1-minute load
+//     average over the runs;
+//   - eof-to-removal, from the same runs: where the time between the kill
+//     and the removal goes, from the kernel's process events (the netlink
+//     process connector: the owner's exit, the watchdog's fork, the exec of
+//     its time bound and of docker, with the kernel's timestamps and
+//     nothing added to the watchdog's path; it needs root) and the
+//     engine's kill events (the first removal call taken);
+//   - the same crash-to-clean for testcontainers-go with its reaper: the
+//     real Ryuk image when the engine has it, else a stand-in of the
+//     bench's own that speaks Ryuk's protocol and keeps its timings
+//     (./ryukstandin: not Ryuk), built FROM scratch on the spot;
 //   - sweep: reaper.Sweep over K dead runs whose one sandbox is already
 //     gone (the engine answers "not found"), over K dead runs listing
 //     none, and over an empty ledger.
 //
 // Usage:
 //
-//	go run ./e2e/bench [-runs 20] [-n 1,5,20] [-figures crash,ryuk,sweep] ...
+//	go run ./e2e/bench [-runs 20] [-n 1,5,20] [-watchdog script,native] [-figures crash,ryuk,sweep] ...
 //
 // The owner it kills is itself, re-executed with a plan (the same owner
 // the e2e matrix kills), in a cache dir of its own. It needs a Docker
@@ -44,13 +58,15 @@ import (
 
 var (
 	runs       = flag.Int("runs", 20, "crash-to-clean: paired runs per container count")
-	counts     = flag.String("n", "1,5,20", "crash-to-clean: container counts, comma-separated")
-	figures    = flag.String("figures", "crash,ryuk,sweep", "figures to measure, comma-separated: crash, ryuk, sweep")
-	ryukImage  = flag.String("ryuk-image", "testcontainers/ryuk:0.14.0", "the Ryuk image testcontainers-go runs; the Ryuk figure is skipped when the engine does not have it")
+	counts     = flag.String("n", "1,5,20", "container counts, comma-separated")
+	watchdogs  = flag.String("watchdog", "script,native", "crash-to-clean: the kinds of watchdog to measure (RIGHTSIZE_WATCHDOG), comma-separated: script, native")
+	figures    = flag.String("figures", "crash,sweep,ryuk", "figures to measure, comma-separated: crash (with eof-to-removal), sweep, ryuk")
+	ryukMode   = flag.String("ryuk", "auto", "the reaper of testcontainers-go's side: real (testcontainers/ryuk:0.14.0, which must be on the engine), standin (the bench's stand-in, not Ryuk), or auto (real when present, else the stand-in)")
+	ryukRuns   = flag.Int("ryuk-runs", 5, "testcontainers-go + Ryuk: runs per container count (each takes Ryuk's 10 s wait)")
+	ryukCounts = flag.String("ryuk-n", "", "testcontainers-go + Ryuk: container counts (default: -n)")
 	sweepRuns  = flag.String("sweep-runs", "10,100,1000", "sweep: dead-run counts, comma-separated")
 	sweepReps  = flag.Int("sweep-reps", 10, "sweep: repetitions per count")
-	breakdown  = flag.Bool("breakdown", false, "crash-to-clean: also say where rightsize's time goes (a wrapper on the watchdog's docker command timestamps its start)")
-	cmdFlag    = flag.String("cmd", "sleep 3600", "the containers' command, on both sides (busybox sleep as PID 1, as real images)")
+	cmdFlag    = flag.String("cmd", "sleep 3600", "the containers' command, on every side (busybox sleep as PID 1, as real images)")
 	verbose    = flag.Bool("v", false, "print every run to stderr")
 	imageFlag  = flag.String("image", "", "image of the containers (default: the busybox test image, built on the engine when missing)")
 	timeoutFor = flag.Duration("gone-timeout", 60*time.Second, "how long a run may take before it counts as failed")
@@ -68,9 +84,11 @@ func main() {
 	}
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./e2e/bench [flags]\n\n"+
-			"Measures crash-to-clean (rightsize against the floor, a direct `docker rm -f`;\n"+
-			"testcontainers-go with Ryuk when its image is present) and the sweep, and prints\n"+
-			"one line per figure. Needs a Docker engine (make engine).\n\nflags:\n")
+			"Measures crash-to-clean (rightsize, with either watchdog, against the floor, a\n"+
+			"direct `docker rm -f`; testcontainers-go with Ryuk, or with the bench's stand-in\n"+
+			"for it), where the time from the kill to the removal goes, and the sweep, and\n"+
+			"prints one line per figure. Needs a Docker engine (make engine); root for the\n"+
+			"process events.\n\nflags:\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -100,6 +118,25 @@ func run() error {
 	for _, f := range strings.Split(*figures, ",") {
 		want[strings.TrimSpace(f)] = true
 	}
+	var kinds []string
+	for _, k := range strings.Split(*watchdogs, ",") {
+		switch k = strings.TrimSpace(k); k {
+		case sideScript, sideNative:
+			kinds = append(kinds, k)
+		default:
+			return fmt.Errorf("-watchdog: %q is not script or native", k)
+		}
+	}
+	ns, err := ints(*counts)
+	if err != nil {
+		return fmt.Errorf("-n: %w", err)
+	}
+	rns := ns
+	if *ryukCounts != "" {
+		if rns, err = ints(*ryukCounts); err != nil {
+			return fmt.Errorf("-ryuk-n: %w", err)
+		}
+	}
 	eng, err := harness.NewEngine(ctx, "")
 	if err != nil {
 		return fmt.Errorf("no engine (make engine): %w", err)
@@ -111,33 +148,41 @@ func run() error {
 			return err
 		}
 	}
-	fmt.Printf("# %s, %d CPUs, %s, engine %s, image %s\n", runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339), eng.Host, img)
 	b := &bench{eng: eng, img: img, cmd: strings.Fields(*cmdFlag)}
-	if want["crash"] {
-		ns, err := ints(*counts)
-		if err != nil {
-			return fmt.Errorf("-n: %w", err)
-		}
-		if err := b.crash(ctx, ns, *runs); err != nil {
-			return err
-		}
+	procNote := "process events: on"
+	if b.proc, err = newProcWatch(); err != nil {
+		procNote = "process events: off (" + err.Error() + "; the eof-to-removal steps are missing)"
 	}
-	if want["ryuk"] {
-		ns, _ := ints(*counts)
-		if err := b.ryuk(ctx, ns, *runs); err != nil {
-			return err
+	fmt.Printf("# %s, %d CPUs, %s, engine %s, image %s, load %s, %s\n", runtime.Version(), runtime.NumCPU(), time.Now().UTC().Format(time.RFC3339), eng.Host, img, loadavg(), procNote)
+	var failed []string
+	fail := func(figure string, err error) {
+		fmt.Printf("%s: FAILED: %v\n", figure, err)
+		failed = append(failed, figure)
+	}
+	if want["crash"] {
+		if err := b.crash(ctx, ns, *runs, kinds); err != nil {
+			fail("crash-to-clean", err)
 		}
 	}
 	if want["sweep"] {
 		ks, err := ints(*sweepRuns)
-		if err != nil {
-			return fmt.Errorf("-sweep-runs: %w", err)
+		if err == nil {
+			err = b.sweep(ctx, ks, *sweepReps)
 		}
-		if err := b.sweep(ctx, ks, *sweepReps); err != nil {
-			return err
+		if err != nil {
+			fail("sweep", err)
 		}
 	}
+	if want["ryuk"] {
+		if err := b.ryuk(ctx, rns, *ryukRuns, *ryukMode); err != nil {
+			fail("crash-to-clean/testcontainers-ryuk", err)
+		}
+	}
+	fmt.Printf("# done %s, load %s\n", time.Now().UTC().Format(time.RFC3339), loadavg())
 	fmt.Println("# per-sandbox overhead against raw testcontainers-go: go test -run='^$' -bench=. ./sandboxtest (BenchmarkOverhead, BenchmarkFirstSandbox)")
+	if len(failed) > 0 {
+		return fmt.Errorf("failed: %s", strings.Join(failed, ", "))
+	}
 	return nil
 }
 
@@ -167,6 +212,10 @@ func (t *imageTB) Logf(string, ...any) {}
 
 // busyboxImage is the e2e matrix's image, built on the engine if missing.
 func busyboxImage() (string, error) {
+	// testimage's gate asks testing.Short, which needs the testing flags
+	// registered (after this program's own are parsed: they stay out of
+	// its usage).
+	testing.Init()
 	tb := &imageTB{}
 	ref := ""
 	done := make(chan struct{})

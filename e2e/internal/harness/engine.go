@@ -66,7 +66,7 @@ func NotFound(err error) bool {
 	}
 	msg := err.Error()
 	return strings.Contains(msg, "No such container") || strings.Contains(msg, "No such network") ||
-		strings.Contains(msg, "not found")
+		strings.Contains(msg, "No such image") || strings.Contains(msg, "not found")
 }
 
 // RunContainers lists the containers (any state) labelled with run id, by

@@ -7,6 +7,7 @@ import (
 	"log"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/probe"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/reaper"
@@ -82,14 +84,14 @@ func Owner(t *testing.T, p Plan) {
 		return
 	}
 	ctx := t.Context()
-	info, err := sandboxtest.Session(ctx)
+	sess, err := probe.Session(ctx)
 	if err != nil {
 		proctest.Say("session.err", err.Error())
 		t.Fatalf("session: %v", err)
 	}
-	proctest.Say("run", info.RunID)
-	proctest.Say("endpoint", info.Endpoint)
-	SayReport("sweep", info.Sweep)
+	proctest.Say("run", sess.RunID())
+	proctest.Say("endpoint", sess.Driver().Endpoint())
+	SayReport("sweep", sess.Sweep())
 	if p.WaitGo {
 		if err := proctest.WaitGo(); err != nil {
 			t.Fatal(err)
@@ -115,8 +117,17 @@ func Owner(t *testing.T, p Plan) {
 		g := sandboxtest.Start(t, sandboxtest.Spec{Image: p.Image, Cmd: cmd, Networks: joins})
 		names = append(names, g.Name())
 	}
-	if info, err = sandboxtest.Session(ctx); err == nil {
-		proctest.Say("watchdog", strconv.Itoa(info.WatchdogPID))
+	var procs []string
+	for range p.Processes {
+		pr := sandboxtest.StartProcess(t, exec.Command("/bin/sh", "-c", "sleep 1000 & sleep 1000"))
+		procs = append(procs, strconv.Itoa(pr.Pid()))
+	}
+	proctest.Say("processes", strings.Join(procs, ","))
+	if wd := sess.Watchdog(); wd != nil {
+		proctest.Say("watchdog", strconv.Itoa(wd.PID))
+		proctest.Say("watchdog.kind", wd.Kind)
+	} else {
+		proctest.Say("watchdog", "0")
 	}
 	proctest.Say("networks", strings.Join(netNames, ","))
 	proctest.Say("sandboxes", strings.Join(names, ","))

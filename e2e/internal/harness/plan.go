@@ -56,6 +56,11 @@ type Plan struct {
 	Members  int `json:"members,omitempty"`
 	// Containers started with sandboxtest.Start, one after another.
 	Containers int `json:"containers,omitempty"`
+	// Processes: local process trees started with sandboxtest.StartProcess
+	// after the containers, each `sh -c 'sleep 1000 & sleep 1000'` (a
+	// command and a child of it in its group); the owner says their pids
+	// and marks.
+	Processes int `json:"processes,omitempty"`
 	// Then is what to do next: Block, Panic, … (Block when empty).
 	Then string `json:"then,omitempty"`
 	// CgroupProcs is a cgroup.procs file the process writes its pid to

@@ -9,7 +9,7 @@ import (
 
 // Median is the middle of ds (the mean of the two middle values for an
 // even count); zero for none.
-func Median(ds []time.Duration) time.Duration {
+func Median[T time.Duration | float64](ds []T) T {
 	if len(ds) == 0 {
 		return 0
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rightsize/rightsize-go/internal/probe"
 	"github.com/rightsize/rightsize-go/sandboxtest"
 )
 
@@ -39,19 +40,19 @@ func TestStartsAndBlocks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	info, err := sandboxtest.Session(t.Context())
+	sess, err := probe.Session(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	say("run", info.RunID)
+	say("run", sess.RunID())
 	net := sandboxtest.NewNetwork(t)
 	say("network", net.Name())
 	for range n {
 		g := sandboxtest.Start(t, sandboxtest.Spec{Image: img, Cmd: []string{"/server"}, Networks: []*sandboxtest.Network{net}})
 		say("sandbox", g.Name())
 	}
-	if info, err = sandboxtest.Session(t.Context()); err == nil {
-		say("watchdog", strconv.Itoa(info.WatchdogPID))
+	if wd := sess.Watchdog(); wd != nil {
+		say("watchdog", strconv.Itoa(wd.PID))
 	}
 	say("blocked", "1")
 	for {

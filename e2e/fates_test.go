@@ -1,0 +1,175 @@
+//go:build linux
+
+package e2e_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rightsize/rightsize-go/e2e/internal/harness"
+	"github.com/rightsize/rightsize-go/ledger"
+)
+
+// fateOf returns the fates of run in the rig's cache dir.
+func (r *rig) fatesOf(run string) []ledger.FateFile {
+	r.t.Helper()
+	all, err := ledger.ReadFates(r.cache)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var out []ledger.FateFile
+	for _, f := range all {
+		if f.Run == run {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// checkFate checks that run has one fate, by by, that says each of the
+// owner's sandboxes and networks was removed, with times, and names the
+// owner.
+func checkFate(t *testing.T, o *owner, fates []ledger.FateFile, by string) {
+	t.Helper()
+	if len(fates) != 1 {
+		t.Fatalf("run %s has %d fates, want 1", o.run, len(fates))
+	}
+	f := fates[0]
+	if f.Err != nil {
+		b, _ := os.ReadFile(f.Path)
+		t.Fatalf("run %s's fate cannot be read: %v\n%s", o.run, f.Err, b)
+	}
+	if f.By != by {
+		t.Errorf("the fate says by %q, want %q", f.By, by)
+	}
+	if _, err := ledger.ParseISO(f.NoticedISO); err != nil {
+		t.Errorf("the fate's noticedIso %q: %v", f.NoticedISO, err)
+	}
+	if f.Owner.PID != o.Pid() || f.Owner.Writer != "go" || !strings.Contains(f.Owner.Command, "TestOwner") {
+		t.Errorf("the fate's owner is %+v, want pid %d, writer go, its command line", f.Owner, o.Pid())
+	}
+	got := map[string]string{}
+	for _, it := range f.Items {
+		got[it.Kind+" "+it.Name] = it.Outcome
+	}
+	for _, n := range o.sandboxes {
+		if got["sandbox "+n] != ledger.FateRemoved {
+			t.Errorf("the fate says sandbox %s: %q, want removed (items %+v)", n, got["sandbox "+n], f.Items)
+		}
+	}
+	for _, n := range o.networks {
+		if got["network "+n] != ledger.FateRemoved {
+			t.Errorf("the fate says network %s: %q, want removed (items %+v)", n, got["network "+n], f.Items)
+		}
+	}
+}
+
+// Row 16: what became of a crashed run is written down and told once.
+// A SIGKILLed owner's watchdog (the script, then the native one) writes a
+// fate naming each sandbox and network removed; with no watchdog, the next
+// process's sweep writes it and that process tells it on stderr, and a
+// third process tells nothing.
+func TestRow16Fates(t *testing.T) {
+	t.Parallel()
+	r := newBareRig(t)
+	for _, tc := range []struct{ name, env, by string }{
+		{"script watchdog", "RIGHTSIZE_WATCHDOG=script", "watchdog"},
+		{"native watchdog", "RIGHTSIZE_WATCHDOG=native", "native watchdog"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := r.sub(t)
+			o := r.start("owner", harness.Plan{Containers: 2, Networks: 1}, tc.env).ready()
+			o.kill()
+			r.waitGone(o, "the watchdog")
+			checkFate(t, o, r.fatesOf(o.run), tc.by)
+			if _, err := os.Stat(ledger.OwnerStubPath(r.cache, o.run)); !os.IsNotExist(err) {
+				t.Errorf("the owner's stub is still there after a clean reap (%v)", err)
+			}
+		})
+	}
+
+	t.Run("told once by the next process", func(t *testing.T) {
+		r := r.sub(t)
+		// Every earlier fate of this cache dir is told first, so that the
+		// next owner's lines are this run's alone.
+		all, _ := ledger.ReadFates(r.cache)
+		for _, f := range all {
+			ledger.ClaimTell(f.Path)
+		}
+		o := r.start("owner without a watchdog", harness.Plan{Containers: 2, Networks: 1}, "RIGHTSIZE_REAPER=sweep").ready()
+		o.kill()
+		next := r.start("next process", harness.Plan{Containers: 1}).ready()
+		if d, why := next.sweepOf(o.run); d != "reaped" {
+			t.Fatalf("the next process's sweep decided %q (%s), want reaped", d, why)
+		}
+		checkFate(t, o, r.fatesOf(o.run), "sweep")
+		line := ""
+		for _, l := range strings.Split(next.Stderr(), "\n") {
+			if strings.Contains(l, "rightsize: run "+o.run) {
+				if line != "" {
+					t.Errorf("the fate was told twice by one process:\n%s\n%s", line, l)
+				}
+				line = l
+			}
+		}
+		if line == "" || !strings.Contains(line, "removed 2 sandboxes and 1 network") {
+			t.Fatalf("the next process told %q of run %s, want a line saying 2 sandboxes and 1 network removed; its stderr:\n%s", line, o.run, next.Stderr())
+		}
+		t.Logf("told: %s", line)
+		next.finish()
+		third := r.start("third process", harness.Plan{Containers: 1}).ready()
+		if strings.Contains(third.Stderr(), "rightsize: run "+o.run) {
+			t.Errorf("a third process told the fate again:\n%s", third.Stderr())
+		}
+		third.finish()
+		r.waitGone(next, "the next process's own cleanup")
+		r.waitGone(third, "the third process's own cleanup")
+	})
+
+	t.Run("another member's run, reaped by Go", func(t *testing.T) {
+		r := r.sub(t)
+		id := "a1b2c3d4"
+		name := "rz-node-" + id
+		if _, err := r.eng.RunContainer(t.Context(), r.img, name, []string{"sleep", "3600"}, map[string]string{"dev.rightsize.runId": id}, true); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.eng.Remove(t.Context(), name) })
+		runs := filepath.Join(r.cache, "runs")
+		if err := os.MkdirAll(runs, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		// A Node record of a pid that no process has.
+		rec, _ := json.Marshal(map[string]any{"pid": deadPID(t), "startedIso": time.Now().Add(-time.Hour).UTC().Format("2006-01-02T15:04:05.000Z"), "backend": "docker"})
+		if err := os.WriteFile(filepath.Join(runs, id+".json"), rec, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(runs, id+".sandboxes"), []byte(name), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		next := r.start("next process", harness.Plan{Containers: 1}).ready()
+		fs := r.fatesOf(id)
+		if len(fs) != 1 || fs[0].By != "sweep" || fs[0].Owner.Writer != "" || len(fs[0].Items) != 1 || fs[0].Items[0].Outcome != ledger.FateRemoved {
+			t.Errorf("the Node run's fate: %+v, want one by the sweep, its container removed", fs)
+		}
+		if !strings.Contains(next.Stderr(), "rightsize: run "+id) || !strings.Contains(next.Stderr(), "another member's run") {
+			t.Errorf("the next process did not tell the Node run's fate:\n%s", next.Stderr())
+		}
+		next.finish()
+		r.waitGone(next, "the next process's own cleanup")
+	})
+}
+
+// deadPID is the pid of a process that ran and was reaped.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid
+}

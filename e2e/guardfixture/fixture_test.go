@@ -1,0 +1,195 @@
+package guardfixture_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/modules/redis"
+	"github.com/testcontainers/testcontainers-go/network"
+	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/rightsize/rightsize-go/internal/probe"
+	"github.com/rightsize/rightsize-go/sandboxtest"
+)
+
+// The fixture's settings, from the test that runs it.
+const (
+	// envFixture: "guard" runs Main with GuardAll, "off" without it; unset,
+	// the test skips.
+	envFixture = "RZ_GUARDALL_FIXTURE"
+	// envImage is the busybox test image (its /server answers HTTP).
+	envImage = "RZ_FIXTURE_IMAGE"
+	// envTag labels what the raw clients create, for the test's cleanup.
+	envTag = "RZ_FIXTURE_TAG"
+	// envThen: "block" waits for stdin to close before the test returns;
+	// anything else returns at once, leaving everything running for Main.
+	envThen = "RZ_FIXTURE_THEN"
+)
+
+// tagLabel marks what the fixture's raw clients create.
+const tagLabel = "dev.rightsize.test.guardall"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(envFixture) {
+	case "guard":
+		sandboxtest.Main(m, sandboxtest.GuardAll())
+	case "off":
+		sandboxtest.Main(m)
+	default:
+		os.Exit(m.Run())
+	}
+}
+
+// say prints a line the test outside reads.
+func say(k, v string) { fmt.Printf("fixture: %s=%s\n", k, v) }
+
+// logLines is a testcontainers-go log consumer that keeps what it hears.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Accept(lg testcontainers.Log) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, strings.TrimSpace(string(lg.Content)))
+}
+
+func (l *logLines) has(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, x := range l.lines {
+		if strings.Contains(x, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestCreateEverything creates, without Track: a GenericContainer with a
+// published port, a redis module container with an exec and a log
+// consumer, a container through the Docker client, one with `docker run
+// -d`, and a network; says each id, then blocks or returns.
+func TestCreateEverything(t *testing.T) {
+	mode := os.Getenv(envFixture)
+	img, tag := os.Getenv(envImage), os.Getenv(envTag)
+	if mode == "" || img == "" {
+		t.Skip(envFixture + " is not set: this fixture is run by e2e")
+	}
+	ctx := context.Background()
+	say("docker_host", os.Getenv("DOCKER_HOST"))
+	if sess, err := probe.Session(ctx); err == nil {
+		say("run", sess.RunID())
+	} else {
+		t.Fatal(err)
+	}
+	labels := map[string]string{tagLabel: tag}
+
+	// A network, as testcontainers-go makes one.
+	nw, err := network.New(ctx, network.WithLabels(labels))
+	if err != nil {
+		t.Fatalf("network: %v", err)
+	}
+	say("network", nw.ID)
+
+	// GenericContainer, no Track, with a port reached through it.
+	gc, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{
+		ContainerRequest: testcontainers.ContainerRequest{
+			Image:        img,
+			Cmd:          []string{"/server", "8080"},
+			ExposedPorts: []string{"8080/tcp"},
+			Labels:       labels,
+			Networks:     []string{nw.Name},
+			WaitingFor:   wait.ForLog("ready"),
+		},
+		Started: true,
+	})
+	if err != nil {
+		t.Fatalf("GenericContainer: %v", err)
+	}
+	say("container", gc.GetContainerID())
+	ep, err := gc.PortEndpoint(ctx, "8080/tcp", "http")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(ep + "/")
+	if err != nil {
+		t.Fatalf("GET %s through the guard: %v", ep, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.HasPrefix(string(body), "rightsize-test-server") {
+		t.Fatalf("GET %s: %q", ep, body)
+	}
+
+	// A module, with a log consumer and an exec.
+	logs := &logLines{}
+	rc, err := redis.Run(ctx, img,
+		testcontainers.WithCmd("sh", "-c", "echo '* Ready to accept connections'; exec /server 6379"),
+		testcontainers.WithLabels(labels),
+		testcontainers.WithLogConsumers(logs),
+	)
+	if err != nil {
+		t.Fatalf("redis.Run: %v", err)
+	}
+	say("container", rc.GetContainerID())
+	code, out, err := rc.Exec(ctx, []string{"echo", "exec-through-the-guard"})
+	if err != nil || code != 0 {
+		t.Fatalf("exec: code %d, %v", code, err)
+	}
+	if b, _ := io.ReadAll(out); !strings.Contains(string(b), "exec-through-the-guard") {
+		t.Fatalf("exec output %q", b)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !logs.has("Ready to accept connections") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !logs.has("Ready to accept connections") {
+		t.Fatalf("the log consumer heard nothing through the guard")
+	}
+
+	// The Docker client, as a suite without testcontainers-go uses it.
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	cr, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config:     &container.Config{Image: img, Cmd: []string{"sleep", "3600"}, Labels: labels},
+		HostConfig: &container.HostConfig{NetworkMode: "none"},
+	})
+	if err != nil {
+		t.Fatalf("ContainerCreate: %v", err)
+	}
+	say("container", cr.ID)
+	if _, err := cli.ContainerStart(ctx, cr.ID, client.ContainerStartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// `docker run -d`, a child process that inherits DOCKER_HOST.
+	if docker, err := exec.LookPath("docker"); err == nil {
+		out, err := exec.Command(docker, "run", "-d", "--network", "none", "--label", tagLabel+"="+tag, img, "sleep", "3600").CombinedOutput()
+		if err != nil {
+			t.Fatalf("docker run -d: %v\n%s", err, out)
+		}
+		say("container", strings.TrimSpace(string(out)))
+	}
+
+	say("ready", "1")
+	if os.Getenv(envThen) == "block" {
+		// Until the test outside closes stdin (or kills this process).
+		io.Copy(io.Discard, bufio.NewReader(os.Stdin))
+	}
+}
