@@ -19,20 +19,66 @@ FUZZTIME ?= 10s
 # GOOS/GOARCH pairs that `cross` builds; the module must build for all.
 PLATFORMS ?= linux/amd64 darwin/amd64 windows/amd64 linux/arm64 darwin/arm64
 
-.PHONY: engine test lint cross fuzz demo e2e clean clean-images
+.PHONY: engine test test-podman podman-gate lint cross fuzz demo e2e clean clean-images
 
 engine:
 	bash scripts/engine.sh
 
-test: engine
-	$(GO) vet ./...
+# The whole gate: the lint, then every test against the real engine, then
+# the Podman gate.
+test: lint engine
 	$(GO) test $(GOTESTFLAGS) ./...
+	@$(MAKE) --no-print-directory podman-gate
 
-# gofmt, then go vet and staticcheck as each of the three systems sees the
-# code (platform files and tests differ).
+# The Podman gate, in `make test` on Linux wherever Podman is installed or
+# can be (root on Debian installs it): the engine tests against Podman's
+# service (test-podman below: root's, or as another user that user's
+# rootless one), then, as root, the crash row as a throw-away unprivileged
+# user against rootless Podman (where user namespaces and /dev/net/tun
+# allow). Where Podman cannot be had, or its service cannot be brought up,
+# it says so and passes; a test that fails against it fails the gate.
+# RIGHTSIZE_SKIP_PODMAN=1 skips it.
+PODMANROWS ?= TestWatchdogAfterSIGKILL
+podman-gate:
+	@if [ -n "$$RIGHTSIZE_SKIP_PODMAN" ]; then echo "podman gate: skipped (RIGHTSIZE_SKIP_PODMAN is set)"; exit 0; fi; \
+	if ! bash scripts/podman.sh available; then echo "podman gate: skipped (make test-podman runs it where Podman is)"; exit 0; fi; \
+	if ! bash scripts/podman.sh start >/dev/null; then echo "podman gate: skipped: Podman's API service could not be brought up here (the reason is above)"; exit 0; fi; \
+	$(MAKE) --no-print-directory test-podman || exit 1; \
+	if bash scripts/podman.sh rootless-ready; then \
+		$(MAKE) --no-print-directory test-podman PODMANRUN=rootless PODMANPKGS=./sandboxtest/ PODMANRUNRE='$(PODMANROWS)'; \
+	else echo "podman gate: the rootless row is skipped here"; fi
+
+# The engine tests against Podman's Docker-compatible API instead: a
+# `podman system service` on a socket of its own (scripts/podman.sh
+# installs podman as root on Debian, starts it, and stops it after).
+# PODMANRUN=rootless runs them as a throw-away unprivileged user against
+# that user's rootless service.
+# PODMANRUNRE picks tests by name (go test's -run), for example
+# `make test-podman PODMANRUN=rootless PODMANPKGS=./sandboxtest/
+# PODMANRUNRE=TestWatchdogAfterSIGKILL` for the rootless crash row.
+PODMANPKGS ?= ./backend/docker/ ./sandboxtest/ ./reaper/
+PODMANRUNRE ?= .
+test-podman:
+	@if [ "$(PODMANRUN)" = rootless ]; then \
+		bin=$$(mktemp -d /tmp/rz-podman-tests.XXXXXX) && chmod 755 $$bin && \
+		for p in $(PODMANPKGS); do n=$$(basename $$p); \
+			$(GO) test -c -o $$bin/$$n.test $$p || exit 1; echo $(CURDIR)/$$p > $$bin/$$n.dir; done; \
+		chmod 755 $$bin/*.test; \
+		bash scripts/podman.sh rootless -- sh -c 'rc=0; for b in '"$$bin"'/*.test; do echo "$$b"; (cd "$$(cat "$${b%.test}.dir")" && "$$b" -test.count=1 -test.timeout=20m -test.run='"'$(PODMANRUNRE)'"') || rc=1; done; exit $$rc'; rc=$$?; \
+		rm -rf $$bin; exit $$rc; \
+	else \
+		host=$$(bash scripts/podman.sh start) || exit 1; \
+		echo "DOCKER_HOST=$$host go test -count=1 $(PODMANPKGS)"; \
+		DOCKER_HOST=$$host $(GO) test -count=1 -timeout 20m -run '$(PODMANRUNRE)' $(PODMANPKGS); rc=$$?; \
+		bash scripts/podman.sh stop; exit $$rc; \
+	fi
+
+# gofmt, a tidy module, then go vet and staticcheck as each of the three
+# systems sees the code (platform files and tests differ).
 lint:
 	@files=$$(gofmt -l .); \
 	if [ -n "$$files" ]; then echo "gofmt -l: not formatted:"; echo "$$files"; exit 1; fi
+	$(GO) mod tidy -diff
 	GOBIN=$(CURDIR)/.bin $(GO) install $(STATICCHECK)
 	@set -e; for os in linux darwin windows; do \
 		echo "GOOS=$$os go vet ./... && GOOS=$$os staticcheck ./..."; \

@@ -74,8 +74,8 @@ busybox_ok() {
 	return 0
 }
 
-is_root() { [ "$(id -u)" -eq 0 ]; }
-is_debian() { [ -f /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; }
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$(realpath "${BASH_SOURCE[0]}")")/lib.sh"
 can_install() { is_root && is_debian; }
 
 # no_engine: say that no engine answers, how to get one, and exit 1.
@@ -89,28 +89,6 @@ no_engine() {
 		how="Installing it (apt-get install docker.io busybox-static) needs root: run \`make engine\` as root"
 	fi
 	die "no Docker engine answers (\`docker info\`: $ENGINE_ERR). Start one (Docker Desktop, \`systemctl start docker\`, …) or point DOCKER_HOST at one. $how."
-}
-
-# apt_install PACKAGE...: apt-get install, updating the package lists first only
-# when apt does not know a package, or when the install fails on stale lists.
-apt_install() {
-	export DEBIAN_FRONTEND=noninteractive
-	local pkg updated=
-	for pkg in "$@"; do
-		if ! apt-cache show --no-all-versions "$pkg" >/dev/null 2>&1; then
-			say "apt-get update"
-			apt-get update -qq >&2
-			updated=1
-			break
-		fi
-	done
-	say "apt-get install -y $*"
-	if ! apt-get install -y -qq "$@" >&2; then
-		[ -z "$updated" ] || die "apt-get install $* failed"
-		say "apt-get update, then install again"
-		apt-get update -qq >&2
-		apt-get install -y -qq "$@" >&2 || die "apt-get install $* failed"
-	fi
 }
 
 # ensure_busybox: a static busybox where the tests look first. One named by
@@ -137,12 +115,7 @@ ensure_packages() {
 
 # dockerd_running: the pid file names a live process, so an engine is on its
 # way up (or stuck): wait for it rather than start a second one.
-dockerd_running() {
-	local pid
-	[ -r "$PIDFILE" ] || return 1
-	pid=$(cat "$PIDFILE" 2>/dev/null) || return 1
-	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
-}
+dockerd_running() { pidfile_live "$PIDFILE"; }
 
 # start_dockerd starts dockerd in its own session with no tie to the
 # caller's terminal, pipes or lock, so that `make` does not wait on its
@@ -156,23 +129,9 @@ start_dockerd() {
 		# shellcheck disable=SC2206 # split on spaces on purpose
 		args+=(${RIGHTSIZE_DOCKERD_FLAGS})
 	fi
-	mkdir -p "$(dirname "$LOG")"
 	say "starting dockerd ${args[*]} (log: $LOG)"
-	local setsid=
-	command -v setsid >/dev/null 2>&1 && setsid=setsid
-	(
-		# Whatever else is open here (the lock, a CI runner's pipes) must
-		# not be held for as long as dockerd lives.
-		for fd in /proc/self/fd/*; do
-			fd=${fd##*/}
-			if [ "$fd" -gt 2 ]; then
-				{ exec {fd}>&-; } 2>/dev/null || true
-			fi
-		done
-		# shellcheck disable=SC2086 # $setsid is empty or one word
-		exec nohup $setsid dockerd "${args[@]}" </dev/null >>"$LOG" 2>&1
-	) &
-	DOCKERD_PID=$!
+	start_detached "$LOG" dockerd "${args[@]}"
+	DOCKERD_PID=$DETACHED_PID
 }
 
 # wait_engine PID: poll `docker info` until it answers, the deadline passes,
