@@ -753,7 +753,7 @@ func TestWatchdogNative(t *testing.T) {
 				t.Fatalf("watchdog kind %q, want %q", k, reaper.NativeWatchdog)
 			}
 			names := split(o.Expect("sandboxes"))
-			if rss, err := vmRSSKiB(o.watchdog); err == nil {
+			if rss, err := proctest.VmRSSKiB(o.watchdog); err == nil {
 				t.Logf("waiting native watchdog: VmRSS %d KiB", rss)
 			}
 			o.kill(syscall.SIGKILL)
@@ -766,19 +766,6 @@ func TestWatchdogNative(t *testing.T) {
 			}
 		})
 	}
-}
-
-func vmRSSKiB(pid int) (int, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			return strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
-		}
-	}
-	return 0, errors.New("no VmRSS")
 }
 
 // TestWatchdogScript: a readable copy of the script is written once, mode

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rightsize/rightsize-go/internal/proctest"
 )
 
 // These tests run the embedded watchdog.sh for real, under every POSIX shell
@@ -324,7 +326,7 @@ func (p *proc) assertWaiting(before map[string]string) {
 		if kids := children(pid); len(kids) > 0 {
 			t.Errorf("%s: a waiting watchdog has child processes %v", p.h.sh.name, kids)
 		}
-		if rss, err := vmRSSKiB(pid); err == nil {
+		if rss, err := proctest.VmRSSKiB(pid); err == nil {
 			t.Logf("%s: waiting watchdog VmRSS %d KiB", p.h.sh.name, rss)
 			if p.h.sh.maxRSSKiB > 0 && rss > p.h.sh.maxRSSKiB {
 				t.Errorf("%s: waiting watchdog VmRSS %d KiB, want <= %d KiB", p.h.sh.name, rss, p.h.sh.maxRSSKiB)
@@ -402,19 +404,6 @@ func children(pid int) []int {
 		}
 	}
 	return out
-}
-
-func vmRSSKiB(pid int) (int, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			return strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
-		}
-	}
-	return 0, errors.New("no VmRSS")
 }
 
 // calls parses fake-rm's log: per call, the argument count then the
