@@ -1,9 +1,14 @@
 package docker
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
 )
 
 func TestCanonicalEndpoint(t *testing.T) {
@@ -62,6 +67,10 @@ func TestChooseReach(t *testing.T) {
 			"TESTCONTAINERS_HOST_OVERRIDE wins, and a name other than loopback needs the ports on every interface"},
 		{"override localhost", reachFacts{daemonHost: "unix:///var/run/docker.sock", override: "localhost", overrideSet: true, beside: same, gateway: gw}, "localhost", true,
 			"a loopback override keeps ports on loopback"},
+		{"host network, engine out of sight", reachFacts{daemonHost: "unix:///var/run/docker.sock", inContainer: true, beside: unknown, gateway: gw, onEngineHost: gw}, "127.0.0.1", true,
+			"a container on the host's network (its own pid namespace hides the engine): the bridge's gateway is one of our addresses, so the engine's loopback is ours"},
+		{"other namespace, gateway ours", reachFacts{daemonHost: "unix:///var/run/docker.sock", inContainer: true, beside: other, gateway: gw, onEngineHost: gw}, "172.17.0.1", false,
+			"when the engine's process is seen in another network namespace, that answer stands"},
 		{"empty override", reachFacts{daemonHost: "unix:///var/run/docker.sock", override: "", overrideSet: true, beside: unknown, gateway: gw}, "127.0.0.1", true,
 			"an empty override is no override"},
 	} {
@@ -81,5 +90,45 @@ func TestParseRouteGateway(t *testing.T) {
 	}
 	if got := parseRouteGateway("Iface\n"); got != "" {
 		t.Errorf("no default route: %q", got)
+	}
+}
+
+// The facts the in-container layouts are decided from, asked of the
+// engine this test runs beside (the project's CI and a laptop): its
+// bridge's gateway is one of this machine's addresses, and loopback is
+// ours too.
+func TestOwnAddrAndBridgeGateway(t *testing.T) {
+	if !ownAddr("127.0.0.1") {
+		t.Error("ownAddr(127.0.0.1) = false: loopback is an address of every machine")
+	}
+	if ownAddr("192.0.2.254") || ownAddr("not an address") {
+		t.Error("ownAddr answered true for an address no interface here has")
+	}
+	host := os.Getenv("DOCKER_HOST")
+	if host != "" && !strings.HasPrefix(host, "unix://") {
+		t.Skip("the engine is not on this machine's socket")
+	}
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
+		t.Skipf("no engine: %v", err)
+	}
+	gw, first := bridgeGateway(ctx, cli)
+	if gw == "" && first == "" {
+		t.Fatal("the engine's default bridge has neither a gateway nor a subnet")
+	}
+	if gw == "" {
+		gw = first
+	}
+	if res, err := cli.NetworkInspect(ctx, "bridge", client.NetworkInspectOptions{}); err != nil || res.Network.Name != "bridge" {
+		t.Skipf("not Docker's default bridge (%v): Podman makes its bridge only for a running container", err)
+	}
+	if !ownAddr(gw) {
+		t.Errorf("the default bridge's gateway %s is not an address of this machine, which runs the engine", gw)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -55,11 +56,22 @@ func resolveReach(ctx context.Context, cli *client.Client, daemonHost string) re
 	f := reachFacts{daemonHost: daemonHost}
 	f.override, f.overrideSet = os.LookupEnv(EnvHostOverride)
 	f.inContainer = inContainer()
+	bridge := sync.OnceValues(func() (string, string) { return bridgeGateway(ctx, cli) })
 	f.gateway = func() string {
-		if gw := bridgeGateway(ctx, cli); gw != "" {
+		if gw, _ := bridge(); gw != "" {
 			return gw
 		}
 		return routeGateway()
+	}
+	f.onEngineHost = func() string {
+		gw, first := bridge()
+		if gw == "" {
+			gw = first
+		}
+		if gw == "" || !ownAddr(gw) {
+			return ""
+		}
+		return gw
 	}
 	f.beside = besideEngine
 	return chooseReach(f)
@@ -74,6 +86,9 @@ type reachFacts struct {
 	inContainer bool
 	beside      func(socket string) (same, known bool)
 	gateway     func() string
+	// onEngineHost is the engine's bridge gateway when it is an address
+	// of this process's own network interfaces, else "".
+	onEngineHost func() string
 }
 
 func chooseReach(f reachFacts) reach {
@@ -100,8 +115,18 @@ func chooseReach(f reachFacts) reach {
 	if scheme != "unix" || !f.inContainer {
 		return reach{host: "127.0.0.1", bind: loopback, why: "the engine runs on this machine"}
 	}
-	if same, known := f.beside(u.Path); known && same {
+	same, known := f.beside(u.Path)
+	if known && same {
 		return reach{host: "127.0.0.1", bind: loopback, why: "this process shares the engine's network namespace"}
+	}
+	if !known && f.onEngineHost != nil {
+		// The engine's process is out of sight (another pid namespace:
+		// a container run with the host's network), but the gateway of
+		// its bridge is an address of this process's network: the
+		// engine's host network is this one.
+		if gw := f.onEngineHost(); gw != "" {
+			return reach{host: "127.0.0.1", bind: loopback, why: "the gateway of the engine's bridge, " + gw + ", is an address of this process's network"}
+		}
 	}
 	gw := f.gateway()
 	if gw == "" {
@@ -131,8 +156,11 @@ func inContainer() bool {
 }
 
 // bridgeGateway is the gateway of the engine's default bridge network: the
-// engine host's address as a container on that network sees it.
-func bridgeGateway(ctx context.Context, cli *client.Client) string {
+// engine host's address as a container on that network sees it. Docker
+// before 25 reports the default bridge's subnet without a gateway; first
+// is then the subnet's first address, which is the gateway unless the
+// daemon was given another (--bip).
+func bridgeGateway(ctx context.Context, cli *client.Client) (gw, first string) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for _, name := range []string{"bridge", "podman"} {
@@ -142,11 +170,37 @@ func bridgeGateway(ctx context.Context, cli *client.Client) string {
 		}
 		for _, c := range res.Network.IPAM.Config {
 			if c.Gateway.IsValid() && c.Gateway.Is4() {
-				return c.Gateway.String()
+				return c.Gateway.String(), ""
+			}
+		}
+		for _, c := range res.Network.IPAM.Config {
+			if c.Subnet.IsValid() && c.Subnet.Addr().Is4() && c.Subnet.Bits() < 31 {
+				return "", c.Subnet.Masked().Addr().Next().String()
 			}
 		}
 	}
-	return ""
+	return "", ""
+}
+
+// ownAddr reports whether ip is an address of one of this process's
+// network interfaces.
+func ownAddr(ip string) bool {
+	want, err := netip.ParseAddr(ip)
+	if err != nil {
+		return false
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if got, ok := netip.AddrFromSlice(n.IP); ok && got.Unmap() == want.Unmap() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // routeGateway is this machine's default route's gateway, from
