@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
+	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/ledger"
 )
 
@@ -132,6 +133,7 @@ func TestRow16Fates(t *testing.T) {
 	})
 
 	t.Run("another member's run, reaped by Go", func(t *testing.T) {
+		proctest.NeedHostPidNamespace(t) // a Node record names no pid namespace
 		r := r.sub(t)
 		id := "a1b2c3d4"
 		name := "rz-node-" + id

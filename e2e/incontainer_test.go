@@ -19,6 +19,7 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+	"github.com/rightsize/rightsize-go/internal/proctest"
 )
 
 // Row 14: a test binary inside a container with the engine's socket
@@ -31,6 +32,7 @@ import (
 // SIGKILLed, and its watchdog — the binary itself, re-executed, speaking
 // the engine's API — removes everything.
 func TestRow14InAContainer(t *testing.T) {
+	proctest.NeedHostPidNamespace(t) // it kills the fixture by the pid the engine reports
 	t.Parallel()
 	r := newBareRig(t)
 	if _, err := os.Stat("/var/run/docker.sock"); err != nil {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rightsize/rightsize-go/internal/pidns"
 )
 
 // userHZ is the unit of /proc/<pid>/stat's start time. The kernel exports
@@ -141,12 +143,9 @@ func parseStat(b []byte) (state byte, ticks uint64, err error) {
 	return f[0][0], ticks, nil
 }
 
-// initialPidNamespace is what /proc/self/ns/pid reads in the host's own
-// pid namespace: its inode number is fixed (PROC_PID_INIT_INO) since Linux
-// 3.8. Only from there can every process of the host be seen.
-const initialPidNamespace = "pid:[4026531836]"
-
-func inInitialPidNamespace() bool { return hostPidNamespace() == initialPidNamespace }
+// inInitialPidNamespace: only from the host's own pid namespace can every
+// process of the host be seen.
+func inInitialPidNamespace() bool { return hostPidNamespace() == pidns.Initial }
 
 // nsIndex maps each pid namespace to the host pids of the processes in it,
 // read from /proc; complete is false when some process's namespace could

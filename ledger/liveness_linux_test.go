@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rightsize/rightsize-go/internal/pidns"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 )
 
@@ -122,6 +123,10 @@ func TestJudgeRealProcesses(t *testing.T) {
 			why: "a foreign record whose process started before this boot is dead, though its pid runs now"},
 	}
 	for _, tc := range tests {
+		if tc.rec.PidNamespace == "" && !pidns.InInitial() {
+			t.Logf("%s: not judged here: a record without a pid namespace is unknown from %s by design", tc.name, pidns.Self())
+			continue
+		}
 		got := Judge(tc.rec)
 		if got.State != tc.want {
 			t.Errorf("%s: Judge = %v, want %v (%s)", tc.name, got, tc.want, tc.why)
@@ -150,7 +155,7 @@ func TestJudgeRealProcesses(t *testing.T) {
 
 	zombie.Wait()
 	reaped = true
-	if got := Judge(Record{PID: zombiePID, Backend: "docker"}); got.State != Dead || !strings.Contains(got.Reason, "no process") {
+	if got := Judge(Record{PID: zombiePID, Backend: "docker", PidNamespace: me.PidNamespace}); got.State != Dead || !strings.Contains(got.Reason, "no process") {
 		t.Errorf("reaped zombie: Judge = %v, want dead, no process", got)
 	}
 }
@@ -344,6 +349,9 @@ func TestNamespaceJudgeHelper(t *testing.T) {
 // namespace, where that pid names nothing or another process: unknown,
 // never dead.
 func TestJudgeFromChildPidNamespace(t *testing.T) {
+	if !pidns.InInitial() {
+		t.Skipf("compares a child pid namespace with the host's, and this process is in %s", pidns.Self())
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("a new pid namespace needs root here (unshare --pid); not root")
 	}

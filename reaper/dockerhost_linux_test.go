@@ -40,6 +40,7 @@ const defaultSocket = "/var/run/docker.sock"
 // environment from the start: testcontainers-go resolves the engine once
 // per process.
 func TestSweepDockerHost(t *testing.T) {
+	proctest.NeedHostPidNamespace(t) // its run is written as rightsize-node writes it
 	drv := openDocker(t)
 	if _, err := os.Stat(defaultSocket); err != nil {
 		t.Skipf("no engine on the default socket here: %v", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/pidns"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 	"github.com/rightsize/rightsize-go/ledger"
@@ -89,7 +90,9 @@ func TestFirstSandboxWithinSweepBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Recorded against the hung engine's socket: the sweep goes through it.
-	rec := []byte(`{"pid":4194033,"startedIso":"2026-11-29T20:36:06.950Z","backend":"docker","endpoint":"` + hung + `"}`)
+	// It names this process's pid namespace (where the pid is not in use),
+	// so it is dead wherever the test runs, a container included.
+	rec := ledger.Record{PID: 4194033, StartedISO: "2026-11-29T20:36:06.950Z", Backend: "docker", Endpoint: hung, PidNamespace: pidns.Self()}.Marshal()
 	if err := os.WriteFile(ledger.RecordPath(runs, dead), rec, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,9 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rightsize/rightsize-go/internal/pidns"
+	"github.com/rightsize/rightsize-go/ledger"
 )
 
 // openPty returns the two ends of a new pseudo-terminal.
@@ -45,7 +48,9 @@ func TestColour(t *testing.T) {
 	if err := os.Mkdir(runs, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	rec := `{"pid":4194030,"startedIso":"","backend":"docker"}`
+	// In this process's pid namespace, where the pid is not in use: dead
+	// wherever the test runs.
+	rec := string(ledger.Record{PID: 4194030, Backend: "docker", PidNamespace: pidns.Self()}.Marshal())
 	if err := os.WriteFile(filepath.Join(runs, "dead0001.json"), []byte(rec), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/pidns"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 	"github.com/rightsize/rightsize-go/ledger"
 )
@@ -158,6 +159,10 @@ func TestScripts(t *testing.T) {
 			switch cond {
 			case "engine":
 				return img != "", nil
+			case "hostpidns":
+				// The family's records name no pid namespace: only
+				// from the host's can they be judged.
+				return pidns.InInitial(), nil
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
