@@ -3,6 +3,7 @@
 package e2e_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -135,12 +136,19 @@ func TestRow16Fates(t *testing.T) {
 	t.Run("another member's run, reaped by Go", func(t *testing.T) {
 		proctest.NeedHostPidNamespace(t) // a Node record names no pid namespace
 		r := r.sub(t)
-		id := "a1b2c3d4"
+		id := newRunID(t)
 		name := "rz-node-" + id
 		if _, err := r.eng.RunContainer(t.Context(), r.img, name, []string{"sleep", "3600"}, map[string]string{"dev.rightsize.runId": id}, true); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { r.eng.Remove(t.Context(), name) })
+		t.Cleanup(func() {
+			// Not t.Context(): it is cancelled before cleanups run.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := r.eng.Remove(ctx, name); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		})
 		runs := filepath.Join(r.cache, "runs")
 		if err := os.MkdirAll(runs, 0o700); err != nil {
 			t.Fatal(err)
