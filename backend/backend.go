@@ -23,6 +23,10 @@ var (
 	// (it carries no mark of that run, or it is a keep-alive sandbox). It
 	// was left alone; its name may leave the run's list.
 	ErrNotOwned = errors.New("not this run's")
+	// ErrUnlabelled comes with ErrNotOwned when what exists carries no
+	// run's mark at all (rather than another run's, or a keep-alive's):
+	// the other members of the family do not label their networks.
+	ErrUnlabelled = errors.New("it carries no rightsize run label")
 	// ErrInUse: a network still has endpoints attached.
 	ErrInUse = errors.New("in use")
 	// ErrUnreachable: the engine did not answer (no daemon, wrong socket,

@@ -379,6 +379,14 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 				switch {
 				case it.Outcome == Removed || it.Outcome == AlreadyGone:
 					rr.Removed = append(rr.Removed, it)
+				case it.Outcome == NotOwned && k == names.NetworkKind && foreignWriter(rf) && errors.Is(err, backend.ErrUnlabelled):
+					// The other members label their containers but not
+					// their networks: the run's own member removes it by
+					// name, so its line stays for that member's sweep.
+					it.Outcome = KeptBack
+					it.Note = "another member's network, which it does not label: left for that member's own sweep (" + it.Note + ")"
+					rr.Kept = append(rr.Kept, it)
+					kept[k] = append(kept[k], n)
 				case it.Outcome == NotOwned:
 					rr.NotOwned = append(rr.NotOwned, it)
 				case pass == 0 && k == names.NetworkKind && errors.Is(err, backend.ErrInUse):
@@ -489,6 +497,12 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 func isLabelled(b backend.Backend) bool {
 	_, ok := b.(backend.RunLister)
 	return ok
+}
+
+// foreignWriter reports whether another member of the family wrote the
+// run's record (Go's records say "go"; the others' say nothing).
+func foreignWriter(rf ledger.RunFiles) bool {
+	return rf.RecordErr == nil && rf.Record.Writer != "go"
 }
 
 // processName names a process in a report: its pid and command.

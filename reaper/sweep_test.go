@@ -381,6 +381,45 @@ func TestSweepDecisions(t *testing.T) {
 			asked:    [2][]string{{"rz-x-1"}},
 		},
 		{
+			name: "a Node run's unlabelled network",
+			reason: "the other members do not label their networks: a dead Node run's container goes, its network is kept " +
+				"listed for Node's own sweep (never removed by Go, never dropped from the list), and a network labelled for " +
+				"another run still leaves the list",
+			prepare: func(t *testing.T, s *sweepEnv, runs, id string) {
+				s.fake.objs["rz-x-1"] = nil
+				s.fake.objs["rz-net-node"] = fmt.Errorf("%w: %w", backend.ErrNotOwned, backend.ErrUnlabelled)
+				s.fake.objs["rz-net-other"] = fmt.Errorf("%w: it is labelled for run 0badc0de", backend.ErrNotOwned)
+				writeRun(t, runs, id, []byte(fmt.Sprintf(`{"pid":%d,"startedIso":"2026-11-29T20:36:06.950Z","backend":"docker"}`, s.dead.PID)),
+					[]string{"rz-x-1"}, []string{"rz-net-node", "rz-net-other"})
+			},
+			decision: reaper.Kept,
+			because:  []string{"dead"},
+			removed:  []string{"sandbox rz-x-1: removed"},
+			kept:     []string{"network rz-net-node: kept (another member's network"},
+			notOwned: []string{"network rz-net-other: not this run's"},
+			asked:    [2][]string{{"rz-x-1"}, {"rz-net-node", "rz-net-other"}},
+			files:    []string{".json", ".networks"},
+			check: func(t *testing.T, s *sweepEnv, rep *reaper.Report) {
+				if _, ok := s.fake.objs["rz-net-node"]; !ok {
+					t.Error("the Node run's network was removed")
+				}
+				_, _, nets := ledger.Paths(filepath.Join(rep.CacheDir, ledger.RunsDir), rep.Runs[0].ID)
+				assertFile(t, nets, "rz-net-node\n")
+			},
+		},
+		{
+			name:   "a Go run's unlabelled network",
+			reason: "rightsize-go labels every network it makes: one of its lists without the label is not the run's, and leaves the list",
+			prepare: func(t *testing.T, s *sweepEnv, runs, id string) {
+				s.fake.objs["rz-net-1"] = fmt.Errorf("%w: %w", backend.ErrNotOwned, backend.ErrUnlabelled)
+				writeRun(t, runs, id, s.deadRecord(), nil, []string{"rz-net-1"})
+			},
+			decision: reaper.Reaped,
+			because:  []string{"dead"},
+			notOwned: []string{"network rz-net-1: not this run's"},
+			asked:    [2][]string{nil, {"rz-net-1"}},
+		},
+		{
 			name:   "unparseable, old",
 			reason: "an unreadable record is never reaped by age: its owner is unknown (a start time in a layout a reader did not know once cost a live owner its container)",
 			prepare: func(t *testing.T, s *sweepEnv, runs, id string) {

@@ -67,7 +67,9 @@ func (d *Driver) owned(ctx context.Context, k backend.Kind, runID, name string) 
 			labels = res.Container.Config.Labels
 		}
 	}
-	if why := notOwnedWhy(runID, realName, labels); why != "" {
+	if why := notOwnedWhy(runID, realName, labels); why == unlabelledWhy {
+		return "", 0, fmt.Errorf("%s %s (%s): %w: %w", k, name, shortID(id), backend.ErrNotOwned, backend.ErrUnlabelled)
+	} else if why != "" {
 		return "", 0, fmt.Errorf("%s %s (%s): %w: %s", k, name, shortID(id), backend.ErrNotOwned, why)
 	}
 	return id, attached, nil
@@ -90,9 +92,12 @@ func notOwnedWhy(runID, name string, labels map[string]string) string {
 	case hasA || hasB:
 		return fmt.Sprintf("it is labelled for run %s", firstNonEmpty(a, b))
 	default:
-		return "it carries no rightsize run label"
+		return unlabelledWhy
 	}
 }
+
+// unlabelledWhy is notOwnedWhy's answer for what carries no run label.
+var unlabelledWhy = backend.ErrUnlabelled.Error()
 
 func firstNonEmpty(s ...string) string {
 	for _, v := range s {
