@@ -242,6 +242,20 @@ func ReadFates(cache string) ([]FateFile, error) {
 	return out, nil
 }
 
+// HasFate reports whether cache holds a fate of run.
+func HasFate(cache, run string) bool {
+	if !ValidRunID(run) {
+		return false
+	}
+	m, _ := filepath.Glob(filepath.Join(FatesPath(cache), run+"-*.json"))
+	for _, p := range m {
+		if r, _, ok := parseFateName(filepath.Base(p)); ok && r == run {
+			return true
+		}
+	}
+	return false
+}
+
 // parseFateName splits "<run>-<unix ms>.json".
 func parseFateName(name string) (run string, written time.Time, ok bool) {
 	stem, ok := strings.CutSuffix(name, ".json")

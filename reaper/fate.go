@@ -32,6 +32,12 @@ func (c *config) sweepFate(rf ledger.RunFiles, rr RunReport, noticed time.Time) 
 	if len(rr.Removed)+len(rr.Kept)+len(rr.NotOwned) == 0 {
 		return
 	}
+	if len(rr.Removed)+len(rr.NotOwned) == 0 && ledger.HasFate(c.cache, rf.ID) {
+		// Kept again, nothing removed: its fate was told already, and a
+		// run kept for long must not fill the fates or be told at every
+		// start.
+		return
+	}
 	f := ledger.Fate{
 		Run:         rf.ID,
 		By:          c.fateBy,

@@ -57,6 +57,32 @@ func TestSweepWritesFates(t *testing.T) {
 	require.Empty(t, reaper.TellFates(cache, ""), "a fate is told once")
 }
 
+// A run kept again with nothing removed gets no second fate: a run the
+// engine keeps refusing must not fill the fates or be told at every start.
+// When something of it is removed at last, that is told.
+func TestSweepKeptAgainNoNewFate(t *testing.T) {
+	cache := t.TempDir()
+	runs := runsDir(t, cache)
+	writeRun(t, runs, "dead0003", deadRecordFor(t), []string{"rz-dead0003-1"}, nil)
+	fake := newFake(map[string]error{"rz-dead0003-1": backend.ErrUnreachable})
+	for range 3 {
+		_, err := reaper.Sweep(context.Background(), fake, reaper.WithCacheDir(cache))
+		require.NoError(t, err)
+	}
+	fates, err := ledger.ReadFates(cache)
+	require.NoError(t, err)
+	require.Len(t, fates, 1, "three sweeps that only kept the run: one fate")
+	require.Len(t, reaper.TellFates(cache, ""), 1)
+
+	fake.objs["rz-dead0003-1"] = nil // the engine answers again
+	_, err = reaper.Sweep(context.Background(), fake, reaper.WithCacheDir(cache))
+	require.NoError(t, err)
+	fates, err = ledger.ReadFates(cache)
+	require.NoError(t, err)
+	require.Len(t, fates, 2, "the removal at last is a fate of its own")
+	require.Equal(t, ledger.FateRemoved, fates[0].Items[0].Outcome)
+}
+
 // The command line's sweep says it was the command; a dry run writes none.
 func TestSweepFateBy(t *testing.T) {
 	cache := t.TempDir()
