@@ -26,7 +26,8 @@ import (
 // The sweep's decisions, without an engine: a fake backend answers each
 // name as the engine would (removed, not found, not this run's, in use,
 // unreachable), and records what it was asked. The same ownership rules
-// against the real engine are in ownership_test.go.
+// against the real engine are backend/docker's TestRemoveOwnership, and
+// the watchdog's reaper's TestWatchdogOwnsWhatItRemoves.
 
 // fakeBackend answers removals from objs: a name there is removed (nil) or
 // refused (its error); a name not there is not found.

@@ -75,7 +75,11 @@
 //     (current source: `no logs directory for sandbox "NAME" (sandbox not
 //     found?)`).
 //   - Labels: current msb accepts --label, the family never passes one, so
-//     Spec.Labels are not sent; a sandbox's identity is its name.
+//     Spec.Labels are not sent; a sandbox's identity is its name. So a
+//     removal (a sweep, a watchdog, a run's close) cannot check that a
+//     listed name is the run's, as the docker backend does by label: msb
+//     removes the names a run lists as they are (stop, then rm), except
+//     keep-alive names (rz-reuse-...), which it never removes.
 //   - The `:rw,nodev` option block of --mount-file is Rust's spelling,
 //     verified by the family against msb 0.6.8; Node passes SRC:DEST only.
 
