@@ -83,7 +83,14 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, proce
 		if w, ok := drv.(interface{ Warm() }); ok {
 			// While the owner lives: the engine's answers the removals
 			// need are then known when it dies.
-			go w.Warm()
+			go func() {
+				w.Warm()
+				// What start-up and the warm-up allocated goes back to
+				// the system for the wait.
+				debug.FreeOSMemory()
+			}()
+		} else {
+			debug.FreeOSMemory()
 		}
 	}
 	told := readTold(in)

@@ -754,7 +754,9 @@ func TestWatchdogNative(t *testing.T) {
 			}
 			names := split(o.Expect("sandboxes"))
 			if rss, err := proctest.VmRSSKiB(o.watchdog); err == nil {
-				t.Logf("waiting native watchdog: VmRSS %d KiB", rss)
+				cpu0 := cpuTicks(t, o.watchdog)
+				time.Sleep(time.Second) // the measurement window, not a synchronisation
+				t.Logf("waiting native watchdog: VmRSS %d KiB, CPU %d ticks over 1 s", rss, cpuTicks(t, o.watchdog)-cpu0)
 			}
 			o.kill(syscall.SIGKILL)
 			took := o.waitReaped(t, 30*time.Second)
