@@ -127,6 +127,26 @@ func ExampleMain() {
 	_, _ = testMain, testQuery
 }
 
+// GuardAll guards what the package's tests create without sandboxtest: a
+// testcontainers-go module, the Docker client, a `docker run` a test
+// starts. Each such container and network is in the run's ledger before
+// the engine makes it, and goes when the binary ends, however it ends.
+func ExampleGuardAll() {
+	testMain := func(m *testing.M) {
+		sandboxtest.Main(m, sandboxtest.GuardAll())
+	}
+	testModule := func(t *testing.T) {
+		// No Track(t), no change to the call: the module's container is
+		// the run's.
+		c, err := testcontainers.Run(t.Context(), "redis:7-alpine",
+			testcontainers.WithExposedPorts("6379/tcp"),
+			testcontainers.WithWaitStrategy(wait.ForListeningPort("6379/tcp")))
+		require.NoError(t, err)
+		_ = c
+	}
+	_, _ = testMain, testModule
+}
+
 // With RIGHTSIZE_REUSE=1, a Spec that asks for Reuse gets a keep-alive
 // sandbox: created once, adopted by every later test process asking for
 // the same identity, never stopped by a test, never reaped. Its name comes
