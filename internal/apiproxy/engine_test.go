@@ -9,7 +9,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -460,6 +462,23 @@ func TestEngineDockerCLI(t *testing.T) {
 	}
 	if got := run("", "logs", hooked); got != "started\n" {
 		t.Errorf("docker logs: %q", got)
+	}
+	// Copy to and from the container: archives both ways through the
+	// proxy, byte for byte.
+	dir := t.TempDir()
+	payload := strings.Repeat("copied through the proxy\n", 4096)
+	src := filepath.Join(dir, "in.txt")
+	if err := os.WriteFile(src, []byte(payload), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run("", "cp", src, id+":/tmp/in.txt")
+	if got := run("", "exec", id, "wc", "-c", "/tmp/in.txt"); !strings.HasPrefix(strings.TrimSpace(got), strconv.Itoa(len(payload))) {
+		t.Errorf("after docker cp in, wc -c says %q, want %d bytes", got, len(payload))
+	}
+	back := filepath.Join(dir, "back.txt")
+	run("", "cp", id+":/tmp/in.txt", back)
+	if b, err := os.ReadFile(back); err != nil || string(b) != payload {
+		t.Errorf("docker cp out: %d bytes (%v), want the %d copied in", len(b), err, len(payload))
 	}
 }
 
