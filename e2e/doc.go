@@ -30,7 +30,7 @@
 //	14   TestRow14InAContainer           the test binary in a container, the socket mounted, no CLI
 //	15   TestRow15GuardAll               GuardAll: containers made by modules, the client, docker run
 //	16   TestRow16Fates                  each reaper writes the run's fate; the next process tells it
-//	17   TestRow17Processes              local processes: SIGKILL, go test -timeout, the next sweep
+//	17   TestRow17Processes              local processes: SIGKILL, go test -timeout, one escaped, the next sweep
 //
 // `go test ./e2e/` runs rows 8 and 12 with reduced counts (10 rounds; 3
 // kills at the first ledger write and 10 at random); `-args -full` (make

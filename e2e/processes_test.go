@@ -6,15 +6,18 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/proctree"
+	"github.com/rightsize/rightsize-go/ledger"
 )
 
 // liveProcesses lists the live processes carrying the run's mark.
@@ -36,7 +39,10 @@ func treesUp(t *testing.T, run string, n int) []int {
 // Row 17: local process trees (sandboxtest.StartProcess: `sh -c 'sleep
 // 1000 & sleep 1000'`, a command and its child) end with their test
 // binary, however it dies: SIGKILL (its watchdog), `go test -timeout`,
-// and, with no watchdog, at the next process's first use (its sweep).
+// and, with no watchdog, at the next process's first use (its sweep). A
+// process of the tree that left its session (setsid) is never signalled:
+// the watchdog ends the rest, tells it as escaped in the run's fate, and
+// keeps the run's files until it is gone.
 func TestRow17Processes(t *testing.T) {
 	t.Parallel()
 	r := newBareRig(t)
@@ -66,6 +72,62 @@ func TestRow17Processes(t *testing.T) {
 			t.Fatal("the owner did not time out")
 		}
 		r.waitGone(o, "the watchdog, after -timeout")
+	})
+
+	t.Run("a process that escaped", func(t *testing.T) {
+		if _, err := exec.LookPath("setsid"); err != nil {
+			t.Skip("no setsid(1) here")
+		}
+		r := r.sub(t)
+		o := r.start("owner with an escaping process", harness.Plan{Processes: 1, EscapeProcess: true}).ready()
+		var escaped int
+		poll(t, time.Minute, "the tree and its escaped process to be up", func() (bool, string) {
+			live := liveProcesses(o.run)
+			escaped = 0
+			for _, pid := range live {
+				if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); string(b) == "sleep\x001001\x00" {
+					escaped = pid
+				}
+			}
+			return escaped != 0 && len(live) >= 3, fmt.Sprint(live)
+		})
+		t.Cleanup(func() { _ = syscall.Kill(escaped, syscall.SIGKILL) })
+		o.kill()
+		poll(t, goneWithin, "the tree to end, all but the escaped process", func() (bool, string) {
+			left := liveProcesses(o.run)
+			return slices.Equal(left, []int{escaped}), fmt.Sprint(left)
+		})
+		var fate string
+		poll(t, goneWithin, "the run's fate to tell the escaped process", func() (bool, string) {
+			for _, f := range r.fatesOf(o.run) {
+				for _, it := range f.Items {
+					if it.Outcome == ledger.FateEscaped && it.ID == strconv.Itoa(escaped) {
+						fate = fmt.Sprintf("%s %s (%s): %s (%s)", it.Kind, it.ID, it.Name, it.Outcome, it.Note)
+						return true, ""
+					}
+				}
+			}
+			return false, fmt.Sprint(r.fatesOf(o.run))
+		})
+		t.Logf("fate: %s", fate)
+		if err := syscall.Kill(escaped, 0); err != nil {
+			t.Fatalf("the escaped process %d was signalled: %v", escaped, err)
+		}
+		if files := harness.RunFiles(r.cache, o.run); len(files) == 0 {
+			t.Error("the run's files were deleted while one of its processes lives")
+		}
+		// Once it is gone, the next process's sweep finishes the run.
+		_ = syscall.Kill(escaped, syscall.SIGKILL)
+		poll(t, goneWithin, "the escaped process to be gone", func() (bool, string) {
+			return len(liveProcesses(o.run)) == 0, ""
+		})
+		next := r.start("next process", harness.Plan{Processes: 1}).ready()
+		if d, why := next.sweepOf(o.run); d != "reaped" {
+			t.Errorf("the next process's sweep decided %q (%s), want reaped", d, why)
+		}
+		next.finish()
+		r.waitGone(next, "the next process's own cleanup")
+		r.waitGone(o, "the sweep")
 	})
 
 	t.Run("no watchdog: the next sweep", func(t *testing.T) {

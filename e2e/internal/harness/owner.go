@@ -119,7 +119,11 @@ func Owner(t *testing.T, p Plan) {
 	}
 	var procs []string
 	for range p.Processes {
-		pr := sandboxtest.StartProcess(t, exec.Command("/bin/sh", "-c", "sleep 1000 & sleep 1000"))
+		script := "sleep 1000 & sleep 1000"
+		if p.EscapeProcess {
+			script = "setsid sleep 1001 & " + script
+		}
+		pr := sandboxtest.StartProcess(t, exec.Command("/bin/sh", "-c", script))
 		procs = append(procs, strconv.Itoa(pr.Pid()))
 	}
 	proctest.Say("processes", strings.Join(procs, ","))

@@ -61,6 +61,10 @@ type Plan struct {
 	// command and a child of it in its group); the owner says their pids
 	// and marks.
 	Processes int `json:"processes,omitempty"`
+	// EscapeProcess adds to each tree a `setsid sleep 1001`: a process of
+	// the run that left its group and session, which rightsize reports as
+	// escaped and never signals.
+	EscapeProcess bool `json:"escapeProcess,omitempty"`
 	// Then is what to do next: Block, Panic, … (Block when empty).
 	Then string `json:"then,omitempty"`
 	// CgroupProcs is a cgroup.procs file the process writes its pid to
