@@ -18,7 +18,7 @@
 //	 2   TestRow02GoTestTimeout          `go test -timeout 3s` panics
 //	 3   TestRow03TestDies               panic, panic in a goroutine, os.Exit(1), log.Fatal
 //	 4   TestRow04CtrlC                  SIGINT to the process group (binary, and `go test`)
-//	 5   TestRow05OOMKill                the kernel's OOM killer, in a memory cgroup
+//	 5   TestRow05OOMKill                the kernel's OOM killer, in a memory cgroup (containers, a network, a process tree)
 //	 6   TestRow06SessionKilled          owner and watchdog SIGKILLed: the next first use sweeps
 //	 7   TestRow07EngineUnreachable      sweeps with the engine gone keep everything
 //	 8   TestRow08LiveOwnersUntouched    two live owners, a third process sweeping N rounds

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
+	"github.com/rightsize/rightsize-go/ledger"
 )
 
 // memCgroup is a memory cgroup made for one test: cgroup v1's memory
@@ -160,7 +161,7 @@ func TestRow05OOMKill(t *testing.T) {
 	r := newRig(t)
 	before := cg.oomKills()
 	o := r.start("owner in a 256 MiB memory cgroup", harness.Plan{
-		Containers: 2, Networks: 1, Then: harness.Alloc, CgroupProcs: cg.procs(), AllocMax: 2 << 30,
+		Containers: 2, Networks: 1, Processes: 1, Then: harness.Alloc, CgroupProcs: cg.procs(), AllocMax: 2 << 30,
 	}).ready()
 	if o.watchdog <= 0 {
 		t.Fatalf("no watchdog: %s", o.Output())
@@ -183,6 +184,19 @@ func TestRow05OOMKill(t *testing.T) {
 	if !strings.Contains(log, "everything removed") {
 		t.Errorf("the watchdog's log does not say it removed everything:\n%s", log)
 	}
-	t.Logf("OOM-killed (%s; cgroup %s counts %d OOM kill(s)); the watchdog, in the same cgroup, survived and removed everything in %s",
-		o.Status(), cg.dir, after, ms(took))
+	// The local process tree went too (waitGone saw none left), ended by
+	// the watchdog, whose fate says so.
+	ended := 0
+	for _, f := range r.fatesOf(o.run) {
+		for _, it := range f.Items {
+			if it.Kind == "process" && it.Outcome == ledger.FateEnded {
+				ended++
+			}
+		}
+	}
+	if ended == 0 {
+		t.Errorf("no fate of run %s says its local processes were ended: %v", o.run, r.fatesOf(o.run))
+	}
+	t.Logf("OOM-killed (%s; cgroup %s counts %d OOM kill(s)); the watchdog, in the same cgroup, survived and removed everything in %s, and ended %d local processes",
+		o.Status(), cg.dir, after, ms(took), ended)
 }
