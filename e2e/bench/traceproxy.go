@@ -5,13 +5,13 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"io"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/rightsize/rightsize-go/e2e/internal/harness"
 )
 
 // traceProxy forwards a unix socket to the engine's, and notes when the
@@ -22,10 +22,9 @@ import (
 // sees its removal call start. The hop costs the watchdog a little, so
 // runs through it are kept apart from the crash-to-clean figures.
 type traceProxy struct {
-	Host   string // DOCKER_HOST for clients
-	dir    string
-	target string
-	ln     net.Listener
+	Host  string // DOCKER_HOST for clients
+	dir   string
+	proxy *harness.Proxy
 
 	mu            sync.Mutex
 	armed         bool
@@ -42,19 +41,18 @@ func startTraceProxy(engineHost string) (*traceProxy, error) {
 	if err != nil {
 		return nil, err
 	}
+	p := &traceProxy{dir: dir}
 	sock := filepath.Join(dir, "engine.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
+	if p.proxy, err = harness.StartObservedProxy("unix", sock, u.Path, p.note); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	p := &traceProxy{Host: "unix://" + sock, dir: dir, target: u.Path, ln: ln}
-	go p.serve()
+	p.Host = "unix://" + sock
 	return p, nil
 }
 
 func (p *traceProxy) Close() {
-	p.ln.Close()
+	p.proxy.Stop()
 	os.RemoveAll(p.dir)
 }
 
@@ -71,50 +69,6 @@ func (p *traceProxy) collect() (first time.Time, line string, del time.Time) {
 	defer p.mu.Unlock()
 	p.armed = false
 	return p.first, p.firstLine, p.delete
-}
-
-func (p *traceProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		go p.forward(c)
-	}
-}
-
-func (p *traceProxy) forward(c net.Conn) {
-	defer c.Close()
-	t, err := net.Dial("unix", p.target)
-	if err != nil {
-		return
-	}
-	defer t.Close()
-	done := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(c, t)
-		if cw, ok := c.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		}
-		close(done)
-	}()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := c.Read(buf)
-		if n > 0 {
-			p.note(buf[:n], time.Now())
-			if _, werr := t.Write(buf[:n]); werr != nil {
-				break
-			}
-		}
-		if err != nil {
-			break
-		}
-	}
-	if cw, ok := t.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	}
-	<-done
 }
 
 // note looks at a chunk a client wrote: a request's head comes whole in

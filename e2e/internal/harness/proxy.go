@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"time"
 )
 
 // Proxy forwards every connection made to its listening address to a
@@ -20,6 +21,7 @@ type Proxy struct {
 
 	network, target string
 	ln              net.Listener
+	observe         func(chunk []byte, at time.Time)
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -29,11 +31,17 @@ type Proxy struct {
 // StartProxy listens on network ("unix" or "tcp") at addr and forwards to
 // the unix socket target.
 func StartProxy(network, addr, target string) (*Proxy, error) {
+	return StartObservedProxy(network, addr, target, nil)
+}
+
+// StartObservedProxy is StartProxy that also shows observe each chunk a
+// client writes, with when it was read, before it is forwarded.
+func StartObservedProxy(network, addr, target string, observe func(chunk []byte, at time.Time)) (*Proxy, error) {
 	ln, err := net.Listen(network, addr)
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{Addr: ln.Addr().String(), network: network, target: target, ln: ln, conns: map[net.Conn]struct{}{}, done: make(chan struct{})}
+	p := &Proxy{Addr: ln.Addr().String(), network: network, target: target, ln: ln, observe: observe, conns: map[net.Conn]struct{}{}, done: make(chan struct{})}
 	go p.serve()
 	return p, nil
 }
@@ -80,14 +88,18 @@ func (p *Proxy) forward(c net.Conn) {
 	defer func() { p.track(t, false); t.Close() }()
 	var wg sync.WaitGroup
 	wg.Add(2)
-	pipe := func(dst, src net.Conn) {
+	pipe := func(dst net.Conn, src io.Reader) {
 		defer wg.Done()
 		_, _ = io.Copy(dst, src)
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite()
 		}
 	}
-	go pipe(t, c)
+	var fromClient io.Reader = c
+	if p.observe != nil {
+		fromClient = observed{c, p.observe}
+	}
+	go pipe(t, fromClient)
 	go pipe(c, t)
 	wg.Wait()
 }
@@ -107,4 +119,18 @@ func (p *Proxy) Stop() {
 	if p.network == "unix" {
 		_ = os.Remove(p.Addr) // net's unix listener has usually removed it
 	}
+}
+
+// observed shows each chunk read to its observer.
+type observed struct {
+	r       io.Reader
+	observe func(chunk []byte, at time.Time)
+}
+
+func (o observed) Read(b []byte) (int, error) {
+	n, err := o.r.Read(b)
+	if n > 0 {
+		o.observe(b[:n], time.Now())
+	}
+	return n, err
 }
