@@ -125,8 +125,8 @@ func TestOwnAddrAndBridgeGateway(t *testing.T) {
 	if gw == "" {
 		gw = first
 	}
-	if res, err := cli.NetworkInspect(ctx, "bridge", client.NetworkInspectOptions{}); err != nil || res.Network.Name != "bridge" {
-		t.Skipf("not Docker's default bridge (%v): Podman makes its bridge only for a running container", err)
+	if (&Driver{cli: cli}).isPodman() {
+		t.Skip("Podman makes its bridge's interface only while a container runs on it")
 	}
 	if !ownAddr(gw) {
 		t.Errorf("the default bridge's gateway %s is not an address of this machine, which runs the engine", gw)
