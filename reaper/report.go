@@ -47,6 +47,11 @@ const (
 	// Escaped: a local process of the run that left its session: not
 	// signalled, its line stays listed.
 	Escaped Outcome = "escaped"
+	// LeftForMember: a network of another member's run that carries no
+	// run label (the other members label only their containers): never
+	// removed by Go, its line stays listed for that member's own sweep.
+	// It alone does not make a sweep unclean.
+	LeftForMember Outcome = "left for its member's sweep"
 	// WouldRemove: a dry run would have asked for its removal.
 	WouldRemove Outcome = "would be removed"
 )
@@ -109,6 +114,7 @@ type Report struct {
 	// them Runs does not hold.
 	Seen, Omitted int
 	counts        map[Decision]int
+	forMember     int // kept runs that keep only LeftForMember networks
 	// Unfinished says why the sweep stopped before the end (its time budget
 	// was spent, its context ended): the runs it did not reach stay for a
 	// later sweep.
@@ -127,6 +133,9 @@ func (r *Report) add(rr RunReport) {
 		r.counts = map[Decision]int{}
 	}
 	r.counts[rr.Decision]++
+	if rr.Decision == Kept && rr.onlyLeftForMember() {
+		r.forMember++
+	}
 	r.Seen++
 	switch {
 	case len(r.Runs) < maxRunReports:
@@ -174,7 +183,21 @@ func (r *Report) sortRuns() {
 
 // Clean reports whether nothing was kept back: every reapable run was
 // reaped completely, and the sweep finished.
-func (r *Report) Clean() bool { return r.Count(Kept) == 0 && r.Unfinished == "" }
+func (r *Report) Clean() bool { return r.Count(Kept) == r.forMember && r.Unfinished == "" }
+
+// onlyLeftForMember reports whether all a kept run keeps is another
+// member's networks, left for that member's sweep.
+func (rr RunReport) onlyLeftForMember() bool {
+	if len(rr.Kept) == 0 || len(rr.Problems) > 0 {
+		return false
+	}
+	for _, it := range rr.Kept {
+		if it.Outcome != LeftForMember {
+			return false
+		}
+	}
+	return true
+}
 
 // Count returns how many runs got decision d.
 func (r *Report) Count(d Decision) int { return r.counts[d] }
@@ -226,7 +249,11 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 			fmt.Fprintf(&b, "      ~ %s\n", it)
 		}
 		for _, it := range rr.Kept {
-			fmt.Fprintf(&b, "      ! %s\n", it)
+			mark := "!"
+			if it.Outcome == LeftForMember {
+				mark = "~"
+			}
+			fmt.Fprintf(&b, "      %s %s\n", mark, it)
 		}
 		for _, rj := range rr.Rejected {
 			fmt.Fprintf(&b, "      ! %s\n", rj)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -379,12 +380,14 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 				switch {
 				case it.Outcome == Removed || it.Outcome == AlreadyGone:
 					rr.Removed = append(rr.Removed, it)
-				case it.Outcome == NotOwned && k == names.NetworkKind && foreignWriter(rf) && errors.Is(err, backend.ErrUnlabelled):
+				case it.Outcome == NotOwned && k == names.NetworkKind && !byHand && foreignWriter(rf) &&
+					familyNetwork(n) && errors.Is(err, backend.ErrUnlabelled):
 					// The other members label their containers but not
 					// their networks: the run's own member removes it by
-					// name, so its line stays for that member's sweep.
-					it.Outcome = KeptBack
-					it.Note = "another member's network, which it does not label: left for that member's own sweep (" + it.Note + ")"
+					// name, so its line stays for that member's sweep (a
+					// person's sweep of the run drops it).
+					it.Outcome = LeftForMember
+					it.Note = "another member's network, which it does not label; rightsize sweep --run " + rf.ID + " drops it from the list (" + it.Note + ")"
 					rr.Kept = append(rr.Kept, it)
 					kept[k] = append(kept[k], n)
 				case it.Outcome == NotOwned:
@@ -497,6 +500,21 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 func isLabelled(b backend.Backend) bool {
 	_, ok := b.(backend.RunLister)
 	return ok
+}
+
+// familyNetwork reports whether name is a network name the family makes:
+// rz-net-<8 hex>.
+func familyNetwork(name string) bool {
+	h, ok := strings.CutPrefix(name, "rz-net-")
+	if !ok || len(h) != 8 {
+		return false
+	}
+	for _, c := range h {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // foreignWriter reports whether another member of the family wrote the

@@ -129,8 +129,11 @@ type sweepCase struct {
 	because  []string // key words of the reason
 	removed  []string
 	kept     []string
-	notOwned []string
-	rejected int
+	// cleanKept: a kept run that leaves the sweep clean (all it keeps is
+	// left for another member's sweep).
+	cleanKept bool
+	notOwned  []string
+	rejected  int
 	// asked is what the backend must have been asked to remove: sandboxes,
 	// then networks; nil: nothing.
 	asked [2][]string
@@ -383,30 +386,45 @@ func TestSweepDecisions(t *testing.T) {
 		},
 		{
 			name: "a Node run's unlabelled network",
-			reason: "the other members do not label their networks: a dead Node run's container goes, its network is kept " +
-				"listed for Node's own sweep (never removed by Go, never dropped from the list), and a network labelled for " +
-				"another run still leaves the list",
+			reason: "the other members do not label their networks: a dead Node run's container goes, its network (named as " +
+				"the family names them) is kept listed for Node's own sweep, never removed by Go, and the sweep is still clean; " +
+				"a network labelled for another run, or of another name, still leaves the list",
 			prepare: func(t *testing.T, s *sweepEnv, runs, id string) {
 				s.fake.objs["rz-x-1"] = nil
-				s.fake.objs["rz-net-node"] = fmt.Errorf("%w: %w", backend.ErrNotOwned, backend.ErrUnlabelled)
+				s.fake.objs["rz-net-0d0e0a0d"] = fmt.Errorf("%w: %w", backend.ErrNotOwned, backend.ErrUnlabelled)
 				s.fake.objs["rz-net-other"] = fmt.Errorf("%w: it is labelled for run 0badc0de", backend.ErrNotOwned)
+				s.fake.objs["my-network"] = fmt.Errorf("%w: %w", backend.ErrNotOwned, backend.ErrUnlabelled)
 				writeRun(t, runs, id, []byte(fmt.Sprintf(`{"pid":%d,"startedIso":"2026-11-29T20:36:06.950Z","backend":"docker"}`, s.dead.PID)),
-					[]string{"rz-x-1"}, []string{"rz-net-node", "rz-net-other"})
+					[]string{"rz-x-1"}, []string{"rz-net-0d0e0a0d", "rz-net-other", "my-network"})
 			},
-			decision: reaper.Kept,
-			because:  []string{"dead"},
-			removed:  []string{"sandbox rz-x-1: removed"},
-			kept:     []string{"network rz-net-node: kept (another member's network"},
-			notOwned: []string{"network rz-net-other: not this run's"},
-			asked:    [2][]string{{"rz-x-1"}, {"rz-net-node", "rz-net-other"}},
-			files:    []string{".json", ".networks"},
+			decision:  reaper.Kept,
+			because:   []string{"dead"},
+			removed:   []string{"sandbox rz-x-1: removed"},
+			kept:      []string{"network rz-net-0d0e0a0d: left for its member's sweep (another member's network"},
+			cleanKept: true,
+			notOwned:  []string{"network rz-net-other: not this run's", "network my-network: not this run's"},
+			asked:     [2][]string{{"rz-x-1"}, {"rz-net-0d0e0a0d", "rz-net-other", "my-network"}},
+			files:     []string{".json", ".networks"},
 			check: func(t *testing.T, s *sweepEnv, rep *reaper.Report) {
-				if _, ok := s.fake.objs["rz-net-node"]; !ok {
+				if _, ok := s.fake.objs["rz-net-0d0e0a0d"]; !ok {
 					t.Error("the Node run's network was removed")
 				}
 				_, _, nets := ledger.Paths(filepath.Join(rep.CacheDir, ledger.RunsDir), rep.Runs[0].ID)
-				assertFile(t, nets, "rz-net-node\n")
+				assertFile(t, nets, "rz-net-0d0e0a0d\n")
 			},
+		},
+		{
+			name:   "a Node run's unlabelled network, by hand",
+			reason: "a person's sweep of the run drops the line as not the run's, as for any unlabelled name",
+			prepare: func(t *testing.T, s *sweepEnv, runs, id string) {
+				s.fake.objs["rz-net-0d0e0a0d"] = fmt.Errorf("%w: %w", backend.ErrNotOwned, backend.ErrUnlabelled)
+				writeRun(t, runs, id, []byte(fmt.Sprintf(`{"pid":%d,"startedIso":"2026-11-29T20:36:06.950Z","backend":"docker"}`, s.dead.PID)), nil, []string{"rz-net-0d0e0a0d"})
+			},
+			opts:     func(id string) []reaper.Option { return []reaper.Option{reaper.OnlyRun(id)} },
+			decision: reaper.Reaped,
+			because:  []string{"dead"},
+			notOwned: []string{"network rz-net-0d0e0a0d: not this run's"},
+			asked:    [2][]string{nil, {"rz-net-0d0e0a0d"}},
 		},
 		{
 			name:   "a Go run's unlabelled network",
@@ -622,8 +640,8 @@ func TestSweepDecisions(t *testing.T) {
 			if rr.RejectedCount != tc.rejected {
 				t.Errorf("rejected %d lines %v, want %d", rr.RejectedCount, rr.Rejected, tc.rejected)
 			}
-			if (tc.decision == reaper.Kept) == rep.Clean() {
-				t.Errorf("Report.Clean() = %v with decision %s", rep.Clean(), rr.Decision)
+			if wantClean := tc.decision != reaper.Kept || tc.cleanKept; wantClean != rep.Clean() {
+				t.Errorf("Report.Clean() = %v with decision %s, want %v", rep.Clean(), rr.Decision, wantClean)
 			}
 			sbx, nets := s.fake.names()
 			if !slices.Equal(sbx, tc.asked[0]) || !slices.Equal(nets, tc.asked[1]) {

@@ -156,7 +156,11 @@ func validRunID(id string) bool {
 func keptCount(rep *reaper.Report) int {
 	n := 0
 	for _, rr := range rep.Runs {
-		n += len(rr.Kept)
+		for _, it := range rr.Kept {
+			if it.Outcome != reaper.LeftForMember {
+				n++
+			}
+		}
 		if rr.Decision == reaper.Kept && len(rr.Kept) == 0 {
 			n++ // a run kept for its files, not its names
 		}
@@ -169,6 +173,9 @@ func keptSummary(rep *reaper.Report) string {
 	var s, n, other int
 	for _, rr := range rep.Runs {
 		for _, it := range rr.Kept {
+			if it.Outcome == reaper.LeftForMember {
+				continue
+			}
 			if it.Kind == backend.NetworkKind {
 				n++
 			} else {
