@@ -166,11 +166,18 @@ func (p *Process) markExited(err error) {
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Wait waits until the command itself exits (the processes it started may
-// still run: Stop ends them) or ctx ends, and returns its exit status as
-// exec.Cmd.Wait would (nil for exit 0, an *exec.ExitError otherwise).
+// still run: Stop ends them) or ctx ends, and returns its exit status: nil
+// for exit 0, otherwise an error saying the status or the signal (an
+// *exec.ExitError once Stop has collected the command; before that, the
+// command is not reaped, so that its group's number stays its own).
 func (p *Process) Wait(ctx context.Context) error {
 	select {
 	case <-p.exited:
+		if p.out != nil {
+			// What it printed before it exited is in Output on return
+			// (bounded: a process it started may hold the pipe).
+			p.out.settle(ctx)
+		}
 		return p.exitErr
 	case <-ctx.Done():
 		return context.Cause(ctx)
@@ -261,6 +268,9 @@ func (p *Process) WaitForLog(ctx context.Context, s string) error {
 		return errors.New("sandboxtest: WaitForLog: the command's output is not kept (cmd.Stdout and cmd.Stderr were set)")
 	}
 	for {
+		// The channel first: a write between the check and the wait
+		// must wake this loop.
+		changed := p.out.changed()
 		if strings.Contains(p.out.String(), s) {
 			return nil
 		}
@@ -273,7 +283,7 @@ func (p *Process) WaitForLog(ctx context.Context, s string) error {
 			return fmt.Errorf("sandboxtest: %s exited (%v) before printing %q", p.cmd.Path, p.exitErr, s)
 		case <-ctx.Done():
 			return fmt.Errorf("sandboxtest: waiting for %q from %s: %w", s, p.cmd.Path, context.Cause(ctx))
-		case <-p.out.changed():
+		case <-changed:
 		}
 	}
 }
@@ -320,6 +330,7 @@ func newOutputBuffer(limit int, r *os.File) *outputBuffer {
 // closed it (or settle gave up and closed the read end).
 func (b *outputBuffer) copy() {
 	defer close(b.drained)
+	defer b.r.Close()
 	_, _ = io.Copy(b, b.r)
 }
 

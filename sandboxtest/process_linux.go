@@ -39,10 +39,16 @@ func (p *Process) watch() {
 		// Reaped by Stop already (ECHILD): Stop set the status.
 		return
 	}
-	// siginfo_t for SIGCHLD: si_code at 8, si_status at 24.
+	// siginfo_t for SIGCHLD: si_signo, si_errno, si_code (at 8), then the
+	// union, pointer-aligned (at 16 on 64-bit, 12 on 32-bit): si_pid,
+	// si_uid, si_status.
 	raw := (*[unsafe.Sizeof(info)]byte)(unsafe.Pointer(&info))
+	union := 12
+	if unsafe.Sizeof(uintptr(0)) == 8 {
+		union = 16
+	}
 	code := int32(binary.NativeEndian.Uint32(raw[8:]))
-	status := int32(binary.NativeEndian.Uint32(raw[24:]))
+	status := int32(binary.NativeEndian.Uint32(raw[union+8:]))
 	var exitErr error
 	switch code {
 	case 1: // CLD_EXITED

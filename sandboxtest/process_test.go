@@ -117,6 +117,12 @@ func TestProcessReadiness(t *testing.T) {
 	err = quick.WaitForLog(ctx, "never printed")
 	require.ErrorContains(t, err, "exited")
 	require.Contains(t, quick.Output(), "bye")
+
+	// Wait returns the exit status, and what the command printed before
+	// it exited is in Output then.
+	last := sandboxtest.StartProcess(t, exec.Command("/bin/sh", "-c", "echo last words; exit 3"))
+	require.ErrorContains(t, last.Wait(ctx), "exit status 3")
+	require.Contains(t, last.Output(), "last words")
 }
 
 // TestProcessHelper is the command of TestProcessReadiness: it listens,
