@@ -91,7 +91,11 @@ func TestRow17Processes(t *testing.T) {
 			}
 			return escaped != 0 && len(live) >= 3, fmt.Sprint(live)
 		})
-		t.Cleanup(func() { _ = syscall.Kill(escaped, syscall.SIGKILL) })
+		t.Cleanup(func() {
+			if escaped != 0 { // not killed below: end it, once
+				_ = syscall.Kill(escaped, syscall.SIGKILL)
+			}
+		})
 		o.kill()
 		poll(t, goneWithin, "the tree to end, all but the escaped process", func() (bool, string) {
 			left := liveProcesses(o.run)
@@ -118,6 +122,7 @@ func TestRow17Processes(t *testing.T) {
 		}
 		// Once it is gone, the next process's sweep finishes the run.
 		_ = syscall.Kill(escaped, syscall.SIGKILL)
+		escaped = 0 // its pid may be another process's from now on
 		poll(t, goneWithin, "the escaped process to be gone", func() (bool, string) {
 			return len(liveProcesses(o.run)) == 0, ""
 		})

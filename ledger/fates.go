@@ -247,9 +247,13 @@ func HasFate(cache, run string) bool {
 	if !ValidRunID(run) {
 		return false
 	}
-	m, _ := filepath.Glob(filepath.Join(FatesPath(cache), run+"-*.json"))
-	for _, p := range m {
-		if r, _, ok := parseFateName(filepath.Base(p)); ok && r == run {
+	ents, err := os.ReadDir(FatesPath(cache))
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		// Not a glob: a run id may hold a pattern's characters.
+		if r, _, ok := parseFateName(e.Name()); ok && r == run {
 			return true
 		}
 	}

@@ -2,9 +2,9 @@ package docker
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -95,40 +95,48 @@ func TestParseRouteGateway(t *testing.T) {
 
 // The facts the in-container layouts are decided from, asked of the
 // engine this test runs beside (the project's CI and a laptop): its
-// bridge's gateway is one of this machine's addresses, and loopback is
-// ours too.
+// bridge's gateway is an address of its bridge's interface here, and
+// loopback is ours too.
 func TestOwnAddrAndBridgeGateway(t *testing.T) {
-	if !ownAddr("127.0.0.1") {
+	if !ownAddr("127.0.0.1", "") {
 		t.Error("ownAddr(127.0.0.1) = false: loopback is an address of every machine")
 	}
-	if ownAddr("192.0.2.254") || ownAddr("not an address") {
+	if ownAddr("192.0.2.254", "") || ownAddr("not an address", "") || ownAddr("127.0.0.1", "no-such-if0") {
 		t.Error("ownAddr answered true for an address no interface here has")
-	}
-	host := os.Getenv("DOCKER_HOST")
-	if host != "" && !strings.HasPrefix(host, "unix://") {
-		t.Skip("the engine is not on this machine's socket")
 	}
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		t.Skip(err)
 	}
 	defer cli.Close()
+	u, err := url.Parse(cli.DaemonHost())
+	if err != nil || u.Scheme != "unix" {
+		t.Skipf("the engine (%s) is not on this machine's socket", cli.DaemonHost())
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
 		t.Skipf("no engine: %v", err)
 	}
-	gw, first := bridgeGateway(ctx, cli)
-	if gw == "" && first == "" {
-		t.Fatal("the engine's default bridge has neither a gateway nor a subnet")
-	}
-	if gw == "" {
-		gw = first
+	if same, known := besideEngine(u.Path); !known || !same {
+		t.Skipf("not proven to share the engine's network (beside: %v, known: %v): a VM, rootless Docker or a container", same, known)
 	}
 	if (&Driver{cli: cli}).isPodman() {
 		t.Skip("Podman makes its bridge's interface only while a container runs on it")
 	}
-	if !ownAddr(gw) {
-		t.Errorf("the default bridge's gateway %s is not an address of this machine, which runs the engine", gw)
+	if _, err := cli.NetworkInspect(ctx, "bridge", client.NetworkInspectOptions{}); err != nil {
+		t.Skipf("no default bridge: %v", err)
 	}
+	b := bridgeOf(ctx, cli)
+	gw := b.gateway
+	if gw == "" {
+		gw = b.first
+	}
+	if gw == "" {
+		t.Fatal("the engine's default bridge has neither a gateway nor a subnet")
+	}
+	if !ownAddr(gw, b.iface) {
+		t.Errorf("the default bridge's gateway %s is not an address of its interface %q here, beside the engine", gw, b.iface)
+	}
+	t.Logf("bridge %+v", b)
 }

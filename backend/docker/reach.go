@@ -56,19 +56,20 @@ func resolveReach(ctx context.Context, cli *client.Client, daemonHost string) re
 	f := reachFacts{daemonHost: daemonHost}
 	f.override, f.overrideSet = os.LookupEnv(EnvHostOverride)
 	f.inContainer = inContainer()
-	bridge := sync.OnceValues(func() (string, string) { return bridgeGateway(ctx, cli) })
+	bridge := sync.OnceValue(func() bridgeFacts { return bridgeOf(ctx, cli) })
 	f.gateway = func() string {
-		if gw, _ := bridge(); gw != "" {
-			return gw
+		if b := bridge(); b.gateway != "" {
+			return b.gateway
 		}
 		return routeGateway()
 	}
 	f.onEngineHost = func() string {
-		gw, first := bridge()
+		b := bridge()
+		gw := b.gateway
 		if gw == "" {
-			gw = first
+			gw = b.first
 		}
-		if gw == "" || !ownAddr(gw) {
+		if gw == "" || !ownAddr(gw, b.iface) {
 			return ""
 		}
 		return gw
@@ -155,12 +156,23 @@ func inContainer() bool {
 	return false
 }
 
-// bridgeGateway is the gateway of the engine's default bridge network: the
-// engine host's address as a container on that network sees it. Docker
-// before 25 reports the default bridge's subnet without a gateway; first
-// is then the subnet's first address, which is the gateway unless the
-// daemon was given another (--bip).
-func bridgeGateway(ctx context.Context, cli *client.Client) (gw, first string) {
+// bridgeFacts is what the engine says of its default bridge network.
+type bridgeFacts struct {
+	// gateway is its IPv4 gateway as the engine reports it: the engine
+	// host's address as a container on that network sees it.
+	gateway string
+	// first is the subnet's first address, when the engine reports the
+	// subnet without a gateway (a daemon that has not set its bridge up
+	// since it was configured); the gateway unless --bip gave another.
+	first string
+	// iface is the bridge's interface on the engine's host ("docker0"),
+	// when the engine says.
+	iface string
+}
+
+// bridgeOf asks the engine about its default bridge network (Docker's
+// "bridge", Podman's "podman").
+func bridgeOf(ctx context.Context, cli *client.Client) bridgeFacts {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for _, name := range []string{"bridge", "podman"} {
@@ -168,29 +180,43 @@ func bridgeGateway(ctx context.Context, cli *client.Client) (gw, first string) {
 		if err != nil {
 			continue
 		}
+		b := bridgeFacts{iface: res.Network.Options["com.docker.network.bridge.name"]}
 		for _, c := range res.Network.IPAM.Config {
 			if c.Gateway.IsValid() && c.Gateway.Is4() {
-				return c.Gateway.String(), ""
+				b.gateway = c.Gateway.String()
+				return b
 			}
 		}
 		for _, c := range res.Network.IPAM.Config {
 			if c.Subnet.IsValid() && c.Subnet.Addr().Is4() && c.Subnet.Bits() < 31 {
-				return "", c.Subnet.Masked().Addr().Next().String()
+				b.first = c.Subnet.Masked().Addr().Next().String()
+				return b
 			}
 		}
+		return b
 	}
-	return "", ""
+	return bridgeFacts{}
 }
 
-// ownAddr reports whether ip is an address of one of this process's
-// network interfaces.
-func ownAddr(ip string) bool {
+// ownAddr reports whether ip is an address of this process's network
+// interface iface (of any of them when iface is ""): the engine host's
+// bridge seen from here means this is the engine host's network.
+func ownAddr(ip, iface string) bool {
 	want, err := netip.ParseAddr(ip)
 	if err != nil {
 		return false
 	}
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
+	var addrs []net.Addr
+	if iface != "" {
+		ifi, err := net.InterfaceByName(iface)
+		if err != nil {
+			return false
+		}
+		addrs, err = ifi.Addrs()
+		if err != nil {
+			return false
+		}
+	} else if addrs, err = net.InterfaceAddrs(); err != nil {
 		return false
 	}
 	for _, a := range addrs {
