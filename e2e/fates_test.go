@@ -3,7 +3,6 @@
 package e2e_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -138,17 +137,7 @@ func TestRow16Fates(t *testing.T) {
 		r := r.sub(t)
 		id := newRunID(t)
 		name := "rz-node-" + id
-		if _, err := r.eng.RunContainer(t.Context(), r.img, name, []string{"sleep", "3600"}, map[string]string{"dev.rightsize.runId": id}, true); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			// Not t.Context(): it is cancelled before cleanups run.
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			if err := r.eng.Remove(ctx, name); err != nil {
-				t.Errorf("cleanup: %v", err)
-			}
-		})
+		r.sleeper(name, map[string]string{harness.LabelRunID: id}) // Node's one spelling
 		runs := filepath.Join(r.cache, "runs")
 		if err := os.MkdirAll(runs, 0o700); err != nil {
 			t.Fatal(err)

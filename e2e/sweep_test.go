@@ -201,14 +201,10 @@ func newRunID(t testing.TB) string {
 	return hex.EncodeToString(b[:])
 }
 
-// fakeRun writes a run with record rec listing one real, running
-// container (labelled with the run, on no network), and returns the run id
-// and the container's name. The container is removed when the test ends.
-func (r *rig) fakeRun(rec []byte) (id, name string) {
+// sleeper starts a container of the test image named name, with labels,
+// on no network, and removes it when the test ends.
+func (r *rig) sleeper(name string, labels map[string]string) {
 	r.t.Helper()
-	id = newRunID(r.t)
-	name = "rz-" + id + "-1"
-	labels := map[string]string{harness.LabelRunID: id, harness.LabelRunIDAlt: id}
 	if _, err := r.eng.RunContainer(r.t.Context(), r.img, name, []string{"sleep", "3600"}, labels, true); err != nil {
 		r.t.Fatal(err)
 	}
@@ -220,6 +216,16 @@ func (r *rig) fakeRun(rec []byte) (id, name string) {
 			r.t.Errorf("cleanup: %v", err)
 		}
 	})
+}
+
+// fakeRun writes a run with record rec listing one real, running
+// container (labelled with the run, on no network), and returns the run id
+// and the container's name. The container is removed when the test ends.
+func (r *rig) fakeRun(rec []byte) (id, name string) {
+	r.t.Helper()
+	id = newRunID(r.t)
+	name = "rz-" + id + "-1"
+	r.sleeper(name, map[string]string{harness.LabelRunID: id, harness.LabelRunIDAlt: id})
 	if err := harness.WriteRun(r.cache, id, rec, []string{name}, nil); err != nil {
 		r.t.Fatal(err)
 	}

@@ -35,9 +35,7 @@ func loadHost() {
 		if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
 			bootID = strings.TrimSpace(string(b))
 		}
-		if l, err := os.Readlink("/proc/self/ns/pid"); err == nil {
-			pidNS = l
-		}
+		pidNS = pidns.Self()
 		bootEpoch, bootErr = bootInstant()
 	})
 }

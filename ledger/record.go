@@ -66,10 +66,10 @@ func ParseRecord(data []byte) (Record, error) {
 			return Record{}, err
 		}
 	}
-	pidText, ok := jsonNumber(f.pid)
+	pidText, ok := jsonNumber(f[fieldPID])
 	if !ok {
-		if present(f.pid) {
-			return Record{}, fmt.Errorf(`record "pid" %s is not a process id`, clip(f.pid))
+		if present(f[fieldPID]) {
+			return Record{}, fmt.Errorf(`record "pid" %s is not a process id`, clip(f[fieldPID]))
 		}
 		return Record{}, errors.New(`record has no "pid"`)
 	}
@@ -79,22 +79,20 @@ func ParseRecord(data []byte) (Record, error) {
 	}
 	var r Record
 	r.PID = int(pid)
-	for _, s := range []struct {
-		key string
-		v   json.RawMessage
-		dst *string
-	}{
-		{"startedIso", f.startedISO, &r.StartedISO}, {"backend", f.backend, &r.Backend}, {"msbPath", f.msbPath, &r.MsbPath},
-		{"bootId", f.bootID, &r.BootID}, {"pidNamespace", f.pidNamespace, &r.PidNamespace}, {"endpoint", f.endpoint, &r.Endpoint}, {"writer", f.writer, &r.Writer},
-	} {
-		if !present(s.v) {
+	strs := [len(recordKeys)]*string{
+		fieldStartedISO: &r.StartedISO, fieldBackend: &r.Backend, fieldMsbPath: &r.MsbPath, fieldBootID: &r.BootID,
+		fieldPidNamespace: &r.PidNamespace, fieldEndpoint: &r.Endpoint, fieldWriter: &r.Writer,
+	}
+	for i, dst := range strs {
+		v := f[i]
+		if dst == nil || !present(v) {
 			continue
 		}
-		if s.v[0] != '"' {
-			return Record{}, fmt.Errorf("record %q is %s, not a string", s.key, clip(s.v))
+		if v[0] != '"' {
+			return Record{}, fmt.Errorf("record %q is %s, not a string", recordKeys[i], clip(v))
 		}
-		if err := unquote(s.v, s.dst); err != nil {
-			return Record{}, fmt.Errorf("record %q: %w", s.key, err)
+		if err := unquote(v, dst); err != nil {
+			return Record{}, fmt.Errorf("record %q: %w", recordKeys[i], err)
 		}
 	}
 	if r.Backend == "" {
@@ -104,7 +102,7 @@ func ParseRecord(data []byte) (Record, error) {
 	if _, err := r.Started(); err != nil {
 		return Record{}, err
 	}
-	if v := f.startTicks; present(v) {
+	if v := f[fieldStartTicks]; present(v) {
 		text, ok := jsonNumber(v)
 		if !ok {
 			return Record{}, fmt.Errorf(`record "startTicks" %s is not a number`, clip(v))
@@ -118,32 +116,33 @@ func ParseRecord(data []byte) (Record, error) {
 	return r, nil
 }
 
-// recordFields are the raw JSON values of the keys a record's reader
-// knows, nil for a key that is absent. Every other key is ignored.
-type recordFields struct {
-	pid, startedISO, backend, msbPath, startTicks, bootID, pidNamespace, endpoint, writer json.RawMessage
-}
+// recordKeys are the keys a record's reader knows, in the order of
+// recordFields; every other key is ignored.
+var recordKeys = [...]string{"pid", "startTicks", "startedIso", "backend", "msbPath", "bootId", "pidNamespace", "endpoint", "writer"}
+
+// Indexes of recordKeys: two numbers, then strings.
+const (
+	fieldPID = iota
+	fieldStartTicks
+	fieldStartedISO
+	fieldBackend
+	fieldMsbPath
+	fieldBootID
+	fieldPidNamespace
+	fieldEndpoint
+	fieldWriter
+)
+
+// recordFields are the raw JSON values of recordKeys, nil for a key that
+// is absent.
+type recordFields [len(recordKeys)]json.RawMessage
 
 func (f *recordFields) set(key []byte, v json.RawMessage) {
-	switch string(key) {
-	case "pid":
-		f.pid = v
-	case "startedIso":
-		f.startedISO = v
-	case "backend":
-		f.backend = v
-	case "msbPath":
-		f.msbPath = v
-	case "startTicks":
-		f.startTicks = v
-	case "bootId":
-		f.bootID = v
-	case "pidNamespace":
-		f.pidNamespace = v
-	case "endpoint":
-		f.endpoint = v
-	case "writer":
-		f.writer = v
+	for i, k := range recordKeys {
+		if string(key) == k {
+			f[i] = v
+			return
+		}
 	}
 }
 

@@ -99,11 +99,8 @@ func checkPlain(t *testing.T, data []byte) {
 	if err != nil {
 		return
 	}
-	for i, pair := range [][2]json.RawMessage{
-		{quick.pid, slow.pid}, {quick.startedISO, slow.startedISO}, {quick.backend, slow.backend},
-		{quick.msbPath, slow.msbPath}, {quick.startTicks, slow.startTicks}, {quick.bootID, slow.bootID},
-		{quick.pidNamespace, slow.pidNamespace}, {quick.endpoint, slow.endpoint}, {quick.writer, slow.writer},
-	} {
+	for i := range recordKeys {
+		pair := [2]json.RawMessage{quick[i], slow[i]}
 		if ok && (!bytes.Equal(pair[0], pair[1]) || (pair[0] == nil) != (pair[1] == nil)) {
 			t.Errorf("%q: field %d is %q read quickly, %q by encoding/json", data, i, pair[0], pair[1])
 		}

@@ -315,14 +315,5 @@ func ReuseHashes(cache string) ([]string, error) {
 // validHash: 64 lowercase hex digits, the sha256 every member names an
 // entry by.
 func validHash(h string) bool {
-	if len(h) != 64 {
-		return false
-	}
-	for i := 0; i < len(h); i++ {
-		c := h[i]
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
+	return len(h) == 64 && names.LowerHex(h)
 }

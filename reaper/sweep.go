@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -381,7 +380,7 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 				case it.Outcome == Removed || it.Outcome == AlreadyGone:
 					rr.Removed = append(rr.Removed, it)
 				case it.Outcome == NotOwned && k == names.NetworkKind && !byHand && foreignWriter(rf) &&
-					familyNetwork(n) && errors.Is(err, backend.ErrUnlabelled):
+					names.FamilyNetwork(n) && errors.Is(err, backend.ErrUnlabelled):
 					// The other members label their containers but not
 					// their networks: the run's own member removes it by
 					// name, so its line stays for that member's sweep (a
@@ -500,21 +499,6 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 func isLabelled(b backend.Backend) bool {
 	_, ok := b.(backend.RunLister)
 	return ok
-}
-
-// familyNetwork reports whether name is a network name the family makes:
-// rz-net-<8 hex>.
-func familyNetwork(name string) bool {
-	h, ok := strings.CutPrefix(name, "rz-net-")
-	if !ok || len(h) != 8 {
-		return false
-	}
-	for _, c := range h {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // foreignWriter reports whether another member of the family wrote the

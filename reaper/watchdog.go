@@ -105,16 +105,7 @@ func (w *Watchdog) say(op byte, letter, id, name string) error {
 // refuses below 12 digits only to keep a ledger line from being read as an
 // id prefix; an id the owner got back from a create is whole.
 func isEngineID(s string) bool {
-	if len(s) < 12 || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
+	return len(s) >= 12 && len(s) <= 128 && names.LowerHex(s)
 }
 
 // leases holds the write end of every watchdog's stdin for the life of the

@@ -59,7 +59,7 @@ func (h *allHook) Admit(ctx context.Context, k names.Kind, name string) (string,
 			if _, err := rand.Read(b[:]); err != nil {
 				return "", "", err
 			}
-			useName = "rz-net-" + hex.EncodeToString(b[:])
+			useName = names.NetworkPrefix + hex.EncodeToString(b[:])
 		} else {
 			useName = s.NextName()
 		}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rightsize/rightsize-go/internal/names"
 	"github.com/rightsize/rightsize-go/reaper"
 )
 
@@ -52,7 +53,7 @@ func (n *Network) create(ctx context.Context) (string, error) {
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
 	}
-	n.s, n.name = s, "rz-net-"+hex.EncodeToString(b[:])
+	n.s, n.name = s, names.NetworkPrefix+hex.EncodeToString(b[:])
 	note, err := s.Create(ctx, networkKind, n.name, func(ctx context.Context) (string, error) {
 		return s.Driver().CreateNetwork(ctx, n.name, s.RunID())
 	})

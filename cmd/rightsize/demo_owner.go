@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rightsize/rightsize-go/internal/names"
 	"github.com/rightsize/rightsize-go/internal/probe"
 	"github.com/rightsize/rightsize-go/sandboxtest"
 )
@@ -99,13 +100,5 @@ func (b body) Run() int { return b() }
 // validDemoID: the demo's id is 8 lowercase hex digits (demo.go makes it),
 // in a label value and in the name of its cache dir.
 func validDemoID(s string) bool {
-	if len(s) != 8 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
+	return len(s) == 8 && names.LowerHex(s)
 }

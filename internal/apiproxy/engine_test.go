@@ -335,7 +335,7 @@ func TestEngineExecStdin(t *testing.T) {
 		t.Errorf("stdout %q stderr %q, want hello", out.String(), errOut.String())
 	}
 	var ins client.ExecInspectResult
-	if !waitFor(10*time.Second, func() bool {
+	if !proctest.Poll(10*time.Second, func() bool {
 		ins, err = r.cli.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
 		return err == nil && !ins.Running
 	}) || ins.ExitCode != 0 {
@@ -418,7 +418,7 @@ func TestEngineLogsFollow(t *testing.T) {
 	logs.Close()
 	cancel()
 	r.cli.Close() // its idle connections too
-	if !waitFor(10*time.Second, func() bool { return r.p.liveConns() == 0 }) {
+	if !proctest.Poll(10*time.Second, func() bool { return r.p.liveConns() == 0 }) {
 		t.Errorf("%d connections still open after the client closed", r.p.liveConns())
 	}
 }

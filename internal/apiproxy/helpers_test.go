@@ -260,17 +260,3 @@ func within(t testing.TB, d time.Duration, what string, f func()) {
 		t.Fatalf("%s: not done within %s", what, d)
 	}
 }
-
-// waitFor polls cond until it holds or d passed.
-func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}

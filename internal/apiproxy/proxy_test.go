@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/rightsize/rightsize-go/internal/proctest"
 )
 
 // These tests run the proxy against fake engines (no Docker needed): the
@@ -453,7 +455,7 @@ func TestCreatedAnswerFramings(t *testing.T) {
 			if got := readFull(t, c, len(tc.answer)); got != tc.answer {
 				t.Errorf("the client got %.200q", got)
 			}
-			if !waitFor(5*time.Second, func() bool { _, created, _ := h.seen(); return len(created) == 1 }) {
+			if !proctest.Poll(5*time.Second, func() bool { _, created, _ := h.seen(); return len(created) == 1 }) {
 				t.Fatal("Created was not called")
 			}
 			if _, created, _ := h.seen(); created[0] != "container x "+tc.wantID {
@@ -711,7 +713,7 @@ func TestClientHangupReachesEngine(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the engine did not see the client go")
 	}
-	if !waitFor(5*time.Second, func() bool { return p.liveConns() == 0 }) {
+	if !proctest.Poll(5*time.Second, func() bool { return p.liveConns() == 0 }) {
 		t.Errorf("%d connections still open", p.liveConns())
 	}
 }

@@ -1,6 +1,9 @@
 package names
 
-import "regexp"
+import (
+	"regexp"
+	"strings"
+)
 
 // MaxLen is the longest sandbox or network name the family accepts.
 const MaxLen = 128
@@ -24,6 +27,31 @@ const Rule = "an ASCII letter or digit, then up to 127 letters, digits, '_', '.'
 // 64 hex digits).
 func Valid(s string) bool {
 	return len(s) <= MaxLen && pattern.MatchString(s) && !(len(s) < minHex && allHex(s))
+}
+
+// LowerHex reports whether s is one or more lowercase hex digits, as ids,
+// hashes and the family's random name parts are written.
+func LowerHex(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// NetworkPrefix starts the name of every network the family makes:
+// rz-net-<8 hex>.
+const NetworkPrefix = "rz-net-"
+
+// FamilyNetwork reports whether name is a network name as the family
+// makes them: NetworkPrefix and 8 lowercase hex digits.
+func FamilyNetwork(name string) bool {
+	h, ok := strings.CutPrefix(name, NetworkPrefix)
+	return ok && len(h) == 8 && LowerHex(h)
 }
 
 func allHex(s string) bool {

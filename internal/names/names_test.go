@@ -32,3 +32,16 @@ func TestCanonicalBackend(t *testing.T) {
 		}
 	}
 }
+
+func TestLowerHexAndFamilyNetwork(t *testing.T) {
+	for s, want := range map[string]bool{"0a1b": true, "": false, "0A1B": false, "0a1g": false} {
+		if got := names.LowerHex(s); got != want {
+			t.Errorf("LowerHex(%q) = %v, want %v", s, got, want)
+		}
+	}
+	for s, want := range map[string]bool{"rz-net-0c1d2e3f": true, "rz-net-0c1d2e3": false, "rz-net-0C1D2E3F": false, "rz-net-0c1d2e3f0": false, "my-net": false} {
+		if got := names.FamilyNetwork(s); got != want {
+			t.Errorf("FamilyNetwork(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/proctree"
 )
 
@@ -46,13 +47,7 @@ func alive(pid int) bool {
 // waitFor polls cond for up to 10 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10s for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	proctest.WaitUntil(t, 10*time.Second, what, cond)
 }
 
 func mark(t *testing.T, n int) string {
