@@ -642,8 +642,10 @@ if [ "$clean_s" = yes ] && [ "$clean_n" = yes ] && [ "$kept_s" = ' ' ] && [ "$ke
 		log "everything removed; the record stays for the watchdog of the run's processes"
 		exit 0
 	fi
-	rm -f "$rec"
+	# The owner's stub before the record: once the record is gone, nothing
+	# of the run is left.
 	rm -f "${runs_dir%/*}/fates/.$run_id.owner"
+	rm -f "$rec"
 	log "everything removed; ledger files deleted"
 	exit 0
 fi
