@@ -136,9 +136,11 @@ func WaitThere[T any](ctx context.Context, get Getter[T], name string) error {
 }
 
 func waitGet[T any](ctx context.Context, get Getter[T], name string, gone bool) error {
+	// The last ask goes out a second before ctx ends, so that its answer,
+	// not ctx's error, says why the wait failed.
 	within := callTimeout
 	if d, ok := ctx.Deadline(); ok {
-		within = time.Until(d)
+		within = max(time.Until(d)-time.Second, 0)
 	}
 	var err error
 	held := proctest.Poll(within, func() bool {
