@@ -89,9 +89,10 @@ CONTROLLERS=garbage-collector-controller,namespace-controller,serviceaccount-con
 # The order start starts them in; stop ends them in reverse.
 PROCS=(etcd kube-apiserver kube-controller-manager)
 
-for v in TIMEOUT BUDGET ETCD_PORT API_PORT CM_PORT; do
-	case ${!v} in
-	'' | *[!0-9]*) die "$v must be a whole number, not '${!v}'" ;;
+for v in TIMEOUT BUILD_BUDGET ETCD_PORT APISERVER_PORT CM_PORT; do
+	env=RIGHTSIZE_KUBE_$v
+	case ${!env:-0} in
+	*[!0-9]*) die "$env must be a whole number of seconds or a port, not '${!env}'" ;;
 	esac
 done
 
