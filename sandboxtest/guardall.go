@@ -24,12 +24,16 @@ import (
 // Before anything reaches the engine, Main starts a proxy of the engine's
 // API on a socket in a private folder and points DOCKER_HOST at it, for
 // this process and the children that inherit its environment. Every
-// create through it that no run owns yet is written to the run's ledger
-// and labelled with the run before the engine sees it; the watchdog is
-// told its id; at the end of Main, or when the binary dies, it goes like
-// any other sandbox of the run. Everything else (logs, exec and attach,
-// copies, events) passes through unchanged. Keep-alive sandboxes and what
-// another run creates are left as they are.
+// container and network create through it (Docker's API, or Podman's own)
+// is written to the run's ledger and labelled with the run before the
+// engine sees it; the watchdog is told its id; at the end of Main, or when
+// the binary dies, it goes like any other sandbox of the run. What the
+// engine removes through it is forgotten by the run. Everything else
+// (logs, exec and attach, copies, events) passes through unchanged. A
+// create passes as it came only when its run label names a live run of
+// this ledger, or it carries the keep-alive label. Refused, with a reason:
+// a keep-alive name without that label, Podman pods, play kube, restores
+// from a checkpoint.
 //
 // testcontainers-go's Ryuk is turned off for the binary, since every
 // container it makes is guarded. GuardAll fails Main, with one line
