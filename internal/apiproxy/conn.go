@@ -234,16 +234,19 @@ func (c *conn) answer(req *http.Request, rt route, next <-chan error, pc *pendin
 			return nil, false
 		}
 	case rt.op == opRemove && ok:
-		// A wait's head comes at once, and its client waits for it
-		// before it starts the container; its body comes once the
-		// container is gone: the hook hears of it then, before the
-		// client does.
-		c.cw.Write(head)
-		if err := c.cw.Flush(); err != nil {
-			c.abort()
-			return nil, false
+		// The hook hears of it before the client has the answer, or, for
+		// an answer with a body, its body: a wait's head comes at once,
+		// and its client waits for it before it starts the container;
+		// its body comes once the container is gone.
+		if f.chunked || f.length > 0 {
+			c.cw.Write(head)
+			if err := c.cw.Flush(); err != nil {
+				c.abort()
+				return nil, false
+			}
+			head = nil
 		}
-		if !c.hold(nil, f, removed) {
+		if !c.hold(head, f, removed) {
 			return nil, false
 		}
 	default:

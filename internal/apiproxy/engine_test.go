@@ -607,6 +607,7 @@ func TestEngineRemovalsHeard(t *testing.T) {
 
 	// While the hook hears of it, the client has no answer yet: the
 	// hook can still see the engine as the removal left it.
+	var mu sync.Mutex
 	var during []bool
 	r.hook.mu.Lock()
 	r.hook.onRemoved = func(kind, ref string) {
@@ -616,7 +617,9 @@ func TestEngineRemovalsHeard(t *testing.T) {
 		} else {
 			_, err = r.direct.ContainerInspect(ctx, ref, client.ContainerInspectOptions{})
 		}
+		mu.Lock()
 		during = append(during, cerrdefs.IsNotFound(err))
+		mu.Unlock()
 	}
 	r.hook.mu.Unlock()
 
@@ -636,10 +639,11 @@ func TestEngineRemovalsHeard(t *testing.T) {
 	if got := r.hook.removals(); !slices.Equal(got, want) {
 		t.Errorf("the hook heard of removals %q, want %q", got, want)
 	}
+	mu.Lock()
 	if !slices.Equal(during, []bool{true, true, true}) {
 		t.Errorf("when the hook heard of each removal, the engine still had it: %v", during)
 	}
-	// The hook was told before the client: each answer waited for it.
+	mu.Unlock()
 	if _, err := r.cli.ContainerPrune(ctx, client.ContainerPruneOptions{Filters: client.Filters{}.Add("label", testLabel+"="+r.run)}); err != nil {
 		t.Fatal(err)
 	}
