@@ -70,7 +70,7 @@ func routeOf(req *http.Request) route {
 	seg := strings.Split(strings.TrimPrefix(p, "/"), "/")
 	for _, s := range seg {
 		if s == "" {
-			return route{} // the engines redirect or refuse it
+			return route{op: opForward} // the engines redirect or refuse it
 		}
 	}
 	is := func(want ...string) bool {
@@ -127,7 +127,7 @@ func routeOf(req *http.Request) route {
 			return route{op: opRemove, kinds: both}
 		}
 	}
-	return route{}
+	return route{op: opForward}
 }
 
 // stripVersion removes a leading /v{version} as the engines' routers
