@@ -329,6 +329,22 @@ func TestGuardAllForgetsRemoved(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the container that removes itself is still there after a minute")
 	}
+	// `docker run --rm`, attached: the container removes itself, and the
+	// command line waits for that.
+	cliRemoved := ""
+	if dockerCLI, err := exec.LookPath("docker"); err == nil && !r.podman {
+		_, before, _ := r.hook.seen()
+		cmd := exec.CommandContext(ctx, dockerCLI, "run", "--rm", "--network", "none", "--label", guardTag+"="+r.tag, r.img, "echo", "attached through the guard")
+		cmd.Env = proctest.Environ(func(k string) bool { return strings.HasPrefix(k, "DOCKER_") }, "DOCKER_HOST="+r.addr, "DOCKER_CONFIG="+t.TempDir())
+		if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "attached through the guard") {
+			t.Fatalf("docker run --rm through the guard: %v\n%s", err, out)
+		}
+		if _, created, _ := r.hook.seen(); len(created) == len(before)+1 {
+			cliRemoved = strings.Fields(created[len(before)])[1]
+		} else {
+			t.Fatalf("docker run --rm: created %q, want one more than %q", created, before)
+		}
+	}
 	// A name another container has: the engine refuses the create, and
 	// the run must forget the name it listed for it.
 	taken := r.name("taken")
@@ -354,7 +370,11 @@ func TestGuardAllForgetsRemoved(t *testing.T) {
 		}
 	}
 	want := []string{"sandbox " + byName, "sandbox " + byID, "sandbox " + byPrefix, "sandbox " + unnamed,
-		"network " + netName, "sandbox " + pruned, "sandbox " + autoName, "sandbox " + taken}
+		"network " + netName, "sandbox " + pruned, "sandbox " + autoName}
+	if cliRemoved != "" {
+		want = append(want, "sandbox "+cliRemoved)
+	}
+	want = append(want, "sandbox "+taken)
 	if !slices.Equal(removed, want) {
 		t.Errorf("the hook heard of removals\n%q\nwant\n%q", removed, want)
 	}
@@ -512,6 +532,18 @@ func TestGuardAllLibpod(t *testing.T) {
 	}
 	if !isRun(r.labelsOf(cliName)) {
 		t.Errorf("podman --url run made %s with labels %v; want the run's", cliName, r.labelsOf(cliName))
+	}
+	// Attached: Podman's attach takes the connection over, through the
+	// guard, and the container that removes itself is forgotten.
+	_, before, _ := r.hook.seen()
+	if out, err := runCLI("run", "--rm", "--network", "none", "--label", guardTag+"="+r.tag, r.img, "echo", "attached through the guard"); err != nil || !strings.Contains(out, "attached through the guard") {
+		t.Errorf("podman --url run --rm (attached): %v\n%s", err, out)
+	}
+	_, created, removed := r.hook.seen()
+	if len(created) != len(before)+1 {
+		t.Errorf("podman --url run --rm: created %q, want one more than %q", created, before)
+	} else if name := strings.Fields(created[len(before)])[1]; !slices.Contains(removed, "sandbox "+name) {
+		t.Errorf("podman --url run --rm: %s removed itself, but the hook heard of removals %q only", name, removed)
 	}
 	if out, err := runCLI("pod", "create", "--name", r.name("cli-pod"), "--label", guardTag+"="+r.tag); err == nil || !strings.Contains(out, "pod") {
 		t.Errorf("podman --url pod create: %v\n%s; want it refused with why", err, out)
