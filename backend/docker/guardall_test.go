@@ -86,7 +86,7 @@ func (g *guardRec) seen() (admits, created, removed []string) {
 
 // guardRig is a guard in front of the engine, and clients of both.
 type guardRig struct {
-	t      *testing.T
+	t      testing.TB
 	img    string
 	tag    string
 	hook   *guardRec
@@ -96,7 +96,7 @@ type guardRig struct {
 	podman bool
 }
 
-func newGuardRig(t *testing.T) *guardRig {
+func newGuardRig(t testing.TB) *guardRig {
 	t.Helper()
 	d := openDocker(t)
 	img := testimage.Busybox(t)
@@ -548,4 +548,50 @@ func TestGuardAllLibpod(t *testing.T) {
 	if out, err := runCLI("pod", "create", "--name", r.name("cli-pod"), "--label", guardTag+"="+r.tag); err == nil || !strings.Contains(out, "pod") {
 		t.Errorf("podman --url pod create: %v\n%s; want it refused with why", err, out)
 	}
+}
+
+// BenchmarkGuardRemove: what the guard adds to the removal of a container
+// it admitted (the engine is asked whether it is gone before the client
+// has its answer), beside the same removal straight to the engine, in
+// alternating order.
+func BenchmarkGuardRemove(b *testing.B) {
+	r := newGuardRig(b)
+	ctx := b.Context()
+	var viaGuard, direct []time.Duration
+	rm := func(cli *client.Client, id string) time.Duration {
+		start := time.Now()
+		if _, err := cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	i := 0
+	for b.Loop() {
+		b.StopTimer()
+		guarded, err := r.create("", r.labels())
+		if err != nil {
+			b.Fatal(err)
+		}
+		other, err := r.direct.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: r.img, Labels: r.labels()}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if i%2 == 0 {
+			viaGuard = append(viaGuard, rm(r.cli, guarded))
+			direct = append(direct, rm(r.direct, other.ID))
+		} else {
+			direct = append(direct, rm(r.direct, other.ID))
+			viaGuard = append(viaGuard, rm(r.cli, guarded))
+		}
+		i++
+	}
+	p50 := func(ds []time.Duration) time.Duration {
+		s := slices.Clone(ds)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	b.ReportMetric(float64(p50(direct))/1e6, "direct-p50-ms")
+	b.ReportMetric(float64(p50(viaGuard))/1e6, "guard-p50-ms")
+	b.ReportMetric(float64(p50(viaGuard)-p50(direct))/1e6, "added-p50-ms")
 }
