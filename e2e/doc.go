@@ -28,7 +28,7 @@
 //	12   TestRow12RandomKills            SIGKILL at a random moment of a start/stop loop
 //	13   TestRow13HostileLedger          hostile ledger files through sweep and watchdog
 //	14   TestRow14InAContainer           the test binary in a container, the socket mounted, no CLI
-//	15   TestRow15GuardAll               GuardAll: containers made by modules, the client, docker run
+//	15   TestRow15GuardAll               GuardAll: containers made by modules, the client, docker run; what the test removed is forgotten
 //	16   TestRow16Fates                  each reaper writes the run's fate; the next process tells it
 //	17   TestRow17Processes              local processes: SIGKILL, go test -timeout, one escaped, the next sweep
 //

@@ -42,7 +42,7 @@ func init() {
 	}
 }
 
-func openDocker(t *testing.T) *docker.Driver {
+func openDocker(t testing.TB) *docker.Driver {
 	t.Helper()
 	testimage.Engine(t)
 	d, err := docker.Open(context.Background())

@@ -78,11 +78,8 @@ func (d *Driver) owned(ctx context.Context, k backend.Kind, runID, name string) 
 // notOwnedWhy says why a container or network named name with labels is
 // not run runID's to remove, or "" when it is.
 func notOwnedWhy(runID, name string, labels map[string]string) string {
-	if v, ok := labels[LabelReuse]; ok {
-		return fmt.Sprintf("a keep-alive sandbox (%s=%s), never removed by a run", LabelReuse, v)
-	}
-	if strings.HasPrefix(name, backend.KeepAlivePrefix) {
-		return "named as a keep-alive sandbox, never removed by a run"
+	if why, _ := keepAlive(name, labels); why != "" {
+		return why
 	}
 	a, hasA := labels[LabelRunID]
 	b, hasB := labels[LabelRunIDAlt]
@@ -94,6 +91,20 @@ func notOwnedWhy(runID, name string, labels map[string]string) string {
 	default:
 		return unlabelledWhy
 	}
+}
+
+// keepAlive is the rule of what is a keep-alive sandbox's, which no run
+// ever removes: why, or "" when it is not one; marked when it carries the
+// keep-alive label (whatever its value), rather than a keep-alive name
+// alone.
+func keepAlive(name string, labels map[string]string) (why string, marked bool) {
+	if v, ok := labels[LabelReuse]; ok {
+		return fmt.Sprintf("a keep-alive sandbox (%s=%s), never removed by a run", LabelReuse, v), true
+	}
+	if strings.HasPrefix(name, backend.KeepAlivePrefix) {
+		return "named as a keep-alive sandbox, never removed by a run", false
+	}
+	return "", false
 }
 
 // unlabelledWhy is notOwnedWhy's answer for what carries no run label.
