@@ -45,17 +45,20 @@ func NewRun(cache string, o Owner) (*Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: identity of this process: %w", err)
 	}
+	if me.Start.IsZero() {
+		// Every other member reaps a record without a start while its
+		// owner lives: never write one.
+		return nil, errors.New("ledger: this process's start time is unknown, and a record without one would be reaped by the other members of the family while this process runs")
+	}
 	rec := Record{
 		PID:          me.PID,
+		StartedISO:   FormatISO(me.Start),
 		Backend:      names.CanonicalBackend(o.Backend),
 		StartTicks:   me.StartTicks,
 		BootID:       me.BootID,
 		PidNamespace: me.PidNamespace,
 		Endpoint:     o.Endpoint,
 		Writer:       "go",
-	}
-	if !me.Start.IsZero() {
-		rec.StartedISO = FormatISO(me.Start)
 	}
 	if rec.Backend == "msb" {
 		rec.MsbPath = o.MsbPath
