@@ -126,8 +126,10 @@ func (e *UnsafeDirError) Error() string {
 
 // CheckPrivate reports an *UnsafeDirError unless p is a directory (not a
 // symbolic link) owned by this process's effective user and writable by no
-// one else, as ssh requires of ~/.ssh. Where ownership cannot be read
-// cheaply (Windows), only the type is checked.
+// one else, as ssh requires of ~/.ssh: not by everyone, and by its group
+// only when that group has no member but the user (a user private group
+// under umask 002, on Linux). Where ownership cannot be read cheaply
+// (Windows), only the type is checked.
 func CheckPrivate(p string) error {
 	fi, err := os.Lstat(p)
 	if err != nil {
