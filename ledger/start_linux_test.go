@@ -4,28 +4,36 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/ledger"
 )
 
-// envNoProcCache switches the test binary into the helper of
-// TestRecordStartWithoutProc: the cache dir to write a run in.
-const envNoProcCache = "RIGHTSIZE_LEDGER_TEST_NOPROC_CACHE"
+// envWriteCache switches the test binary into the helper that writes a
+// run: the cache dir to write it in. With envWriteNoProc set, the helper
+// first checks that it has no /proc.
+const (
+	envWriteCache  = "RIGHTSIZE_LEDGER_TEST_WRITE_CACHE"
+	envWriteNoProc = "RIGHTSIZE_LEDGER_TEST_WRITE_NOPROC"
+)
 
-// TestRecordStartWithoutProcHelper is not a test: it writes one run in
-// the cache dir it is given, and says its id.
-func TestRecordStartWithoutProcHelper(t *testing.T) {
-	cache := os.Getenv(envNoProcCache)
+// helperOwner owns the helper's run: one the other members may be shown.
+var helperOwner = ledger.Owner{Backend: "docker", Endpoint: "unix:///var/run/docker.sock", DefaultEngine: true}
+
+// TestWriteRunHelper is not a test: it writes one run in the cache dir it
+// is given, and says its id.
+func TestWriteRunHelper(t *testing.T) {
+	cache := os.Getenv(envWriteCache)
 	if cache == "" {
-		t.Skip("helper process for TestRecordStartWithoutProc only")
+		t.Skip("helper process of the tests that write a run elsewhere")
 	}
-	if _, err := os.Stat("/proc/self/stat"); err == nil {
+	if _, err := os.Stat("/proc/self/stat"); err == nil && os.Getenv(envWriteNoProc) != "" {
 		proctest.Say("error", "/proc is mounted")
 		return
 	}
-	r, err := ledger.NewRun(cache, ledger.Owner{Backend: "docker"})
+	r, err := ledger.NewRun(cache, helperOwner)
 	if err == nil {
 		err = r.Add(ledger.SandboxKind, "rz-"+r.ID()+"-1")
 	}
@@ -52,8 +60,8 @@ func TestRecordStartWithoutProc(t *testing.T) {
 	}
 	cache := t.TempDir()
 	argv := append([]string{unshare, "--mount", "--propagation", "private", "sh", "-c", `umount -l /proc && exec "$0" "$@"`},
-		proctest.TestArgv("TestRecordStartWithoutProcHelper")...)
-	h := proctest.StartHelper(t, proctest.Spec{Name: "helper without /proc", Argv: argv, Env: proctest.Environ(nil, envNoProcCache+"="+cache)})
+		proctest.TestArgv("TestWriteRunHelper")...)
+	h := proctest.StartHelper(t, proctest.Spec{Name: "helper without /proc", Argv: argv, Env: proctest.Environ(nil, envWriteCache+"="+cache, envWriteNoProc+"=1")})
 	real, ok, err := ledger.Lookup(h.Cmd.Process.Pid)
 	if err != nil || !ok {
 		t.Fatalf("look up the helper, pid %d: %v (found %v)", h.Cmd.Process.Pid, err, ok)
@@ -64,7 +72,7 @@ func TestRecordStartWithoutProc(t *testing.T) {
 	id := h.Expect("run")
 	h.Finish()
 
-	data, err := os.ReadFile(filepath.Join(cache, ledger.RunsDir, id+ledger.RecordExt))
+	data, err := os.ReadFile(ledger.OwnRecordPath(filepath.Join(cache, ledger.RunsDir), id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,4 +88,42 @@ func TestRecordStartWithoutProc(t *testing.T) {
 		t.Errorf("recorded start %s is %s from the real one %s: the other members would judge the live owner dead", rec.StartedISO, d, ledger.FormatISO(real.Start))
 	}
 	t.Logf("real start %s, recorded %s", ledger.FormatISO(real.Start), rec.StartedISO)
+}
+
+// TestRecordHiddenWithoutPs: on a host with no ps (slim images), the Node
+// and Rust members judge every run dead (process-liveness.ts,
+// posixStartedIso: no ps output is "cannot be determined", and
+// isRecordAlive reaps that; rightsize-node 0b3b667). A Go run there is not
+// shown to them: its record is Go's own only.
+func TestRecordHiddenWithoutPs(t *testing.T) {
+	cache := t.TempDir()
+	h := proctest.StartHelper(t, proctest.Spec{Name: "helper without ps", Argv: proctest.TestArgv("TestWriteRunHelper"),
+		Env: proctest.Environ(nil, envWriteCache+"="+cache, "PATH="+t.TempDir())})
+	if msg := h.Expect("error"); msg != "" {
+		t.Fatalf("helper: %s\n%s", msg, h.Output())
+	}
+	id := h.Expect("run")
+	h.Finish()
+	runs := filepath.Join(cache, ledger.RunsDir)
+	if got, want := dirNames(t, runs), []string{id + ledger.OwnRecordExt, id + ledger.SandboxesExt}; !slices.Equal(got, want) {
+		t.Errorf("a run written where no ps is on the PATH: %q, want %q (no %s for the other members to misjudge)", got, want, ledger.RecordExt)
+	}
+	if rf, err := ledger.ReadRun(cache, id); err != nil || rf.RecordErr != nil || rf.Record.PID != h.Cmd.Process.Pid {
+		t.Errorf("Go reads the run's own record: %+v, %v", rf, err)
+	}
+}
+
+// dirNames lists dir, sorted.
+func dirNames(t testing.TB, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	slices.Sort(out)
+	return out
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -611,15 +610,7 @@ func removeStaleTemps(scan *ledger.Scan, now time.Time) int {
 	return n
 }
 
-func runExists(rf ledger.RunFiles) bool {
-	for _, p := range []string{ledger.RecordPath(rf.Dir, rf.ID), ledger.LinePath(rf.Dir, rf.ID, names.SandboxKind),
-		ledger.LinePath(rf.Dir, rf.ID, names.NetworkKind), ledger.LinePath(rf.Dir, rf.ID, names.ProcessKind)} {
-		if _, err := os.Lstat(p); err == nil || !errors.Is(err, fs.ErrNotExist) {
-			return true
-		}
-	}
-	return false
-}
+func runExists(rf ledger.RunFiles) bool { return ledger.HasFiles(rf.Dir, rf.ID) }
 
 func (c *config) log(rr RunReport) {
 	if c.logger == nil {

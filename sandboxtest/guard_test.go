@@ -572,7 +572,8 @@ func (r *rig) lines(cache, run string) ledgerLines {
 		}
 		*f.dst = lf.Names
 	}
-	l.record, l.sandboxFile, l.networkFile = exists(rec), exists(sbx), exists(nets)
+	own := ledger.OwnRecordPath(filepath.Join(cache, ledger.RunsDir), run)
+	l.record, l.sandboxFile, l.networkFile = exists(rec) || exists(own), exists(sbx), exists(nets)
 	return l
 }
 
