@@ -1,6 +1,7 @@
 package sandboxtest_test
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -8,9 +9,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/rightsize/rightsize-go/backend/docker"
 	"github.com/rightsize/rightsize-go/internal/proctest"
@@ -187,5 +191,86 @@ func TestEmptyCacheDirSaysSo(t *testing.T) {
 	}
 	if !strings.Contains(h.Stderr(), "current directory") {
 		t.Errorf("the note does not say what the other members do:\n%s", h.Stderr())
+	}
+}
+
+// registryProbe is a wait strategy that notes whether the keep-alive's
+// registry entry exists while the sandbox is waited for, then lets it be
+// ready, or not.
+type registryProbe struct {
+	path  string
+	seen  *atomic.Bool
+	calls *atomic.Int32
+	fail  bool
+}
+
+func (p registryProbe) WaitUntilReady(context.Context, wait.StrategyTarget) error {
+	p.calls.Add(1)
+	if _, err := os.Stat(p.path); err == nil {
+		p.seen.Store(true)
+	}
+	if p.fail {
+		return errors.New("not ready, on purpose")
+	}
+	return nil
+}
+
+// TestReuseRegistryAfterReady: the family writes a keep-alive's registry
+// entry once its sandbox passed its wait (generic-container.ts
+// adoptOrCreate, rightsize-node 0b3b667; GenericContainer.kt
+// createReuseFresh, rightsize-kotlin db2958f; reuse.rs write_atomic, "called
+// only after the reused container's own wait strategy has already
+// succeeded", rightsize-rust 54732f96), and removes a running rz-reuse-*
+// that has no entry, or whose entry's sandbox fails its wait. So Go writes
+// the entry only once the sandbox is ready; and one that never became
+// ready is removed, not left running without an entry for the next test
+// to adopt unready.
+func TestReuseRegistryAfterReady(t *testing.T) {
+	r := newRig(t)
+	t.Setenv(sandboxtest.EnvReuse, "1")
+	in := r.session()
+	for _, tc := range []struct {
+		name  string
+		ready bool
+	}{{"ready", true}, {"never ready", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := reuseSpec(testimage.Busybox(t), nonce(t))
+			hash := sandboxtest.ReuseIdentity(spec).Hash()
+			name := ledger.ReuseName(hash)
+			t.Cleanup(func() { r.remove(name) })
+			probe := registryProbe{path: ledger.ReusePath(in.CacheDir, hash), seen: new(atomic.Bool), calls: new(atomic.Int32), fail: !tc.ready}
+			spec.WaitingFor = probe
+			rec := &recordingTB{TB: t}
+			var g *sandboxtest.Guard
+			rec.run(func(tb testing.TB) { g = sandboxtest.Start(tb, spec) })
+			if probe.calls.Load() == 0 {
+				t.Fatal("the wait strategy was never called")
+			}
+			if probe.seen.Load() {
+				t.Errorf("the registry entry %s existed while the sandbox was waited for: a member adopting it then, and failing its own wait, removes it", probe.path)
+			}
+			_, err := ledger.ReadReuseEntry(in.CacheDir, hash)
+			if !tc.ready {
+				if len(rec.fatals) == 0 {
+					t.Fatalf("Start of a keep-alive that never became ready did not fail the test")
+				}
+				if err == nil {
+					t.Errorf("a keep-alive that never became ready has a registry entry")
+				}
+				if _, ok := r.inspect(name); ok {
+					t.Errorf("the keep-alive %s that never became ready is still there, without an entry: the next test would adopt it unready", name)
+				}
+				return
+			}
+			if len(rec.fatals)+len(rec.errors) > 0 {
+				t.Fatalf("Start failed: %q %q", rec.fatals, rec.errors)
+			}
+			if err != nil {
+				t.Errorf("no registry entry after the sandbox was ready: %v", err)
+			}
+			if g.Name() != name {
+				t.Errorf("keep-alive named %s, want %s", g.Name(), name)
+			}
+		})
 	}
 }
