@@ -156,7 +156,7 @@ func TestStartHostOverride(t *testing.T) {
 	if got := h.Expect("body"); got != strconv.Quote(serverBody) {
 		t.Errorf("GET through the overridden host = %s, want %q", got, serverBody)
 	}
-	if got := h.Expect("files-while-running"); !strings.Contains(got, ".sandboxes") || !strings.Contains(got, ".json") {
+	if got := h.Expect("files-while-running"); !strings.Contains(got, ".sandboxes") || !strings.Contains(got, ledger.OwnRecordExt) {
 		t.Errorf("while the sandbox runs, runs/ holds %q, want its record and line file", got)
 	}
 	if got := h.Expect("files-after-stop"); got != "" {
