@@ -314,7 +314,7 @@ func PruneFates(cache string, now time.Time) {
 			if err != nil || now.Sub(info.ModTime()) < time.Hour {
 				continue
 			}
-			if _, err := os.Lstat(RecordPath(filepath.Join(cache, RunsDir), run)); errors.Is(err, os.ErrNotExist) {
+			if !HasFiles(filepath.Join(cache, RunsDir), run) {
 				os.Remove(filepath.Join(dir, name))
 			}
 		case strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-"):

@@ -105,7 +105,7 @@ func Open(ctx context.Context, drv backend.Driver, opts ...Option) (*Session, er
 		rep.Unfinished = err.Error()
 	}
 	s.sweep = rep
-	owner := ledger.Owner{Backend: drv.Name(), Endpoint: drv.Endpoint()}
+	owner := ledger.Owner{Backend: drv.Name(), Endpoint: drv.Endpoint(), DefaultEngine: drv.DefaultEndpoint()}
 	if m, ok := drv.(interface{ MsbPath() string }); ok {
 		owner.MsbPath = m.MsbPath()
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -363,6 +362,8 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 	}
 
 	kept := map[names.Kind][]string{}
+	// here: this engine showed something of the run (namesNoEngine).
+	here := false
 	for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind} {
 		pending := l.Of(k)
 		// A network in use may be held by a container removed a moment ago
@@ -376,6 +377,7 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 					err = errs[i]
 				}
 				it := outcome(k, n, err)
+				here = here || err == nil || errors.Is(err, backend.ErrInUse)
 				switch {
 				case it.Outcome == Removed || it.Outcome == AlreadyGone:
 					rr.Removed = append(rr.Removed, it)
@@ -389,6 +391,7 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 					it.Note = "another member's network, which it does not label; rightsize sweep --run " + rf.ID + " drops it from the list (" + it.Note + ")"
 					rr.Kept = append(rr.Kept, it)
 					kept[k] = append(kept[k], n)
+					here = true
 				case it.Outcome == NotOwned:
 					rr.NotOwned = append(rr.NotOwned, it)
 				case pass == 0 && k == names.NetworkKind && errors.Is(err, backend.ErrInUse):
@@ -458,6 +461,7 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 				asIs = true
 				continue
 			}
+			here = here || len(ids) > 0
 			for i, err := range lister.RemoveIDs(ctx, k, ids) {
 				it := outcome(k, ids[i], err)
 				it.Note = "labelled with the run, not listed"
@@ -470,6 +474,10 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 				}
 			}
 		}
+	}
+
+	if !here && !byHand && namesNoEngine(b, rf) && l.Len() > 0 {
+		return leaveForItsEngine(b, rf, rr, procsKept || len(l.Problems) > 0)
 	}
 
 	if len(kept) == 0 && !procsKept && !asIs && (len(l.Problems) == 0 || byHand && isLabelled(b)) {
@@ -492,6 +500,37 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 				rr.Problems = append(rr.Problems, err.Error())
 			}
 		}
+	}
+	return rr
+}
+
+// namesNoEngine reports whether rf's record names no engine (as the other
+// members write it), swept through an engine whose labels tell what is the
+// run's. The other members follow DOCKER_HOST (Kotlin Docker contexts too):
+// such a run may have used another engine than this one.
+func namesNoEngine(b backend.Backend, rf ledger.RunFiles) bool {
+	return rf.RecordErr == nil && rf.Record.Endpoint == "" && backend.Canonical(rf.Record.Backend) != backend.Local &&
+		b.Endpoint() != "" && isLabelled(b)
+}
+
+// leaveForItsEngine leaves a run of which this engine showed nothing, its
+// lines as they are: "not found" from an engine the run may never have
+// used proves nothing gone. A sweep of the engine it used removes what it
+// lists; a person's sweep of the run (--run) drops it here. It is kept
+// rather than left alone when something else keeps it: an engine that did
+// not answer for a name, a list that could not be read, a local process.
+func leaveForItsEngine(b backend.Backend, rf ledger.RunFiles, rr RunReport, keptOtherwise bool) RunReport {
+	var removed []Item
+	for _, it := range rr.Removed {
+		if it.Kind == names.ProcessKind {
+			removed = append(removed, it)
+		}
+	}
+	rr.Removed, rr.NotOwned = removed, nil
+	rr.Reason += fmt.Sprintf("; it records no engine, and nothing it lists is on this one (%s): left for a sweep of the engine it used, or rightsize sweep --run %s", b.Endpoint(), rf.ID)
+	rr.Decision = LeftAlone
+	if len(rr.Kept) > 0 || len(rr.Removed) > 0 || keptOtherwise {
+		rr.Decision = Kept
 	}
 	return rr
 }
@@ -611,15 +650,7 @@ func removeStaleTemps(scan *ledger.Scan, now time.Time) int {
 	return n
 }
 
-func runExists(rf ledger.RunFiles) bool {
-	for _, p := range []string{ledger.RecordPath(rf.Dir, rf.ID), ledger.LinePath(rf.Dir, rf.ID, names.SandboxKind),
-		ledger.LinePath(rf.Dir, rf.ID, names.NetworkKind), ledger.LinePath(rf.Dir, rf.ID, names.ProcessKind)} {
-		if _, err := os.Lstat(p); err == nil || !errors.Is(err, fs.ErrNotExist) {
-			return true
-		}
-	}
-	return false
-}
+func runExists(rf ledger.RunFiles) bool { return ledger.HasFiles(rf.Dir, rf.ID) }
 
 func (c *config) log(rr RunReport) {
 	if c.logger == nil {

@@ -156,7 +156,7 @@ func TestStartHostOverride(t *testing.T) {
 	if got := h.Expect("body"); got != strconv.Quote(serverBody) {
 		t.Errorf("GET through the overridden host = %s, want %q", got, serverBody)
 	}
-	if got := h.Expect("files-while-running"); !strings.Contains(got, ".sandboxes") || !strings.Contains(got, ".json") {
+	if got := h.Expect("files-while-running"); !strings.Contains(got, ".sandboxes") || !strings.Contains(got, ledger.OwnRecordExt) {
 		t.Errorf("while the sandbox runs, runs/ holds %q, want its record and line file", got)
 	}
 	if got := h.Expect("files-after-stop"); got != "" {
@@ -572,7 +572,8 @@ func (r *rig) lines(cache, run string) ledgerLines {
 		}
 		*f.dst = lf.Names
 	}
-	l.record, l.sandboxFile, l.networkFile = exists(rec), exists(sbx), exists(nets)
+	own := ledger.OwnRecordPath(filepath.Join(cache, ledger.RunsDir), run)
+	l.record, l.sandboxFile, l.networkFile = exists(rec) || exists(own), exists(sbx), exists(nets)
 	return l
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/internal/proctree"
 	"github.com/rightsize/rightsize-go/internal/testimage"
+	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/sandboxtest"
 )
 
@@ -162,17 +163,22 @@ func TestStartProcessRefusesSetsid(t *testing.T) {
 
 // With no container engine at all, local processes have the same
 // guarantees: the run is recorded as the local backend's, and when its
-// owner is SIGKILLed its watchdog ends them.
+// owner is SIGKILLed its watchdog ends them. The record is Go's own only:
+// the Node member reads backend "local" as unparseable and deletes such a
+// record once it is an hour old, live owner or not (sweep.ts, rightsize-node
+// 0b3b667), so it lists no runs/*.json.
 func TestStartProcessWithoutAnEngine(t *testing.T) {
 	cache := t.TempDir()
 	h := startHelper(t, "process-alone", cache, "DOCKER_HOST=unix://"+filepath.Join(cache, "no-engine.sock"), "RIGHTSIZE_BACKEND=")
 	pid, err := strconv.Atoi(h.Expect("pid"))
 	require.NoError(t, err)
-	recs, _ := filepath.Glob(filepath.Join(cache, "runs", "*.json"))
+	recs, _ := filepath.Glob(filepath.Join(cache, "runs", "*"+ledger.OwnRecordExt))
 	require.Len(t, recs, 1)
 	b, err := os.ReadFile(recs[0])
 	require.NoError(t, err)
 	require.Contains(t, string(b), `"backend":"local"`)
+	family, _ := filepath.Glob(filepath.Join(cache, "runs", "*.json"))
+	require.Empty(t, family, "a local run shown to the other members, who cannot judge it")
 	h.KillAndWait()
 	deadline := time.Now().Add(20 * time.Second)
 	for {

@@ -174,7 +174,7 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 				break
 			}
 			if !errors.Is(err, backend.ErrNameTaken) {
-				return "", err
+				return "", g.removeUnready(ka, mark, err)
 			}
 			sbx, startingSince = nil, time.Time{}
 		default:
@@ -197,6 +197,29 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 		notes = append(notes, "sandboxtest: adopted keep-alive "+g.name)
 	}
 	return strings.Join(notes, "\n"), nil
+}
+
+// removeUnready removes the keep-alive this process failed to create
+// (created, then never ready: its wait strategy failed) and returns the
+// creation's error. Its registry entry is written only once it is ready,
+// so left running it would be a keep-alive with no entry: the next Go
+// test would adopt it unready, and the other members remove it on sight.
+// The name is this process's under the creation lock; one another process
+// holds is ErrNameTaken, never here.
+func (g *Guard) removeUnready(ka backend.KeepAliver, mark string, cerr error) error {
+	if ka == nil {
+		return cerr
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	switch err := ka.RemoveKeepAlive(ctx, g.name, mark); {
+	case err == nil:
+		return fmt.Errorf("%w (the keep-alive %s, which never became ready, was removed)", cerr, g.name)
+	case errors.Is(err, backend.ErrNotFound):
+		return cerr
+	default:
+		return fmt.Errorf("%w (the keep-alive %s never became ready, and could not be removed: %v; rightsize reuse rm %s)", cerr, g.name, err, g.name)
+	}
 }
 
 // checkAdopted decides whether an adopted keep-alive sandbox is the one

@@ -101,7 +101,7 @@ func TestReuseIdentity(t *testing.T) {
 		},
 		{
 			name: "udp instead of tcp", a: base, b: with(func(s *sandboxtest.Spec) { s.Ports = []string{"6379/udp"} }),
-			reason: "a udp port hashes as the string \"6379/udp\", not the number",
+			reason: "a udp port hashes in exposedUdpPorts, as the Rust member hashes it, never as the tcp port of that number",
 		},
 		{
 			name: "a memory limit", a: base, b: with(func(s *sandboxtest.Spec) { s.MemoryLimitMB = 64 }),

@@ -12,6 +12,7 @@ import (
 	_ "github.com/rightsize/rightsize-go/backend/msb"    // registers the msb backend
 	"github.com/rightsize/rightsize-go/internal/names"
 	"github.com/rightsize/rightsize-go/internal/probe"
+	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/reaper"
 )
 
@@ -55,6 +56,7 @@ func getSession(ctx context.Context) (*reaper.Session, error) {
 	if sess != nil || sessErr != nil {
 		return sess, sessErr
 	}
+	ledger.TellEmptyCacheDir(stderr())
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sessionTimeout)
 	defer cancel()
 	drv, err := backend.Resolve(ctx)

@@ -133,7 +133,9 @@ JSON of --keep-alive --json: an object (all fields always present):
 Removes what dead runs left behind, now, as every test process does at its
 first use of a backend: for each run whose owner is dead, its sandboxes,
 then its networks, then its ledger files. Runs that are alive, that cannot
-be judged, or that belong to another backend or engine are left alone. A
+be judged, or that belong to another backend or engine are left alone, and
+so is another member's run none of whose names this engine has (it records
+no engine, and may have used another). A
 name leaves the ledger only once the engine confirmed it gone. Only what
 the engine shows carries the run's label is removed: a listed name that is
 not the run's (no label of it, a keep-alive sandbox) is left running and

@@ -14,6 +14,7 @@ import (
 
 	_ "github.com/rightsize/rightsize-go/backend/docker" // registers the docker backend
 	_ "github.com/rightsize/rightsize-go/backend/msb"    // registers the msb backend
+	"github.com/rightsize/rightsize-go/ledger"
 )
 
 // Exit codes.
@@ -60,6 +61,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	// testcontainers-go prints a banner and every request to the standard
 	// logger unless told otherwise; the command's output is its own.
 	tclog.SetDefault(tclog.NewNoopLogger())
+	ledger.TellEmptyCacheDir(stderr)
 	c := &cli{stdout: stdout, stderr: stderr, colour: colourWanted(stdout)}
 	defer func() {
 		// One line, never a stack trace: a panic here is a bug to report,

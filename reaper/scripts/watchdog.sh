@@ -14,7 +14,7 @@
 #   STEP := KIND ROLE MODE GONE RETRY N WORD1 ... WORDN
 #
 #   RUNS_DIR  absolute path of the ledger's runs folder
-#   RUN_ID    file stem: RUNS_DIR/RUN_ID.json, .sandboxes, .networks
+#   RUN_ID    file stem: RUNS_DIR/RUN_ID.json, .gorecord, .sandboxes, .networks
 #   KIND      sandboxes | networks
 #   ROLE      act: WORDS with ids (or names) appended removes them
 #             find: WORDS, complete, prints "ID|NAME|MARK" for each sandbox
@@ -249,6 +249,7 @@ _op='' _id='' _name='' _rest=''
 log "owner gone (stdin closed): reaping run $run_id in $runs_dir"
 
 rec=$runs_dir/$run_id.json
+own_rec=$runs_dir/$run_id.gorecord
 sb_file=$runs_dir/$run_id.sandboxes
 net_file=$runs_dir/$run_id.networks
 
@@ -645,7 +646,7 @@ if [ "$clean_s" = yes ] && [ "$clean_n" = yes ] && [ "$kept_s" = ' ' ] && [ "$ke
 	# The owner's stub before the record: once the record is gone, nothing
 	# of the run is left.
 	rm -f "${runs_dir%/*}/fates/.$run_id.owner"
-	rm -f "$rec"
+	rm -f "$rec" "$own_rec"
 	log "everything removed; ledger files deleted"
 	exit 0
 fi

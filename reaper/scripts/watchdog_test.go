@@ -123,7 +123,11 @@ func (h *harness) ledgerFile(suffix string) string {
 // writeRun writes the record and the line files given (nil: no file).
 func (h *harness) writeRun(sandboxes, networks []byte) {
 	h.t.Helper()
-	must(h.t, os.WriteFile(h.ledgerFile(".json"), []byte(`{"pid":4242,"startedIso":"2026-11-29T20:30:38Z","backend":"docker"}`), 0o644))
+	// Both records, as rightsize-go writes a run the family may judge:
+	// the family's and its own.
+	for _, ext := range []string{".json", ".gorecord"} {
+		must(h.t, os.WriteFile(h.ledgerFile(ext), []byte(`{"pid":4242,"startedIso":"2026-11-29T20:30:38Z","backend":"docker"}`), 0o644))
+	}
 	if sandboxes != nil {
 		must(h.t, os.WriteFile(h.ledgerFile(".sandboxes"), sandboxes, 0o644))
 	}
@@ -513,7 +517,7 @@ func TestToldIDsRemovedAtOnceThenLabelsConfirm(t *testing.T) {
 			[]string{"find", "sandboxes"},
 			[]string{"find", "networks"},
 		)
-		h.assertGone(".sandboxes", ".networks", ".json")
+		h.assertGone(".sandboxes", ".networks", ".json", ".gorecord")
 		h.assertNoTempFiles()
 		if _, err := os.Stat(pw); err == nil {
 			t.Errorf("%s: stdin content was executed", h.sh.name)
@@ -542,7 +546,7 @@ func TestSecondPassFindsLateCreates(t *testing.T) {
 			[]string{"find", "networks"},
 			[]string{"netrm", "8888ffff8888"},
 		)
-		h.assertGone(".sandboxes", ".networks", ".json")
+		h.assertGone(".sandboxes", ".networks", ".json", ".gorecord")
 		if !strings.Contains(stderr, "second pass in 0.2s") {
 			t.Errorf("%s: no second pass announced:\n%s", h.sh.name, stderr)
 		}
@@ -576,7 +580,7 @@ func TestFinderOutputIsCheckedNeverRun(t *testing.T) {
 		if _, err := os.Stat(pw); err == nil {
 			t.Errorf("%s: finder output was executed", h.sh.name)
 		}
-		h.assertGone(".sandboxes", ".json")
+		h.assertGone(".sandboxes", ".json", ".gorecord")
 	})
 }
 
@@ -646,6 +650,7 @@ func TestMsbStepsRetryOnceAndLastStepDecides(t *testing.T) {
 		// rz-stopfails failed to stop but rm (the last step) removed it.
 		h.assertContent(".sandboxes", "rz-alwaysflaky\n")
 		h.assertContent(".json", record)
+		h.assertContent(".gorecord", record)
 		h.assertGone(".networks") // never existed, not created
 		h.assertNoTempFiles()
 	})
@@ -662,7 +667,7 @@ func TestBatchRetriedOnceBeforeGoingOneByOne(t *testing.T) {
 			[]string{"rm", "rz-flaky", "rz-a"},
 			[]string{"rm", "rz-flaky", "rz-a"},
 		)
-		h.assertGone(".sandboxes", ".networks", ".json")
+		h.assertGone(".sandboxes", ".networks", ".json", ".gorecord")
 	})
 }
 
@@ -684,7 +689,7 @@ func TestHostileLineFilesAreNeverRead(t *testing.T) {
 		if _, err := os.Stat(pw); err == nil {
 			t.Errorf("%s: file content was executed", h.sh.name)
 		}
-		h.assertGone(".sandboxes", ".networks", ".json")
+		h.assertGone(".sandboxes", ".networks", ".json", ".gorecord")
 	})
 }
 
@@ -707,6 +712,7 @@ func TestSymlinkedLineFileIsNotFollowed(t *testing.T) {
 			t.Errorf("%s: symlink target changed to %q", h.sh.name, b)
 		}
 		h.assertContent(".json", record)
+		h.assertContent(".gorecord", record)
 	})
 }
 
@@ -803,6 +809,7 @@ func TestKindWithoutStepIsKept(t *testing.T) {
 		h.assertCalls([]string{"rmf", "rz-a"})
 		h.assertContent(".networks", "rz-net-1\n")
 		h.assertContent(".json", record)
+		h.assertContent(".gorecord", record)
 	})
 }
 
