@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -33,29 +32,23 @@ import (
 )
 
 const (
-	// envRyukDisabled is testcontainers-go's switch for Ryuk, whose image
-	// cannot be pulled without a registry; rightsize does not need it.
-	envRyukDisabled = "TESTCONTAINERS_RYUK_DISABLED"
-	demoLabel       = "dev.rightsize.demo" // on the demo's containers, for whoever shares the engine
-	readyTimeout    = 60 * time.Second     // a test process's start, and its exit once told
-	goneTimeout     = 30 * time.Second     // each wait for the watchdog or a sweep
-	// A demo killed outright leaves its cache dir, named after its id and
-	// holding its record, to the next demo's sweep.
+	envRyukDisabled = "TESTCONTAINERS_RYUK_DISABLED" // Ryuk's image cannot be pulled without a registry, and rightsize needs no Ryuk
+	demoLabel       = "dev.rightsize.demo"           // on the demo's containers, for whoever shares the engine
+	readyTimeout    = 60 * time.Second               // a test process's start, and its exit once told
+	goneTimeout     = 30 * time.Second               // each wait for the watchdog or a sweep
+	// A demo killed outright leaves its cache dir, holding its record, to the next demo's sweep.
 	demoDirPrefix, demoRecordFile = "rightsize-demo-", "demo.json"
 )
 
-var demoKinds = []backend.Kind{backend.SandboxKind, backend.NetworkKind}
-
-// demo is one run of `rightsize demo`. It creates and removes nothing on
-// the engine itself: its test processes create through the reaper's
-// session, the watchdog and the sweep remove, and it looks through the
-// backend's listing of a run.
+// demo is one run of `rightsize demo`. It creates and removes nothing itself:
+// its test processes create through the reaper's session, the watchdog and the
+// sweep remove, and it looks at the engine through the backend's listing of a run.
 type demo struct {
 	c              *cli
 	id, ref, cache string
 	drv            *docker.Driver
 	stop           context.CancelFunc
-	outputGone     atomic.Bool
+	outputGone     bool // printf runs on the demo's goroutine only
 	owners         []*owner
 }
 
@@ -64,8 +57,7 @@ func (c *cli) demo(args []string) error {
 		return err
 	}
 	start := time.Now()
-	// A closed stdout must not kill the demo before it has cleaned up (Go's
-	// default for a broken pipe): printf notices, and stops the steps.
+	// printf notices a closed stdout and stops the steps: Go's default would skip the clean-up.
 	signal.Ignore(syscall.SIGPIPE)
 	sig, unnotify := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer unnotify()
@@ -76,7 +68,7 @@ func (c *cli) demo(args []string) error {
 	did, left := d.cleanup()
 	msg := or(did, "nothing was started yet") + or(left, "; nothing is left")
 	switch {
-	case d.outputGone.Load():
+	case d.outputGone:
 		return fmt.Errorf("demo: its output was closed; stopped, %s", msg)
 	case sig.Err() != nil:
 		return &exitError{code: exitInterrupted, msg: "demo interrupted: " + msg}
@@ -102,7 +94,7 @@ func (d *demo) steps(ctx context.Context) (err error) {
 	}
 	t0 := time.Now()
 	if d.ref, err = demoImage(ctx, d.drv.Client()); err != nil {
-		return err
+		return fmt.Errorf("the demo's image: %w", err)
 	}
 	took, earlier := time.Since(t0), d.sweepEarlier(ctx)
 	if d.cache, err = os.MkdirTemp("", demoDirPrefix+d.id+"-"); err != nil {
@@ -124,7 +116,7 @@ func (d *demo) steps(ctx context.Context) (err error) {
 		return err
 	}
 	d.show(ctx, p)
-	d.step(2, fmt.Sprintf("SIGKILL the test process (pid %d): none of its own cleanup can run", p.pid()))
+	d.step(2, fmt.Sprintf("SIGKILL the test process (pid %d): none of its own cleanup can run", p.pid))
 	killed := p.kill()
 	d.step(3, "Its watchdog sees its pipe close, and removes everything")
 	gone, err := d.waitGone(ctx, p.run, killed)
@@ -133,12 +125,6 @@ func (d *demo) steps(ctx context.Context) (err error) {
 	}
 	d.printf("   last container gone %s after the kill, the network %s after\n", d.c.paint(sgrGreen, ms(gone[0])), ms(gone[1]))
 	d.show(ctx, p)
-	if err := poll(ctx, "its ledger files are still there", func() bool {
-		_, err := ledger.ReadRun(d.cache, p.run) // the watchdog deletes them last
-		return errors.Is(err, fs.ErrNotExist)
-	}); err != nil {
-		return err
-	}
 	d.printf("   and its ledger files are deleted\n")
 
 	d.step(4, "Again with the watchdog off (RIGHTSIZE_REAPER=sweep in the test process's environment)")
@@ -146,10 +132,9 @@ func (d *demo) steps(ctx context.Context) (err error) {
 		return err
 	}
 	d.show(ctx, p)
-	// Killed before it is announced: a demo that dies at that line leaves
-	// these leftovers to the next demo's sweep (a test kills it there).
+	// Killed before it is announced: a demo killed at that line leaves these to the next demo.
 	killed = p.kill()
-	d.step(5, fmt.Sprintf("SIGKILL it (pid %d): this time nothing is watching", p.pid()))
+	d.step(5, fmt.Sprintf("SIGKILL it (pid %d): this time nothing is watching", p.pid))
 	if err := poll(ctx, "", func() bool { return time.Since(killed) >= time.Second }); err != nil {
 		return err
 	}
@@ -160,7 +145,6 @@ func (d *demo) steps(ctx context.Context) (err error) {
 		d.printf("   the ledger lists run %s: owner %s (%s), %s, %s\n", r.ID, d.c.paint(statusColour(r.Status), r.Status),
 			oneLine(r.Reason), backend.SandboxKind.Noun(len(r.Sandboxes)), backend.NetworkKind.Noun(len(r.Networks)))
 	}
-
 	d.step(6, "The next process's sweep removes them (every test process sweeps at its first sandbox)")
 	t0 = time.Now()
 	rep, err := reaper.Sweep(ctx, d.drv, reaper.WithCacheDir(d.cache)) // what reaper.Open does first
@@ -174,15 +158,18 @@ func (d *demo) steps(ctx context.Context) (err error) {
 	return nil
 }
 
-// show prints what the backend finds of p's run on the engine, by the
-// run's label as the watchdog finds it.
+// show prints what the backend finds of p's run by its label, as the watchdog does.
 func (d *demo) show(ctx context.Context, p *owner) {
-	row := func(cells ...any) string {
-		return strings.TrimRight(fmt.Sprintf("   %-14s%-9s%-17s%-37s%s", cells...), " ") + "\n"
+	row := func(c ...any) string {
+		return strings.TrimRight(fmt.Sprintf("   %-14s%-9s%-17s%-37s%s", c...), " ") + "\n"
 	}
 	out := row("ENGINE ID", "KIND", "NAME", "IMAGE", "STATUS")
-	for _, k := range demoKinds {
-		ids, _ := d.drv.ListRun(ctx, k, p.run)
+	for _, k := range []backend.Kind{backend.SandboxKind, backend.NetworkKind} {
+		ids, err := d.drv.ListRun(ctx, k, p.run)
+		if err != nil {
+			d.printf("   (the engine cannot be listed: %s)\n", oneLine(err.Error()))
+			return
+		}
 		for _, id := range ids {
 			name, image, status := names.NetworkPrefix+p.run, "", ""
 			if k == backend.SandboxKind {
@@ -203,25 +190,20 @@ func (d *demo) show(ctx context.Context, p *owner) {
 	d.printf("%s", out)
 }
 
-// waitGone polls the backend's listing of run until nothing is left, and
-// returns how long after since its last container, then its network, went.
+// waitGone polls the backend's listing of run, then the ledger (emptied last), until nothing
+// is left; it returns how long after since the run's last container, then its network, went.
 func (d *demo) waitGone(ctx context.Context, run string, since time.Time) (gone [2]time.Duration, err error) {
-	for i, k := range demoKinds {
+	for i, k := range []backend.Kind{backend.SandboxKind, backend.NetworkKind} {
 		err = or(err, poll(ctx, "the engine still lists "+k.Plural()+" of run "+run, func() bool {
 			ids, err := d.drv.ListRun(ctx, k, run)
 			return err == nil && len(ids) == 0
 		}))
 		gone[i] = time.Since(since)
 	}
-	return gone, err
-}
-
-// waitWatchdog waits until p's watchdog has exited, after its last removal.
-func (d *demo) waitWatchdog(ctx context.Context, p *owner) error {
-	return poll(ctx, fmt.Sprintf("the watchdog (pid %d) still runs", p.watchdog), func() bool {
-		_, alive, err := ledger.Lookup(p.watchdog)
-		return p.watchdog == 0 || err == nil && !alive
-	})
+	return gone, or(err, poll(ctx, "the ledger still lists run "+run, func() bool {
+		_, err := ledger.ReadRun(d.cache, run)
+		return errors.Is(err, fs.ErrNotExist)
+	}))
 }
 
 // poll asks done every 10 ms until it says yes, for at most goneTimeout.
@@ -239,53 +221,53 @@ func poll(ctx context.Context, what string, done func() bool) error {
 	return nil
 }
 
-// cleanup undoes whatever the steps got to: test processes still running
-// close their sessions, their watchdogs finish, and the demo's ledger is
-// swept as an earlier demo's would be. did says what was done; left
-// ("; but …") what is not.
+// cleanup undoes what the steps got to: test processes close their sessions, their
+// watchdogs finish, the demo's ledger is swept. It says what it did, and what is left.
 func (d *demo) cleanup() (did, left string) {
 	var dids, lefts []string
 	ctx, cancel := context.WithTimeout(context.Background(), goneTimeout)
 	defer cancel()
 	for _, p := range d.owners {
-		if s := p.close(); s != "" {
-			dids = append(dids, s)
+		if p.cmd.ProcessState == nil { // it closes its session, as a test binary does at its end
+			p.end()
+			_ = p.cmd.Wait()
+			dids = append(dids, strings.TrimSpace(fmt.Sprintf("the test process (pid %d) closed its session (%v) %s", p.pid, p.cmd.ProcessState, oneLine(p.stderr.String()))))
 		}
-		if err := d.waitWatchdog(ctx, p); err != nil {
+		if err := poll(ctx, fmt.Sprintf("the watchdog (pid %d) still runs", p.watchdog), func() bool {
+			_, alive, err := ledger.Lookup(p.watchdog) // it exits after its last removal
+			return p.watchdog == 0 || err == nil && !alive
+		}); err != nil {
 			lefts = append(lefts, err.Error())
 		}
 	}
 	if d.cache == "" {
-		return strings.Join(dids, ", "), ""
+		return "", "" // nothing was started
 	}
-	defer d.drv.Close()
 	if len(lefts) == 0 {
-		c, n, err := d.sweepDir(ctx, d.cache)
+		n, err := d.sweepDir(ctx, d.cache)
 		if err == nil {
-			return strings.Join(append(dids, "the sweep removed "+backend.SandboxKind.Noun(c)+" and "+backend.NetworkKind.Noun(n)+", deleted the cache dir"), ", "), ""
+			return strings.Join(append(dids, "the sweep removed "+backend.SandboxKind.Noun(n[backend.SandboxKind])+" and "+backend.NetworkKind.Noun(n[backend.NetworkKind]), "deleted the cache dir"), ", "), ""
 		}
 		lefts = append(lefts, err.Error())
 	}
 	return strings.Join(dids, ", "), "; but " + strings.Join(lefts, "; ") + "; the cache dir " + quoteIfNeeded(d.cache) + " stays for the next demo's sweep"
 }
 
-// sweepDir sweeps the ledger in dir and, when that leaves nothing listed,
-// deletes dir; it counts the sandboxes and networks removed.
-func (d *demo) sweepDir(ctx context.Context, dir string) (sandboxes, networks int, err error) {
+// sweepDir sweeps the ledger in dir, deletes dir when nothing stays listed, and counts what it removed.
+func (d *demo) sweepDir(ctx context.Context, dir string) (removed map[backend.Kind]int, err error) {
 	rep, err := reaper.Sweep(ctx, d.drv, reaper.WithCacheDir(dir))
 	if err == nil && (!rep.Clean() || rep.Count(reaper.LeftAlone) > 0) {
 		err = fmt.Errorf("the sweep of %s left %d runs alone and kept %s back", dir, rep.Count(reaper.LeftAlone), or(keptSummary(rep), "nothing"))
 	}
+	removed = map[backend.Kind]int{}
 	for i := 0; err == nil && i < len(rep.Runs); i++ {
 		for _, it := range rep.Runs[i].Removed {
-			if it.Outcome == reaper.Removed && it.Kind == backend.NetworkKind {
-				networks++
-			} else if it.Outcome == reaper.Removed {
-				sandboxes++
+			if it.Outcome == reaper.Removed {
+				removed[it.Kind]++
 			}
 		}
 	}
-	return sandboxes, networks, or(err, os.RemoveAll(dir))
+	return removed, or(err, os.RemoveAll(dir))
 }
 
 // sweepEarlier sweeps the cache dirs of earlier demos that died, as the
@@ -299,8 +281,8 @@ func (d *demo) sweepEarlier(ctx context.Context) string {
 		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() || rerr != nil || perr != nil || ledger.Judge(rec).State != ledger.Dead {
 			continue // alive, being made, not ours to judge, or a link planted in a shared folder
 		}
-		if c, n, err := d.sweepDir(ctx, dir); err == nil { // else something may still run: its dir keeps it listed
-			containers, networks, demos = containers+c, networks+n, demos+1
+		if n, err := d.sweepDir(ctx, dir); err == nil { // else something may still run: its dir keeps it listed
+			containers, networks, demos = containers+n[backend.SandboxKind], networks+n[backend.NetworkKind], demos+1
 		}
 	}
 	if demos == 0 {
@@ -313,38 +295,32 @@ func (d *demo) sweepEarlier(ctx context.Context) string {
 
 // owner is the demo's side of a test process (see demoOwner).
 type owner struct {
-	cmd      *exec.Cmd
-	end      context.CancelFunc // closes its stdin: it closes its session, or is killed readyTimeout later
-	stderr   bytes.Buffer       // read once it has exited
-	run      string
-	watchdog int
+	cmd           *exec.Cmd
+	end           context.CancelFunc // closes its stdin: it closes its session, or is killed readyTimeout later
+	stderr        bytes.Buffer       // read once it has exited
+	run           string
+	pid, watchdog int
 }
 
-// startOwner starts a test process in mode (the watchdog on, or sweep
-// only) and reads its lines until its sandboxes run.
+// startOwner starts a test process in mode and reads its lines until its sandboxes run.
 func (d *demo) startOwner(ctx context.Context, mode reaper.Mode) (*owner, error) {
 	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("cannot find this program to run it as the test process: %w", err)
-	}
 	octx, end := context.WithCancel(ctx)
 	p := &owner{end: end, cmd: exec.CommandContext(octx, exe, demoOwnerCommand, d.ref, d.id)}
 	p.cmd.Args[0] = os.Args[0] // a test binary standing in for rightsize (testscript) dispatches on it
 	p.cmd.Env = envlist.Merge(os.Environ(), ledger.EnvCacheDir+"="+d.cache,
 		backend.EnvBackend+"="+backend.Docker, reaper.EnvReaper+"="+mode.String())
-	stdin, err := p.cmd.StdinPipe()
+	stdin, ierr := p.cmd.StdinPipe()
 	out, oerr := p.cmd.StdoutPipe()
-	if err = errors.Join(err, oerr); err != nil {
-		return nil, err
+	if err = errors.Join(err, ierr, oerr); err != nil {
+		return nil, fmt.Errorf("the test process: %w", err)
 	}
 	p.cmd.Stderr, p.cmd.Cancel, p.cmd.WaitDelay = &p.stderr, stdin.Close, readyTimeout
 	started := time.Now()
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting the test process %s: %w", exe, err)
 	}
-	d.owners = append(d.owners, p)
-	stuck := time.AfterFunc(readyTimeout, end)
-	defer stuck.Stop()
+	p.pid, d.owners = p.cmd.Process.Pid, append(d.owners, p)
 	for sc := bufio.NewScanner(out); sc.Scan(); {
 		switch f := strings.Fields(sc.Text()); {
 		case len(f) == 2 && f[0] == "run":
@@ -356,22 +332,12 @@ func (d *demo) startOwner(ctx context.Context, mode reaper.Mode) (*owner, error)
 			if p.watchdog != 0 {
 				wd = fmt.Sprintf("watchdog pid %d", p.watchdog)
 			}
-			d.printf("   pid %d, run %s, %s: ready in %s\n", p.pid(), p.run, wd, ms(time.Since(started)))
+			d.printf("   pid %d, run %s, %s: ready in %s\n", p.pid, p.run, wd, ms(time.Since(started)))
 			return p, nil
 		}
 	}
-	if p.wait(); !stuck.Stop() && ctx.Err() == nil {
-		return nil, fmt.Errorf("the test process (pid %d) was not ready after %s", p.pid(), readyTimeout)
-	}
+	_ = p.cmd.Wait()
 	return nil, or(ctx.Err(), fmt.Errorf("the test process failed (%v): %s", p.cmd.ProcessState, oneLine(p.stderr.String())))
-}
-
-func (p *owner) pid() int { return p.cmd.Process.Pid }
-
-func (p *owner) wait() {
-	if p.cmd.ProcessState == nil {
-		_ = p.cmd.Wait()
-	}
 }
 
 // kill SIGKILLs p and waits until it is reaped, so that its pid is free,
@@ -379,38 +345,22 @@ func (p *owner) wait() {
 func (p *owner) kill() time.Time {
 	t := time.Now()
 	_ = p.cmd.Process.Kill()
-	p.wait()
+	_ = p.cmd.Wait()
 	return t
 }
 
-// close makes p close its session and exit, as a test binary does at its
-// end, and says how that went ("" when p had already exited).
-func (p *owner) close() string {
-	if p.cmd.ProcessState != nil {
-		return ""
-	}
-	p.end()
-	if p.wait(); !p.cmd.ProcessState.Success() {
-		return fmt.Sprintf("the test process (pid %d) ended (%v): %s", p.pid(), p.cmd.ProcessState, oneLine(p.stderr.String()))
-	}
-	return fmt.Sprintf("the test process (pid %d) closed its session", p.pid())
-}
-
-// demoOwner is the test process (the hidden command __demo-owner). Through
-// the reaper's session and the backend's driver, as package sandboxtest
-// does for a test, it creates a network and two containers on it, saying
-// so on stdout a line each: "run ID", "watchdog PID", "ready". When its
-// stdin ends (the demo is done with it, or gone) it closes its session,
-// which removes what it made.
+// demoOwner is the test process (__demo-owner): through the reaper's session and the
+// backend's driver, as sandboxtest does for a test, it creates a network and two
+// containers ("run ID", "watchdog PID", "ready" on stdout), and closes its session
+// when its stdin ends.
 func demoOwner(args []string, stdout io.Writer) (err error) {
-	// Ctrl-C is the demo's to handle; a write to the demo once it is gone
-	// must fail, not kill this process before it has cleaned up.
+	// Ctrl-C is the demo's; a write to a demo that is gone must not kill this process.
 	signal.Ignore(os.Interrupt, syscall.SIGPIPE)
 	if len(args) != 2 || args[0] == "" || len(args[1]) != 8 || !names.LowerHex(args[1]) {
 		return &usageError{msg: demoOwnerCommand + " is internal to `rightsize demo` (it wants IMAGE DEMO-ID)"}
 	}
-	ref, demoID := args[0], args[1]
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout) // a silent engine fails the start
+	defer cancel()
 	drv, err := backend.Resolve(ctx) // RIGHTSIZE_BACKEND=docker, from the demo
 	if err != nil {
 		return err
@@ -420,7 +370,7 @@ func demoOwner(args []string, stdout io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, s.Close(ctx)) }()
+	defer func() { err = errors.Join(err, s.Close(context.WithoutCancel(ctx))) }()
 	fmt.Fprintln(stdout, "run", s.RunID())
 	net := names.NetworkPrefix + s.RunID() // the demo shows it by that name
 	for i := 0; i <= 2 && err == nil; i++ {
@@ -428,8 +378,8 @@ func demoOwner(args []string, stdout io.Writer) (err error) {
 		if i > 0 {
 			k, name = backend.SandboxKind, s.NextName()
 		}
-		spec := backend.Spec{Image: ref, Cmd: []string{"sleep", "3600"}, RunID: s.RunID(),
-			Labels: map[string]string{demoLabel: demoID}, Networks: map[string][]string{net: {"sandbox-" + strconv.Itoa(i)}}}
+		spec := backend.Spec{Image: args[0], Cmd: []string{"sleep", "3600"}, RunID: s.RunID(),
+			Labels: map[string]string{demoLabel: args[1]}, Networks: map[string][]string{net: {"sandbox-" + strconv.Itoa(i)}}}
 		var note *reaper.WatchdogNote
 		note, err = s.Create(ctx, k, name, func(ctx context.Context) (string, error) {
 			if k == backend.NetworkKind {
@@ -454,10 +404,8 @@ func demoOwner(args []string, stdout io.Writer) (err error) {
 	return err
 }
 
-// demoImage returns the reference of the demo's image, importing it when
-// the engine lacks it: a static busybox FROM scratch (found as the test
-// images' is), tagged with a hash of what goes in. The engine's client
-// goes to package image, which makes the test images too.
+// demoImage returns the demo's image, a static busybox FROM scratch tagged
+// with a hash of what goes in, made by package image as the test images are.
 func demoImage(ctx context.Context, cli *client.Client) (ref string, err error) {
 	bb, err := image.FindBusybox(ctx, func() (*client.Client, error) { return cli, nil })
 	if err == nil {
@@ -475,16 +423,12 @@ func demoImage(ctx context.Context, cli *client.Client) (ref string, err error) 
 			return image.Import(ctx, cli, ref, rootfs, []string{"LABEL dev.rightsize.demo-image=1", image.PathEnv, `CMD ["sleep", "3600"]`}, "rightsize demo")
 		})
 	}
-	if errors.Is(err, image.ErrNoEngine) {
-		return "", fmt.Errorf("no Docker engine answers (%v); run `make engine`, or point DOCKER_HOST at one", err)
-	} else if err != nil {
-		return "", fmt.Errorf("the demo's image: %w", err)
-	}
-	return ref, nil
+	return ref, err
 }
 
 func (d *demo) printf(format string, a ...any) {
-	if _, err := fmt.Fprintf(d.c.stdout, format, a...); err != nil && !d.outputGone.Swap(true) {
+	if _, err := fmt.Fprintf(d.c.stdout, format, a...); err != nil {
+		d.outputGone = true
 		d.stop()
 	}
 }
@@ -493,8 +437,7 @@ func (d *demo) step(n int, title string) {
 	d.printf("\n%s\n", d.c.paint(sgrBold, fmt.Sprintf("%d. %s", n, title)))
 }
 
-func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + " ms" }
-
+func ms(d time.Duration) string      { return strconv.FormatInt(d.Milliseconds(), 10) + " ms" }
 func seconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s" }
 
 // or is a, or b when a is the zero value.
