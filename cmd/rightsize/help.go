@@ -205,9 +205,9 @@ answers; 2 usage error.
 
 Shows rightsize at work on the local Docker engine, with timings:
 
-  1. a test process (this binary, re-executed, a program on
-     sandboxtest.Run) starts two guarded containers and a network,
-     listed from the engine;
+  1. a test process (this binary, re-executed, creating through the
+     reaper's session and the backend's driver, as a test does) starts
+     two guarded containers and a network, listed by the backend;
   2. it is SIGKILLed, so none of its own cleanup can run;
   3. its watchdog removes everything;
   4-6. the same with the watchdog off (RIGHTSIZE_REAPER=sweep): the

@@ -15,6 +15,7 @@ import (
 	_ "github.com/rightsize/rightsize-go/backend/docker" // registers the docker backend
 	_ "github.com/rightsize/rightsize-go/backend/msb"    // registers the msb backend
 	"github.com/rightsize/rightsize-go/ledger"
+	"github.com/rightsize/rightsize-go/reaper"
 )
 
 // Exit codes.
@@ -30,6 +31,9 @@ const (
 const demoOwnerCommand = "__demo-owner"
 
 func main() {
+	// The demo's test processes may need this program as their native
+	// watchdog (where the engine's command line is missing).
+	reaper.WatchdogMain()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
