@@ -28,6 +28,7 @@ import (
 	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/backend/docker"
 	"github.com/rightsize/rightsize-go/internal/envlist"
+	"github.com/rightsize/rightsize-go/internal/termtext"
 	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/reaper"
 )
@@ -181,9 +182,9 @@ func (d *demo) steps(ctx context.Context) error {
 		return err
 	}
 	tw := d.table("  ")
-	fmt.Fprintf(tw, "engine\t%s\n", quoteIfNeeded(drv.Endpoint()))
+	fmt.Fprintf(tw, "engine\t%s\n", termtext.Quote(drv.Endpoint()))
 	fmt.Fprintf(tw, "image\t%s (FROM scratch: a static busybox; %s)\n", ref, how)
-	fmt.Fprintf(tw, "ledger\t%s (a cache dir of its own, removed at the end)\n", quoteIfNeeded(d.cache))
+	fmt.Fprintf(tw, "ledger\t%s (a cache dir of its own, removed at the end)\n", termtext.Quote(d.cache))
 	fmt.Fprintf(tw, "label\t%s=%s (on the containers the demo starts)\n", demoLabel, d.id)
 	if earlier != "" {
 		fmt.Fprintf(tw, "before\t%s\n", earlier)
@@ -244,7 +245,7 @@ func (d *demo) steps(ctx context.Context) error {
 	}
 	if rf, err := ledger.ReadRun(d.cache, p.runID); err == nil {
 		r := describeRun(rf, time.Now())
-		d.printf("   the ledger lists run %s: owner %s (%s), %d %s, %d %s\n", quoteIfNeeded(r.ID),
+		d.printf("   the ledger lists run %s: owner %s (%s), %d %s, %d %s\n", termtext.Quote(r.ID),
 			d.c.paint(statusColour(r.Status), r.Status), oneLine(r.Reason),
 			len(r.Sandboxes), plural(len(r.Sandboxes), "sandbox", "sandboxes"), len(r.Networks), plural(len(r.Networks), "network", "networks"))
 	}
@@ -255,7 +256,7 @@ func (d *demo) steps(ctx context.Context) error {
 	if rep != nil {
 		var b bytes.Buffer
 		rep.WriteTo(&b)
-		d.printf("%s", indent(termSafe(b.String()), "   "))
+		d.printf("%s", indent(termtext.CleanText(b.String()), "   "))
 	}
 	if err != nil {
 		return fmt.Errorf("sweep: %w", err)
@@ -281,7 +282,7 @@ func (d *demo) tellFate(run string) {
 	for _, f := range fates {
 		if f.Run == run {
 			ledger.ClaimTell(f.Path)
-			d.printf("   what the next test process tells on stderr (rightsize ls --fates lists them all):\n     %s\n", termSafe(reaper.FateLine(f)))
+			d.printf("   what the next test process tells on stderr (rightsize ls --fates lists them all):\n     %s\n", reaper.FateLine(f))
 			return
 		}
 	}
@@ -375,7 +376,7 @@ func (d *demo) startOwner(ctx context.Context, mode reaper.Mode) (*ownerProc, er
 				if p.watchdog != 0 {
 					wd = fmt.Sprintf("watchdog pid %d", p.watchdog)
 				}
-				d.printf("   pid %d, run %s, %s: ready in %s\n", p.pid(), quoteIfNeeded(p.runID), wd, ms(time.Since(started)))
+				d.printf("   pid %d, run %s, %s: ready in %s\n", p.pid(), termtext.Quote(p.runID), wd, ms(time.Since(started)))
 				return p, nil
 			}
 		}
@@ -542,7 +543,7 @@ func (d *demo) list(ctx context.Context, runID string) error {
 		return err
 	}
 	if len(ctrs)+len(nets) == 0 {
-		d.printf("   the engine lists nothing of run %s\n", quoteIfNeeded(runID))
+		d.printf("   the engine lists nothing of run %s\n", termtext.Quote(runID))
 		return nil
 	}
 	tw := d.table("   ")
@@ -553,7 +554,7 @@ func (d *demo) list(ctx context.Context, runID string) error {
 			if len(c.Names) > 0 {
 				name = strings.TrimPrefix(c.Names[0], "/")
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", short(c.ID), quoteIfNeeded(c.Image), strconv.Quote(c.Command), quoteIfNeeded(c.Status), quoteIfNeeded(name))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", short(c.ID), termtext.Quote(c.Image), strconv.Quote(c.Command), termtext.Quote(c.Status), termtext.Quote(name))
 		}
 	}
 	tw.Flush()
@@ -561,7 +562,7 @@ func (d *demo) list(ctx context.Context, runID string) error {
 	if len(nets) > 0 {
 		fmt.Fprintln(tw, "NETWORK ID\tNAME\tDRIVER")
 		for _, n := range nets {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", short(n.ID), quoteIfNeeded(n.Name), quoteIfNeeded(n.Driver))
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", short(n.ID), termtext.Quote(n.Name), termtext.Quote(n.Driver))
 		}
 	}
 	tw.Flush()
@@ -680,7 +681,7 @@ func (d *demo) verify() (left string, err error) {
 	}
 	if d.cache != "" {
 		if _, err := os.Lstat(d.cache); !errors.Is(err, fs.ErrNotExist) {
-			parts = append(parts, fmt.Sprintf("the cache dir %s is still there", quoteIfNeeded(d.cache)))
+			parts = append(parts, fmt.Sprintf("the cache dir %s is still there", termtext.Quote(d.cache)))
 		}
 	}
 	return strings.Join(parts, "; "), nil

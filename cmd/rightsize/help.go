@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/rightsize/rightsize-go/internal/termtext"
 )
 
 const usageText = `rightsize: see and clean up what test processes left behind.
@@ -250,7 +252,7 @@ func (c *cli) help(args []string) error {
 		name = "help"
 	}
 	if _, ok := commandHelps[name]; !ok {
-		return &usageError{msg: fmt.Sprintf("no help for %s: no such command", quoteIfNeeded(args[0]))}
+		return &usageError{msg: fmt.Sprintf("no help for %s: no such command", termtext.Quote(args[0]))}
 	}
 	c.commandHelp(c.stdout, name)
 	return nil

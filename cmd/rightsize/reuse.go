@@ -18,6 +18,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/termtext"
 	"github.com/rightsize/rightsize-go/ledger"
 )
 
@@ -39,9 +40,9 @@ func (c *cli) reuse(args []string) error {
 		return nil
 	}
 	if strings.HasPrefix(args[0], "-") {
-		return &usageError{cmd: "reuse", msg: fmt.Sprintf("%s before rm or prune (flags come after them)", termSafe(args[0]))}
+		return &usageError{cmd: "reuse", msg: fmt.Sprintf("%s before rm or prune (flags come after them)", termtext.Clean(args[0]))}
 	}
-	return &usageError{cmd: "reuse", msg: fmt.Sprintf("unknown subcommand %s: want rm or prune", quoteIfNeeded(args[0]))}
+	return &usageError{cmd: "reuse", msg: fmt.Sprintf("unknown subcommand %s: want rm or prune", termtext.Quote(args[0]))}
 }
 
 func (c *cli) reuseRm(args []string) error {
@@ -177,7 +178,7 @@ func (c *cli) reuseRun(verb, cacheFlag string, dryRun bool, do func(context.Cont
 	case 1:
 		for _, l := range j.lines {
 			if l.mark == '!' {
-				return fmt.Errorf("%s: %s: %s", verb, quoteIfNeeded(l.name), l.text)
+				return fmt.Errorf("%s: %s: %s", verb, termtext.Quote(l.name), l.text)
 			}
 		}
 	}
@@ -295,13 +296,13 @@ func (j *reuseJob) pruneOne(ctx context.Context, d backend.Description, olderTha
 	age := max(time.Since(created), 0)
 	if age <= olderThan {
 		j.markDone(ents)
-		j.line('=', d.Name, "kept: %s old (%s), not older than %s", formatDuration(age), termSafe(from), olderThan)
+		j.line('=', d.Name, "kept: %s old (%s), not older than %s", formatDuration(age), termtext.Clean(from), olderThan)
 		return
 	}
 	release, user := j.holdUse(ents)
 	if release == nil {
 		j.markDone(ents)
-		j.line('=', d.Name, "kept: a test process is using it (it holds %s)", termSafe(user))
+		j.line('=', d.Name, "kept: a test process is using it (it holds %s)", termtext.Clean(user))
 		return
 	}
 	defer release()
@@ -347,7 +348,7 @@ func (j *reuseJob) pruneGone() {
 			continue
 		}
 		if !e.backendMatches(j.v.drv.Name()) {
-			j.line('=', e.name, "registry entry kept: an %s sandbox's; the engine asked is %s", termSafe(e.entry.Backend), j.v.drv.Name())
+			j.line('=', e.name, "registry entry kept: an %s sandbox's; the engine asked is %s", termtext.Clean(e.entry.Backend), j.v.drv.Name())
 			continue
 		}
 		if _, ok := j.v.byName[e.name]; ok {
@@ -422,7 +423,7 @@ func (j *reuseJob) deleteEntry(e regEntry, since time.Time) error {
 		ok, err := lock.TryLockContext(ctx, 50*time.Millisecond)
 		cancel()
 		if err != nil || !ok {
-			return fmt.Errorf("a process is creating its sandbox (it holds %s)", termSafe(lp))
+			return fmt.Errorf("a process is creating its sandbox (it holds %s)", termtext.Clean(lp))
 		}
 		defer lock.Unlock()
 	}
@@ -456,7 +457,7 @@ func (j *reuseJob) write(w io.Writer, verb string, took time.Duration) {
 			verb, where, j.removed, j.deleted, plural(j.deleted, "entry", "entries"), j.kept, j.refused, took.Round(time.Millisecond))
 	}
 	for _, l := range j.lines {
-		fmt.Fprintf(&b, "  %c %s: %s\n", l.mark, quoteIfNeeded(l.name), oneLine(l.text))
+		fmt.Fprintf(&b, "  %c %s: %s\n", l.mark, termtext.Quote(l.name), oneLine(l.text))
 	}
 	io.WriteString(w, b.String())
 }
