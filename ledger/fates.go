@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -174,7 +173,7 @@ func WriteOwnerStub(cache, run string, o FateOwner) error {
 // none or it cannot be read.
 func ReadOwnerStub(cache, run string) FateOwner {
 	var o FateOwner
-	b, err := readBounded(OwnerStubPath(cache, run), 8<<10)
+	b, err := ReadFile(OwnerStubPath(cache, run), 8<<10)
 	if err == nil {
 		json.Unmarshal(b, &o)
 	}
@@ -226,7 +225,7 @@ func ReadFates(cache string) ([]FateFile, error) {
 	for i := range out {
 		ff := &out[i]
 		ff.Told = told[strings.TrimSuffix(filepath.Base(ff.Path), ".json")]
-		b, err := readBounded(ff.Path, MaxFateSize)
+		b, err := ReadFile(ff.Path, MaxFateSize)
 		if err != nil {
 			ff.Err = err
 			continue
@@ -280,7 +279,7 @@ func parseFateName(name string) (run string, written time.Time, ok bool) {
 // ClaimTell marks the fate at path told, and reports whether this call did
 // (so exactly one process tells each fate).
 func ClaimTell(path string) bool {
-	f, err := os.OpenFile(strings.TrimSuffix(path, ".json")+".told", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := OpenFile(strings.TrimSuffix(path, ".json")+".told", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return false
 	}
@@ -345,21 +344,4 @@ func PruneFates(cache string, now time.Time) {
 			}
 		}
 	}
-}
-
-// readBounded reads at most limit bytes of path, failing past them.
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
-	}
-	return b, nil
 }

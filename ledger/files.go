@@ -3,6 +3,7 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -57,6 +58,46 @@ func runPaths(runsDir, id string) []string {
 		out = append(out, LinePath(runsDir, id, k))
 	}
 	return out
+}
+
+// ErrNotRegular: a name of the cache dir is taken by something that is
+// not a regular file (a FIFO, a socket, a device, a directory). It is
+// never read, written or locked: a FIFO would block its opener for ever.
+var ErrNotRegular = errors.New("not a regular file")
+
+func notRegularError(path string, m fs.FileMode) error {
+	return fmt.Errorf("%s is %s, %w: not opened (remove it if you did not put it there)", path, describeType(m), ErrNotRegular)
+}
+
+func symlinkError(path string) error {
+	return fmt.Errorf("%s is a symbolic link: not followed", path)
+}
+
+// openNoFollow opens path for reading (OpenFile).
+func openNoFollow(path string) (*os.File, error) { return OpenFile(path, os.O_RDONLY, 0) }
+
+// appendNoFollow opens path for appending, creating it with mode 0600
+// (OpenFile).
+func appendNoFollow(path string) (*os.File, error) {
+	return OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+}
+
+// ReadFile reads a file of the cache dir (opened by OpenFile), failing
+// past limit bytes.
+func ReadFile(path string, limit int64) ([]byte, error) {
+	f, err := openNoFollow(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
+	}
+	return b, nil
 }
 
 // writeAtomic replaces path with data: a temporary file in the same folder

@@ -96,6 +96,10 @@ type RunReport struct {
 	RejectedCount int
 	// Problems are files of the run that were not read or not deleted.
 	Problems []string
+	// Refused are files of the run that are not regular files (a FIFO
+	// squatting its lock file's name), which the sweep did not open, and
+	// which keep it from being reaped until someone removes them.
+	Refused []string
 	// Took is how long the run took to reap.
 	Took time.Duration
 }
@@ -268,6 +272,9 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 		}
 		for _, p := range rr.Problems {
 			fmt.Fprintf(&b, "      ! %s\n", termtext.Clean(p))
+		}
+		for _, p := range rr.Refused {
+			fmt.Fprintf(&b, "      ! refused: %s\n", termtext.Clean(p))
 		}
 	}
 	if r.Omitted > 0 {

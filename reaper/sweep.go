@@ -8,12 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/gofrs/flock"
 
 	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/internal/names"
@@ -340,10 +337,13 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 		return c.removeFilesOnly(rf, rr)
 	}
 	lockPath := filepath.Join(rf.Dir, rf.ID+ledger.LockExt)
-	release, why := claim(lockPath)
+	release, why, err := claim(lockPath)
 	if release == nil {
 		rr.Decision = LeftAlone
 		rr.Reason += "; " + why
+		if errors.Is(err, ledger.ErrNotRegular) {
+			rr.Refused = append(rr.Refused, err.Error())
+		}
 		return rr
 	}
 	defer release()
@@ -530,42 +530,24 @@ func outcome(k names.Kind, name string, err error) Item {
 
 // claim takes the claim on a run whose lock file is lockPath. It returns
 // the release, which removes the lock file and then unlocks it, or nil and
-// why the claim was not taken.
+// why the claim was not taken, with the error when the lock could not even
+// be tried (a FIFO squatting the lock file's name: ledger.ErrNotRegular).
 //
-// A holder removes the lock file before unlocking it, so a lock taken on a
-// file opened just before that removal guards nothing: the next sweeper
-// creates and locks a new file at the path. Only a lock on the file now at
-// the path is a claim, and only its holder removes it; a sibling that opens
-// it afterwards locks a fresh file and finds nothing left to do. (Windows
-// orders the two steps the other way round; see the release.)
-func claim(lockPath string) (release func(), why string) {
-	lock := flock.New(lockPath, flock.SetPermissions(0o600))
+// A holder removes the lock file before unlocking it (FileLock.Remove),
+// so a lock taken on a file opened just before that removal guards
+// nothing: FileLock locks only the file now at the path. Only its holder
+// removes it; a sibling that opens it afterwards locks a fresh file and
+// finds nothing left to do.
+func claim(lockPath string) (release func(), why string, err error) {
+	lock := ledger.NewFileLock(lockPath)
 	got, err := lock.TryLock()
 	if err != nil {
-		return nil, fmt.Sprintf("not reaped: cannot take %s: %v", lockPath, err)
+		return nil, fmt.Sprintf("not reaped: its lock cannot be taken (%v)", err), err
 	}
 	if !got {
-		return nil, "another process is reaping it"
+		return nil, "another process is reaping it", nil
 	}
-	held, herr := lock.Stat()
-	now, nerr := os.Lstat(lockPath)
-	if herr != nil || nerr != nil || !os.SameFile(held, now) {
-		lock.Unlock()
-		return nil, "another process is reaping it"
-	}
-	return func() {
-		if runtime.GOOS == "windows" {
-			// Windows deletes no file that is open, this handle's included:
-			// unlock (which closes it) first. A sibling that opens the file
-			// in between makes the deletion fail, then takes the lock and
-			// finds the run gone; its own release deletes the file.
-			lock.Unlock()
-			os.Remove(lockPath)
-			return
-		}
-		os.Remove(lockPath)
-		lock.Unlock()
-	}, ""
+	return func() { lock.Remove() }, "", nil
 }
 
 // staleLockAge is how old a lock file with no run beside it must be before
@@ -586,7 +568,7 @@ func removeStaleLocks(scan *ledger.Scan, now time.Time) {
 		if scan.HasRun(id) || runExists(ledger.RunFiles{Dir: scan.Dir, ID: id}) {
 			continue
 		}
-		if release, _ := claim(p); release != nil {
+		if release, _, _ := claim(p); release != nil {
 			release()
 		}
 	}

@@ -110,7 +110,7 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	lock := flock.New(filepath.Join(dir, hash+".lock"), flock.SetPermissions(0o600))
+	lock := ledger.NewFileLock(filepath.Join(dir, hash+".lock"))
 	lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	ok, err := lock.TryLockContext(lctx, 20*time.Millisecond)

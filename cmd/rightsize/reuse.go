@@ -418,12 +418,15 @@ func entriesWould(ents []regEntry) string {
 func (j *reuseJob) deleteEntry(e regEntry, since time.Time) error {
 	lp := filepath.Join(j.cache, ledger.ReuseDir, e.hash+".lock")
 	if _, err := os.Lstat(lp); err == nil {
-		lock := flock.New(lp)
+		lock := ledger.NewFileLock(lp)
 		ctx, cancel := context.WithTimeout(context.Background(), entryLockWait)
 		ok, err := lock.TryLockContext(ctx, 50*time.Millisecond)
 		cancel()
-		if err != nil || !ok {
-			return fmt.Errorf("a process is creating its sandbox (it holds %s)", termtext.Clean(lp))
+		switch {
+		case errors.Is(err, ledger.ErrNotRegular):
+			return err
+		case err != nil || !ok:
+			return fmt.Errorf("a process is creating its sandbox (it holds %s)", lp)
 		}
 		defer lock.Unlock()
 	}
