@@ -182,8 +182,11 @@ cache dir). rightsize ls lists them.
                registry entries whose sandbox is gone.
   prune        removes the keep-alive sandboxes older than D: by the
                createdIso of their registry entry, else by when the engine
-               created them. One a rightsize-go test process is using (it
-               holds reuse/<hash>.use) is kept. Then deletes every registry
+               created them. One a rightsize-go test process of yours on
+               this host is using, whatever its cache dir (it holds the
+               sandbox's use lock in $TMPDIR/rightsize-<uid>/), is kept;
+               the lock is held around the check and the removal, so no
+               test adopts it in between. Then deletes every registry
                entry whose sandbox the engine no longer has, whatever its
                age. 0s prunes every one not in use.
 

@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gofrs/flock"
-
 	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/backend/docker"
 	"github.com/rightsize/rightsize-go/internal/termtext"
@@ -299,45 +297,39 @@ func (j *reuseJob) pruneOne(ctx context.Context, d backend.Description, olderTha
 		j.line('=', d.Name, "kept: %s old (%s), not older than %s", formatDuration(age), termtext.Clean(from), olderThan)
 		return
 	}
-	release, user := j.holdUse(ents)
-	if release == nil {
+	use, err := j.holdUse(d.Name)
+	if err != nil {
 		j.markDone(ents)
-		j.line('=', d.Name, "kept: a test process is using it (it holds %s)", termtext.Clean(user))
+		j.line('=', d.Name, "kept: %v", err)
 		return
 	}
-	defer release()
+	// Held across the removal, so that no process adopts it in between,
+	// then deleted: no process holds it (and a dry run leaves no file).
+	defer use.Remove()
 	j.remove(ctx, d, formatDuration(age)+" old, "+from)
 }
 
-// holdUse takes the use locks rightsize-go's test processes hold, shared,
-// on a keep-alive sandbox while they use it (reuse/<hash>.use): nil and
-// the lock's path when one of them is held. Only existing lock files are
-// tried: a process that uses the sandbox made its file first.
-func (j *reuseJob) holdUse(ents []regEntry) (release func(), held string) {
-	var locks []*flock.Flock
-	release = func() {
-		for _, l := range locks {
-			l.Unlock()
-		}
+// holdUse takes, exclusively, the use lock that every rightsize-go test
+// process on this host holds, shared, while it may use keep-alive name
+// (ledger.KeepAliveUseLock), whatever its cache dir: an error says why it
+// was not taken.
+func (j *reuseJob) holdUse(name string) (*ledger.FileLock, error) {
+	dir, err := ledger.UseDir("")
+	if err != nil {
+		return nil, fmt.Errorf("cannot tell whether a test process is using it: %w", err)
 	}
-	for _, e := range ents {
-		p := filepath.Join(j.cache, ledger.ReuseDir, e.hash+".use")
-		if _, err := os.Lstat(p); err != nil {
-			continue
-		}
-		l := flock.New(p)
-		if ok, err := l.TryLock(); err != nil || !ok {
-			release()
-			return nil, p
-		}
-		locks = append(locks, l)
+	l, err := ledger.KeepAliveUseLock(dir, j.v.drv.Name(), j.v.drv.Endpoint(), name)
+	if err != nil {
+		return nil, fmt.Errorf("cannot tell whether a test process is using it: %w", err)
 	}
-	if j.dryRun {
-		// Only to know; nothing is held.
-		release()
-		return func() {}, ""
+	ok, err := l.TryLock()
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("cannot tell whether a test process is using it: %w", err)
+	case !ok:
+		return nil, fmt.Errorf("a test process is using it (it holds %s)", l.Path())
 	}
-	return release, ""
+	return l, nil
 }
 
 // pruneGone deletes the registry entries of this engine's backend whose

@@ -12,12 +12,152 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+	"golang.org/x/sys/unix"
 
 	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 	"github.com/rightsize/rightsize-go/ledger"
+	"github.com/rightsize/rightsize-go/sandboxtest"
 )
+
+// keepAliveUser is a test process of its own (this test binary,
+// re-executed) that adopts or creates a keep-alive sandbox with its own
+// cache dir, as a user's test would.
+func keepAliveUser(t *testing.T, cache, tmp, nonce, img string, extra ...string) *proctest.Helper {
+	t.Helper()
+	h := proctest.StartHelper(t, proctest.Spec{
+		Name: "keep-alive user",
+		Argv: proctest.TestArgv("TestKeepAliveUserHelper", "-test.timeout=3m"),
+		Env: proctest.Environ(func(k string) bool { return strings.HasPrefix(k, "RIGHTSIZE_") || k == "TMPDIR" },
+			append([]string{"RZ_TEST_KEEPALIVE_USER=1", ledger.EnvCacheDir + "=" + cache, "TMPDIR=" + tmp,
+				"RIGHTSIZE_REUSE=1", "RIGHTSIZE_REAPER=sweep", "TESTCONTAINERS_RYUK_DISABLED=true",
+				"RZ_TEST_NONCE=" + nonce, "RZ_TEST_IMAGE=" + img}, extra...)...),
+	})
+	h.Within = 2 * time.Minute
+	return h
+}
+
+func keepAliveSpec(img, nonce string) sandboxtest.Spec {
+	return sandboxtest.Spec{Image: img, Cmd: []string{"sleep", "3600"}, Env: map[string]string{"RZ_TEST_NONCE": nonce}, Reuse: true}
+}
+
+// TestKeepAliveUserHelper is keepAliveUser's process: it starts the
+// keep-alive (after a "go" when RZ_TEST_WAIT=1), says its id, and blocks.
+func TestKeepAliveUserHelper(t *testing.T) {
+	if os.Getenv("RZ_TEST_KEEPALIVE_USER") != "1" {
+		t.Skip("the helper process of TestReusePruneSeesEveryProcess")
+	}
+	if os.Getenv("RZ_TEST_WAIT") == "1" {
+		if err := proctest.WaitGo(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := sandboxtest.Start(t, keepAliveSpec(os.Getenv("RZ_TEST_IMAGE"), os.Getenv("RZ_TEST_NONCE")))
+	proctest.Say("id", g.Container().GetContainerID())
+	proctest.Block()
+}
+
+// TestReusePruneSeesEveryProcess: `reuse prune` keeps a keep-alive sandbox
+// that a test process with another cache dir uses, whether or not its own
+// registry names it; and a process that comes to adopt the sandbox while a
+// prune holds it waits, then makes a new one, rather than adopting what the
+// prune removes.
+func TestReusePruneSeesEveryProcess(t *testing.T) {
+	img := testimage.Busybox(t)
+	api := dockerAPI(t)
+	n := randomHex() + randomHex()
+	spec := keepAliveSpec(img, n)
+	hash := ledger.ReuseIdentity{Image: spec.Image, Env: spec.Env, Command: spec.Cmd}.Hash()
+	name := ledger.ReuseName(hash)
+	t.Cleanup(func() {
+		api.ContainerRemove(context.Background(), name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	})
+	tmp, cacheA, cacheB := t.TempDir(), t.TempDir(), t.TempDir()
+	// The command sees this script's keep-alive alone (clitest-docker).
+	t.Setenv("RZ", hash[:12])
+	t.Setenv(backend.EnvBackend, "clitest-docker")
+	t.Setenv("TMPDIR", tmp)
+	prune := func() string {
+		t.Helper()
+		var out, errs bytes.Buffer
+		if code := run([]string{"reuse", "prune", "--older-than", "0s", "--cache", cacheB}, &out, &errs); code != 0 {
+			t.Fatalf("reuse prune exited %d:\n%s%s", code, out.String(), errs.String())
+		}
+		return out.String()
+	}
+
+	a := keepAliveUser(t, cacheA, tmp, n, img)
+	first := a.Expect("id")
+	// Cache dir B: no registry entry names it, then one does.
+	for _, entry := range []bool{false, true} {
+		if entry {
+			if err := ledger.WriteReuseEntry(cacheB, hash, ledger.ReuseEntry{Name: name, Image: img, CreatedISO: "2025-12-01T00:00:00Z", Backend: "docker"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out := prune()
+		if !strings.Contains(out, "= "+name+": kept: a test process is using it") {
+			t.Errorf("entry in B %v: prune from another cache dir:\n%s\nwant %s kept, in use", entry, out, name)
+		}
+		if c, err := api.ContainerInspect(context.Background(), name, client.ContainerInspectOptions{}); err != nil || c.Container.ID != first {
+			t.Fatalf("entry in B %v: the keep-alive a test process uses is gone (%v)", entry, err)
+		}
+	}
+	a.Finish()
+
+	// A prune holds the use lock (as around its check and its removal)
+	// when another process comes to adopt the sandbox.
+	d, err := docker.Open(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	dir, err := ledger.UseDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	use, err := ledger.KeepAliveUseLock(dir, d.Name(), d.Endpoint(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := use.TryLock(); !ok || err != nil {
+		t.Fatalf("take the use lock of %s: %v, %v", name, ok, err)
+	}
+	defer use.Unlock()
+	in, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(in)
+	if _, err := unix.InotifyAddWatch(in, use.Path(), unix.IN_OPEN); err != nil {
+		t.Fatal(err)
+	}
+	b := keepAliveUser(t, cacheB, tmp, n, img, "RZ_TEST_WAIT=1")
+	b.Expect("waiting")
+	b.Tell("go")
+	// It reaches the use lock (opens its file) before it adopts anything.
+	fds := []unix.PollFd{{Fd: int32(in), Events: unix.POLLIN}}
+	if k, err := unix.Poll(fds, 30*1000); err != nil || k != 1 {
+		t.Fatalf("the adopter did not open the use lock %s within 30s (%d, %v): it adopts without it", use.Path(), k, err)
+	}
+	if _, ok := b.Value("id"); ok {
+		t.Fatal("the adopter adopted while a prune held the use lock")
+	}
+	if _, err := api.ContainerRemove(context.Background(), name, client.ContainerRemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	use.Remove()
+	second := b.Expect("id")
+	if second == first {
+		t.Errorf("the adopter got %s, the sandbox the prune removed", first)
+	}
+	if c, err := api.ContainerInspect(context.Background(), name, client.ContainerInspectOptions{}); err != nil || c.Container.ID != second || !c.Container.State.Running {
+		t.Errorf("%s is not the running sandbox the adopter made (%v)", name, err)
+	}
+	b.Finish()
+}
 
 // TestReuseRmFIFO: a FIFO at a keep-alive's creation lock
 // (reuse/<hash>.lock) does not block `reuse rm`: the sandbox goes, its
