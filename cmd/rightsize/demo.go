@@ -153,7 +153,7 @@ func (d *demo) main() error {
 func (d *demo) steps(ctx context.Context) error {
 	d.printf("%s\n\n", d.c.paint(sgrBold, "rightsize demo: whatever kills a test process, its sandboxes go away"))
 
-	octx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	octx, cancel := context.WithTimeout(ctx, backend.ResolveTimeout)
 	drv, err := docker.Open(octx)
 	cancel()
 	if err != nil {

@@ -429,7 +429,7 @@ func cmdUselock(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: uselock NAME")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), backend.ResolveTimeout)
 	defer cancel()
 	d, err := docker.Open(ctx)
 	ts.Check(err)

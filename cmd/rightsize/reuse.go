@@ -154,7 +154,7 @@ func (c *cli) reuseRun(verb, cacheFlag string, dryRun bool, do func(context.Cont
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	rctx, cancel := context.WithTimeout(ctx, backend.ResolveTimeout)
 	v := askEngine(rctx)
 	cancel()
 	defer v.close()

@@ -20,10 +20,6 @@ import (
 	"github.com/rightsize/rightsize-go/reaper"
 )
 
-// resolveTimeout bounds finding the engine: an unreachable TCP endpoint
-// must not hang the command.
-const resolveTimeout = 30 * time.Second
-
 func (c *cli) sweep(args []string) error {
 	start := time.Now()
 	fs := newFlags("sweep")
@@ -75,7 +71,7 @@ func (c *cli) sweep(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	resolveFor := resolveTimeout
+	resolveFor := backend.ResolveTimeout
 	if *timeout > 0 {
 		resolveFor = min(resolveFor, *timeout)
 	}
