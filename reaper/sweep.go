@@ -203,7 +203,7 @@ func (c *config) sweepOne(ctx context.Context, b backend.Backend, rf ledger.RunF
 func (c *config) sweepDecided(ctx context.Context, b backend.Backend, rf ledger.RunFiles, rr RunReport, t0 time.Time) RunReport {
 	if rr.Decision != LeftAlone {
 		if c.dryRun {
-			rr = c.preview(rf, rr)
+			rr = c.preview(ctx, b, rf, rr)
 		} else {
 			rr = c.reap(ctx, b, rf, rr)
 			c.sweepFate(rf, rr, t0)
@@ -318,17 +318,63 @@ func (c *config) decide(b backend.Backend, rf ledger.RunFiles) RunReport {
 	return rr
 }
 
-func (c *config) preview(rf ledger.RunFiles, rr RunReport) RunReport {
+// preview is what reaping rf would do, decided as reap decides, with the
+// engine's answers to lookups (backend.OwnershipChecker) in place of
+// removals: what is not the run's, or is left for its member, is said so.
+func (c *config) preview(ctx context.Context, b backend.Backend, rf ledger.RunFiles, rr RunReport) RunReport {
 	rr.Decision = WouldReap
 	l := rf.ReadLists()
+	checker, _ := b.(backend.OwnershipChecker)
 	for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind, names.ProcessKind} {
-		for _, n := range l.Of(k) {
-			rr.Removed = append(rr.Removed, Item{Kind: k, Name: n, Outcome: WouldRemove})
+		ns := l.Of(k)
+		var errs []error
+		if checker != nil && k != names.ProcessKind && len(ns) > 0 {
+			errs = checker.CheckOwned(ctx, k, rf.ID, ns)
+		} else {
+			errs = make([]error, len(ns))
+		}
+		for i, n := range ns {
+			it := judge(rf, k, n, outcomeAt(errs, i))
+			switch it.Outcome {
+			case Removed:
+				it.Outcome = WouldRemove
+				rr.Removed = append(rr.Removed, it)
+			case AlreadyGone:
+				rr.Removed = append(rr.Removed, it)
+			case NotOwned:
+				rr.NotOwned = append(rr.NotOwned, it)
+			default:
+				rr.Kept = append(rr.Kept, it)
+			}
 		}
 	}
 	rr.Rejected, rr.RejectedCount = l.Rejected, l.RejectedCount
 	rr.Problems = append(rr.Problems, l.Problems...)
 	return rr
+}
+
+// outcomeAt is errs[i], or a failure when the backend gave no outcome.
+func outcomeAt(errs []error, i int) error {
+	if i < len(errs) {
+		return errs[i]
+	}
+	return errors.New("the backend gave no outcome for it")
+}
+
+// judge is what the sweep makes of name n of kind k of run rf, given the
+// engine's answer err to its removal (or, in a dry run, to its lookup).
+func judge(rf ledger.RunFiles, k names.Kind, n string, err error) Item {
+	it := outcome(k, n, err)
+	if it.Outcome == NotOwned && k == names.NetworkKind && foreignWriter(rf) &&
+		names.FamilyNetwork(n) && errors.Is(err, backend.ErrUnlabelled) {
+		// The other members label their containers but not their
+		// networks: the run's own member removes it by name, so its line
+		// and the run's record stay for that member's sweep, by hand too
+		// (a run dropped from the ledger is a network no one finds again).
+		it.Outcome = LeftForMember
+		it.Note = "another member's network, which it does not label: the run's files stay for that member's sweep, which removes it by name; Go removes only what it can prove the run's (" + it.Note + ")"
+	}
+	return it
 }
 
 func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles, rr RunReport) RunReport {
@@ -371,28 +417,17 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 			errs := b.Remove(ctx, k, rf.ID, pending)
 			var again []string
 			for i, n := range pending {
-				var err error = errors.New("the backend gave no outcome for it")
-				if i < len(errs) {
-					err = errs[i]
-				}
-				it := outcome(k, n, err)
-				switch {
-				case it.Outcome == Removed || it.Outcome == AlreadyGone:
-					rr.Removed = append(rr.Removed, it)
-				case it.Outcome == NotOwned && k == names.NetworkKind && !byHand && foreignWriter(rf) &&
-					names.FamilyNetwork(n) && errors.Is(err, backend.ErrUnlabelled):
-					// The other members label their containers but not
-					// their networks: the run's own member removes it by
-					// name, so its line stays for that member's sweep (a
-					// person's sweep of the run drops it).
-					it.Outcome = LeftForMember
-					it.Note = "another member's network, which it does not label; rightsize sweep --run " + rf.ID + " drops it from the list (" + it.Note + ")"
-					rr.Kept = append(rr.Kept, it)
-					kept[k] = append(kept[k], n)
-				case it.Outcome == NotOwned:
-					rr.NotOwned = append(rr.NotOwned, it)
-				case pass == 0 && k == names.NetworkKind && errors.Is(err, backend.ErrInUse):
+				err := outcomeAt(errs, i)
+				if pass == 0 && k == names.NetworkKind && errors.Is(err, backend.ErrInUse) {
 					again = append(again, n)
+					continue
+				}
+				it := judge(rf, k, n, err)
+				switch it.Outcome {
+				case Removed, AlreadyGone:
+					rr.Removed = append(rr.Removed, it)
+				case NotOwned:
+					rr.NotOwned = append(rr.NotOwned, it)
 				default:
 					rr.Kept = append(rr.Kept, it)
 					kept[k] = append(kept[k], n)

@@ -149,7 +149,8 @@ its record) or its owner cannot be judged from here: use it for a run you
 know is dead.
 
 Flags:
-  --dry-run          say what would be removed, touching nothing
+  --dry-run          say what the sweep would decide, touching nothing (names
+                     are looked up: what is not the run's is said so)
   --backend NAME     docker or msb, as RIGHTSIZE_BACKEND would choose it
   --cache DIR        sweep DIR instead of the cache dir
   -v                 log each decision and removal to stderr
