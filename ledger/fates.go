@@ -17,7 +17,8 @@ import (
 // when, and what happened to each thing it had on the engine. Whoever
 // reaps a run writes one — a watchdog of either kind, a sweep of any
 // process, the command line — as <cache>/fates/<run>-<unix ms>.json
-// (rightsize-go's own folder: the other members never read it). Each is
+// (rightsize-go's own folder: the other members never read it), never
+// over another (a taken name moves the next millisecond on). Each is
 // told once, by the first sandbox of a later process (ClaimTell), and kept
 // until PruneFates drops it: the newest MaxFates, none older than
 // MaxFateAge.
@@ -99,7 +100,8 @@ const FateVersion = 1
 func FatesPath(cache string) string { return filepath.Join(cache, FatesDir) }
 
 // WriteFate writes f (bounded: at most MaxFateItems items, long texts cut)
-// as a new fate of cache, atomically, and returns its path.
+// as a new fate of cache, atomically, and returns its path. It never
+// replaces another fate.
 func WriteFate(cache string, f Fate, now time.Time) (string, error) {
 	if !ValidRunID(f.Run) {
 		return "", fmt.Errorf("fate: %q is not a run id", f.Run)
@@ -125,8 +127,11 @@ func WriteFate(cache string, f Fate, now time.Time) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p := filepath.Join(dir, f.Run+"-"+strconv.FormatInt(now.UnixMilli(), 10)+".json")
-	return p, writeAtomic(p, append(b, '\n'))
+	// Two fates of one run in one millisecond (a sweep and a watchdog, two
+	// sweeps) both stay: the second takes the next free millisecond.
+	return writeNew(dir, func(i int) string {
+		return f.Run + "-" + strconv.FormatInt(now.UnixMilli()+int64(i), 10) + ".json"
+	}, append(b, '\n'))
 }
 
 // ValidRunID reports whether id can name a run's files: a file stem inside

@@ -123,6 +123,38 @@ func writeAtomic(path string, data []byte) error {
 	return nil
 }
 
+// writeNew writes data, atomically, under the first name of name(0),
+// name(1), … that no file has yet in dir, and returns its path: a
+// temporary file, then a hard link, which never replaces a file. Where the
+// file system has no hard links, a rename to a free name does.
+func writeNew(dir string, name func(i int) string, data []byte) (string, error) {
+	f, err := os.CreateTemp(dir, "."+name(0)+".tmp-*")
+	if err != nil {
+		return "", fmt.Errorf("write %s: %w", filepath.Join(dir, name(0)), err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	_, werr := f.Write(data)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return "", fmt.Errorf("write %s: %w", filepath.Join(dir, name(0)), err)
+	}
+	for i := 0; i < 1000; i++ {
+		p := filepath.Join(dir, name(i))
+		err := os.Link(tmp, p)
+		if err == nil {
+			return p, nil
+		}
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if _, lerr := os.Lstat(p); errors.Is(lerr, fs.ErrNotExist) && os.Rename(tmp, p) == nil {
+			return p, nil
+		}
+		return "", fmt.Errorf("write %s: %w", p, err)
+	}
+	return "", fmt.Errorf("write %s: a thousand files of that name already", filepath.Join(dir, name(0)))
+}
+
 // WriteLines replaces a line file with names, one per line, atomically; no
 // names removes the file. Every name must be valid.
 func WriteLines(path string, names []string) error {

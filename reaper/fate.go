@@ -210,7 +210,11 @@ func FateLine(f ledger.FateFile) string {
 	}
 	if len(kept) > 0 {
 		k := kept[0]
-		fmt.Fprintf(&b, " (kept %s %s: %s; the next sweep retries)", termtext.Clean(k.Kind), termtext.Clean(k.Name), termtext.Clean(cutWords(k.Note, 80)))
+		why := ""
+		if k.Note != "" {
+			why = ": " + termtext.Clean(cutWords(k.Note, 80))
+		}
+		fmt.Fprintf(&b, " (kept %s %s%s; the next sweep retries)", termtext.Clean(k.Kind), termtext.Clean(k.Name), why)
 	}
 	if len(escaped) > 0 {
 		e := escaped[0]

@@ -126,6 +126,15 @@ func TestFateLineHostile(t *testing.T) {
 	require.True(t, strings.Contains(lines[0], `x\x1b[31m\u202etxt.exe`), "a right-to-left override is shown, not obeyed: %q", lines[0])
 }
 
+// A kept item without a note (what a watchdog that could not say why
+// writes) reads as kept, with no empty reason.
+func TestFateLineKeptWithoutNote(t *testing.T) {
+	line := reaper.FateLine(ledger.FateFile{Fate: ledger.Fate{Run: "1a2b3c4d", By: reaper.ByWatchdog,
+		Items: []ledger.FateItem{{Kind: "sandbox", ID: "abc", Name: "rz-1a2b3c4d-1", Outcome: ledger.FateKept}}}})
+	require.Contains(t, line, "(kept sandbox rz-1a2b3c4d-1; the next sweep retries)")
+	require.NotContains(t, line, ": ;")
+}
+
 // TestReportHostileRunID: a run id is any file stem another member chose:
 // a newline or a right-to-left override in one forges no line of the
 // sweep's report.
