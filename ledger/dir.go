@@ -147,6 +147,14 @@ func describeType(m fs.FileMode) string {
 		return "a symbolic link"
 	case m.IsRegular():
 		return "a file"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
 	default:
 		return m.Type().String()
 	}

@@ -3,6 +3,7 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -102,6 +103,46 @@ func writeRecords(runsDir, id string, data []byte, family bool) error {
 	return writeAtomicTwice(own, fam, data)
 }
 
+// ErrNotRegular: a name of the cache dir is taken by something that is
+// not a regular file (a FIFO, a socket, a device, a directory). It is
+// never read, written or locked: a FIFO would block its opener for ever.
+var ErrNotRegular = errors.New("not a regular file")
+
+func notRegularError(path string, m fs.FileMode) error {
+	return fmt.Errorf("%s is %s, %w: not opened (remove it if you did not put it there)", path, describeType(m), ErrNotRegular)
+}
+
+func symlinkError(path string) error {
+	return fmt.Errorf("%s is a symbolic link: not followed", path)
+}
+
+// openNoFollow opens path for reading (OpenFile).
+func openNoFollow(path string) (*os.File, error) { return OpenFile(path, os.O_RDONLY, 0) }
+
+// appendNoFollow opens path for appending, creating it with mode 0600
+// (OpenFile).
+func appendNoFollow(path string) (*os.File, error) {
+	return OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+}
+
+// ReadFile reads a file of the cache dir (opened by OpenFile), failing
+// past limit bytes.
+func ReadFile(path string, limit int64) ([]byte, error) {
+	f, err := openNoFollow(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
+	}
+	return b, nil
+}
+
 // writeAtomic replaces path with data: a temporary file in the same folder
 // (mode 0600), then a rename (replaceFile), so a reader sees the old content
 // or the new, never a part.
@@ -156,6 +197,33 @@ func writeTemp(path string, data []byte) (string, error) {
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	return tmp, nil
+}
+
+// writeNew writes data, atomically, under the first name of name(0),
+// name(1), … that no file has yet in dir, and returns its path: a
+// temporary file, then a hard link, which never replaces a file. Where the
+// file system has no hard links, a rename to a free name does.
+func writeNew(dir string, name func(i int) string, data []byte) (string, error) {
+	tmp, err := writeTemp(filepath.Join(dir, name(0)), data)
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp)
+	for i := 0; i < 1000; i++ {
+		p := filepath.Join(dir, name(i))
+		err := os.Link(tmp, p)
+		if err == nil {
+			return p, nil
+		}
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if _, lerr := os.Lstat(p); errors.Is(lerr, fs.ErrNotExist) && os.Rename(tmp, p) == nil {
+			return p, nil
+		}
+		return "", fmt.Errorf("write %s: %w", p, err)
+	}
+	return "", fmt.Errorf("write %s: a thousand files of that name already", filepath.Join(dir, name(0)))
 }
 
 // WriteLines replaces a line file with names, one per line, atomically; no

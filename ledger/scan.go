@@ -473,9 +473,6 @@ func readRecordSlow(path string) ([]byte, time.Time, error) {
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, fi.ModTime(), notRegular(path)
-	}
 	if fi.Size() > MaxRecordSize {
 		return nil, fi.ModTime(), recordTooBig(fi.Size())
 	}
@@ -485,8 +482,6 @@ func readRecordSlow(path string) ([]byte, time.Time, error) {
 	}
 	return data, fi.ModTime(), nil
 }
-
-func notRegular(path string) error { return fmt.Errorf("%s is not a regular file", path) }
 
 func recordTooBig(size int64) error {
 	return fmt.Errorf("record is %d bytes, more than the %d a record can be: not read", size, MaxRecordSize)

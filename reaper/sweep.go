@@ -7,12 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/gofrs/flock"
 
 	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/internal/names"
@@ -205,7 +202,7 @@ func (c *config) sweepOne(ctx context.Context, b backend.Backend, rf ledger.RunF
 func (c *config) sweepDecided(ctx context.Context, b backend.Backend, rf ledger.RunFiles, rr RunReport, t0 time.Time) RunReport {
 	if rr.Decision != LeftAlone {
 		if c.dryRun {
-			rr = c.preview(rf, rr)
+			rr = c.preview(ctx, b, rf, rr)
 		} else {
 			rr = c.reap(ctx, b, rf, rr)
 			c.sweepFate(rf, rr, t0)
@@ -320,17 +317,63 @@ func (c *config) decide(b backend.Backend, rf ledger.RunFiles) RunReport {
 	return rr
 }
 
-func (c *config) preview(rf ledger.RunFiles, rr RunReport) RunReport {
+// preview is what reaping rf would do, decided as reap decides, with the
+// engine's answers to lookups (backend.OwnershipChecker) in place of
+// removals: what is not the run's, or is left for its member, is said so.
+func (c *config) preview(ctx context.Context, b backend.Backend, rf ledger.RunFiles, rr RunReport) RunReport {
 	rr.Decision = WouldReap
 	l := rf.ReadLists()
+	checker, _ := b.(backend.OwnershipChecker)
 	for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind, names.ProcessKind} {
-		for _, n := range l.Of(k) {
-			rr.Removed = append(rr.Removed, Item{Kind: k, Name: n, Outcome: WouldRemove})
+		ns := l.Of(k)
+		var errs []error
+		if checker != nil && k != names.ProcessKind && len(ns) > 0 {
+			errs = checker.CheckOwned(ctx, k, rf.ID, ns)
+		} else {
+			errs = make([]error, len(ns))
+		}
+		for i, n := range ns {
+			it := judge(rf, k, n, outcomeAt(errs, i))
+			switch it.Outcome {
+			case Removed:
+				it.Outcome = WouldRemove
+				rr.Removed = append(rr.Removed, it)
+			case AlreadyGone:
+				rr.Removed = append(rr.Removed, it)
+			case NotOwned:
+				rr.NotOwned = append(rr.NotOwned, it)
+			default:
+				rr.Kept = append(rr.Kept, it)
+			}
 		}
 	}
 	rr.Rejected, rr.RejectedCount = l.Rejected, l.RejectedCount
 	rr.Problems = append(rr.Problems, l.Problems...)
 	return rr
+}
+
+// outcomeAt is errs[i], or a failure when the backend gave no outcome.
+func outcomeAt(errs []error, i int) error {
+	if i < len(errs) {
+		return errs[i]
+	}
+	return errors.New("the backend gave no outcome for it")
+}
+
+// judge is what the sweep makes of name n of kind k of run rf, given the
+// engine's answer err to its removal (or, in a dry run, to its lookup).
+func judge(rf ledger.RunFiles, k names.Kind, n string, err error) Item {
+	it := outcome(k, n, err)
+	if it.Outcome == NotOwned && k == names.NetworkKind && foreignWriter(rf) &&
+		names.FamilyNetwork(n) && errors.Is(err, backend.ErrUnlabelled) {
+		// The other members label their containers but not their
+		// networks: the run's own member removes it by name, so its line
+		// and the run's record stay for that member's sweep, by hand too
+		// (a run dropped from the ledger is a network no one finds again).
+		it.Outcome = LeftForMember
+		it.Note = "another member's network, which it does not label: the run's files stay for that member's sweep, which removes it by name; Go removes only what it can prove the run's (" + it.Note + ")"
+	}
+	return it
 }
 
 func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles, rr RunReport) RunReport {
@@ -339,10 +382,13 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 		return c.removeFilesOnly(rf, rr)
 	}
 	lockPath := filepath.Join(rf.Dir, rf.ID+ledger.LockExt)
-	release, why := claim(lockPath)
+	release, why, err := claim(lockPath)
 	if release == nil {
 		rr.Decision = LeftAlone
 		rr.Reason += "; " + why
+		if errors.Is(err, ledger.ErrNotRegular) {
+			rr.Refused = append(rr.Refused, err.Error())
+		}
 		return rr
 	}
 	defer release()
@@ -372,30 +418,19 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 			errs := b.Remove(ctx, k, rf.ID, pending)
 			var again []string
 			for i, n := range pending {
-				var err error = errors.New("the backend gave no outcome for it")
-				if i < len(errs) {
-					err = errs[i]
-				}
-				it := outcome(k, n, err)
+				err := outcomeAt(errs, i)
 				here = here || err == nil || errors.Is(err, backend.ErrInUse)
-				switch {
-				case it.Outcome == Removed || it.Outcome == AlreadyGone:
-					rr.Removed = append(rr.Removed, it)
-				case it.Outcome == NotOwned && k == names.NetworkKind && !byHand && foreignWriter(rf) &&
-					names.FamilyNetwork(n) && errors.Is(err, backend.ErrUnlabelled):
-					// The other members label their containers but not
-					// their networks: the run's own member removes it by
-					// name, so its line stays for that member's sweep (a
-					// person's sweep of the run drops it).
-					it.Outcome = LeftForMember
-					it.Note = "another member's network, which it does not label; rightsize sweep --run " + rf.ID + " drops it from the list (" + it.Note + ")"
-					rr.Kept = append(rr.Kept, it)
-					kept[k] = append(kept[k], n)
-					here = true
-				case it.Outcome == NotOwned:
-					rr.NotOwned = append(rr.NotOwned, it)
-				case pass == 0 && k == names.NetworkKind && errors.Is(err, backend.ErrInUse):
+				if pass == 0 && k == names.NetworkKind && errors.Is(err, backend.ErrInUse) {
 					again = append(again, n)
+					continue
+				}
+				it := judge(rf, k, n, err)
+				here = here || it.Outcome == LeftForMember
+				switch it.Outcome {
+				case Removed, AlreadyGone:
+					rr.Removed = append(rr.Removed, it)
+				case NotOwned:
+					rr.NotOwned = append(rr.NotOwned, it)
 				default:
 					rr.Kept = append(rr.Kept, it)
 					kept[k] = append(kept[k], n)
@@ -569,42 +604,24 @@ func outcome(k names.Kind, name string, err error) Item {
 
 // claim takes the claim on a run whose lock file is lockPath. It returns
 // the release, which removes the lock file and then unlocks it, or nil and
-// why the claim was not taken.
+// why the claim was not taken, with the error when the lock could not even
+// be tried (a FIFO squatting the lock file's name: ledger.ErrNotRegular).
 //
-// A holder removes the lock file before unlocking it, so a lock taken on a
-// file opened just before that removal guards nothing: the next sweeper
-// creates and locks a new file at the path. Only a lock on the file now at
-// the path is a claim, and only its holder removes it; a sibling that opens
-// it afterwards locks a fresh file and finds nothing left to do. (Windows
-// orders the two steps the other way round; see the release.)
-func claim(lockPath string) (release func(), why string) {
-	lock := flock.New(lockPath, flock.SetPermissions(0o600))
+// A holder removes the lock file before unlocking it (FileLock.Remove),
+// so a lock taken on a file opened just before that removal guards
+// nothing: FileLock locks only the file now at the path. Only its holder
+// removes it; a sibling that opens it afterwards locks a fresh file and
+// finds nothing left to do.
+func claim(lockPath string) (release func(), why string, err error) {
+	lock := ledger.NewFileLock(lockPath)
 	got, err := lock.TryLock()
 	if err != nil {
-		return nil, fmt.Sprintf("not reaped: cannot take %s: %v", lockPath, err)
+		return nil, fmt.Sprintf("not reaped: its lock cannot be taken (%v)", err), err
 	}
 	if !got {
-		return nil, "another process is reaping it"
+		return nil, "another process is reaping it", nil
 	}
-	held, herr := lock.Stat()
-	now, nerr := os.Lstat(lockPath)
-	if herr != nil || nerr != nil || !os.SameFile(held, now) {
-		lock.Unlock()
-		return nil, "another process is reaping it"
-	}
-	return func() {
-		if runtime.GOOS == "windows" {
-			// Windows deletes no file that is open, this handle's included:
-			// unlock (which closes it) first. A sibling that opens the file
-			// in between makes the deletion fail, then takes the lock and
-			// finds the run gone; its own release deletes the file.
-			lock.Unlock()
-			os.Remove(lockPath)
-			return
-		}
-		os.Remove(lockPath)
-		lock.Unlock()
-	}, ""
+	return func() { lock.Remove() }, "", nil
 }
 
 // staleLockAge is how old a lock file with no run beside it must be before
@@ -625,7 +642,7 @@ func removeStaleLocks(scan *ledger.Scan, now time.Time) {
 		if scan.HasRun(id) || runExists(ledger.RunFiles{Dir: scan.Dir, ID: id}) {
 			continue
 		}
-		if release, _ := claim(p); release != nil {
+		if release, _, _ := claim(p); release != nil {
 			release()
 		}
 	}

@@ -44,6 +44,18 @@ func (d *Driver) Remove(ctx context.Context, k backend.Kind, runID string, names
 	})
 }
 
+// CheckOwned is Remove's lookup and ownership check alone: nothing is
+// removed (a dry run).
+func (d *Driver) CheckOwned(ctx context.Context, k backend.Kind, runID string, names []string) []error {
+	if runID == "" {
+		return d.Remove(ctx, k, runID, names) // every name: no run id to check against
+	}
+	return forEach(names, d.removeParallel(), func(n string) error {
+		_, _, err := d.owned(ctx, k, runID, n)
+		return err
+	})
+}
+
 // owned looks name up and returns its id when it is run runID's, and for
 // a network how many containers are attached to it.
 func (d *Driver) owned(ctx context.Context, k backend.Kind, runID, name string) (id string, attached int, err error) {

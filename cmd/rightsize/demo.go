@@ -27,6 +27,7 @@ import (
 	"github.com/rightsize/rightsize-go/internal/envlist"
 	"github.com/rightsize/rightsize-go/internal/image"
 	"github.com/rightsize/rightsize-go/internal/names"
+	"github.com/rightsize/rightsize-go/internal/termtext"
 	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/reaper"
 )
@@ -87,7 +88,7 @@ func (d *demo) steps(ctx context.Context) (err error) {
 	if _, ok := os.LookupEnv(envRyukDisabled); !ok {
 		os.Setenv(envRyukDisabled, "true") // for this process and its test processes
 	}
-	octx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	octx, cancel := context.WithTimeout(ctx, backend.ResolveTimeout)
 	defer cancel()
 	if d.drv, err = docker.Open(octx); err != nil {
 		return or(ctx.Err(), fmt.Errorf("no Docker engine answers (%v); run `make engine` (as root on Debian it installs and starts dockerd), or point DOCKER_HOST at one", err))
@@ -106,9 +107,9 @@ func (d *demo) steps(ctx context.Context) (err error) {
 	} else if err := os.WriteFile(filepath.Join(d.cache, demoRecordFile), run.Record().Marshal(), 0o600); err != nil {
 		return err
 	}
-	d.printf("  engine  %s\n  image   %s (FROM scratch: a static busybox; ready in %s)\n", quoteIfNeeded(d.drv.Endpoint()), d.ref, ms(took))
+	d.printf("  engine  %s\n  image   %s (FROM scratch: a static busybox; ready in %s)\n", termtext.Quote(d.drv.Endpoint()), d.ref, ms(took))
 	d.printf("  ledger  %s (a cache dir of its own, removed at the end)\n  label   %s=%s (on the containers the demo starts)\n%s",
-		quoteIfNeeded(d.cache), demoLabel, d.id, earlier)
+		termtext.Quote(d.cache), demoLabel, d.id, earlier)
 
 	d.step(1, "A test process starts two guarded containers and a network (watchdog on)")
 	p, err := d.startOwner(ctx, reaper.On)
@@ -153,7 +154,7 @@ func (d *demo) steps(ctx context.Context) (err error) {
 	}
 	var b bytes.Buffer
 	rep.WriteTo(&b)
-	d.printf("   %s\n   leftovers removed by the sweep in %s\n", strings.ReplaceAll(strings.TrimSpace(termSafe(b.String())), "\n", "\n   "), d.c.paint(sgrGreen, ms(took)))
+	d.printf("   %s\n   leftovers removed by the sweep in %s\n", strings.ReplaceAll(strings.TrimSpace(termtext.CleanText(b.String())), "\n", "\n   "), d.c.paint(sgrGreen, ms(took)))
 	d.show(ctx, p)
 	return nil
 }
@@ -250,7 +251,7 @@ func (d *demo) cleanup() (did, left string) {
 		}
 		lefts = append(lefts, err.Error())
 	}
-	return strings.Join(dids, ", "), "; but " + strings.Join(lefts, "; ") + "; the cache dir " + quoteIfNeeded(d.cache) + " stays for the next demo's sweep"
+	return strings.Join(dids, ", "), "; but " + strings.Join(lefts, "; ") + "; the cache dir " + termtext.Quote(d.cache) + " stays for the next demo's sweep"
 }
 
 // sweepDir sweeps the ledger in dir, deletes dir when nothing stays listed, and counts what it removed.
@@ -276,7 +277,7 @@ func (d *demo) sweepEarlier(ctx context.Context) string {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), demoDirPrefix+"*"))
 	var demos, containers, networks int
 	for _, dir := range dirs {
-		data, rerr := os.ReadFile(filepath.Join(dir, demoRecordFile))
+		data, rerr := ledger.ReadFile(filepath.Join(dir, demoRecordFile), ledger.MaxRecordSize) // a FIFO planted there blocks nothing
 		rec, perr := ledger.ParseRecord(data)
 		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() || rerr != nil || perr != nil || ledger.Judge(rec).State != ledger.Dead {
 			continue // alive, being made, not ours to judge, or a link planted in a shared folder

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/rightsize/rightsize-go/internal/termtext"
 )
 
 const usageText = `rightsize: see and clean up what test processes left behind.
@@ -149,7 +151,8 @@ its record) or its owner cannot be judged from here: use it for a run you
 know is dead.
 
 Flags:
-  --dry-run          say what would be removed, touching nothing
+  --dry-run          say what the sweep would decide, touching nothing (names
+                     are looked up: what is not the run's is said so)
   --backend NAME     docker or msb, as RIGHTSIZE_BACKEND would choose it
   --cache DIR        sweep DIR instead of the cache dir
   -v                 log each decision and removal to stderr
@@ -182,8 +185,11 @@ cache dir). rightsize ls lists them.
                registry entries whose sandbox is gone.
   prune        removes the keep-alive sandboxes older than D: by the
                createdIso of their registry entry, else by when the engine
-               created them. One a rightsize-go test process is using (it
-               holds reuse/<hash>.use) is kept. Then deletes every registry
+               created them. One a rightsize-go test process of yours on
+               this host is using, whatever its cache dir (it holds the
+               sandbox's use lock in $TMPDIR/rightsize-<uid>/), is kept;
+               the lock is held around the check and the removal, so no
+               test adopts it in between. Then deletes every registry
                entry whose sandbox the engine no longer has, whatever its
                age. 0s prunes every one not in use.
 
@@ -252,7 +258,7 @@ func (c *cli) help(args []string) error {
 		name = "help"
 	}
 	if _, ok := commandHelps[name]; !ok {
-		return &usageError{msg: fmt.Sprintf("no help for %s: no such command", quoteIfNeeded(args[0]))}
+		return &usageError{msg: fmt.Sprintf("no help for %s: no such command", termtext.Quote(args[0]))}
 	}
 	c.commandHelp(c.stdout, name)
 	return nil

@@ -2,6 +2,7 @@ package scripts
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -98,7 +99,7 @@ func newHarness(t *testing.T, sh shell) *harness {
 		bin := filepath.Join(dir, "applets")
 		must(t, os.Mkdir(bin, 0o755))
 		// touch too: a payload that did run would find it.
-		for _, tool := range []string{"cat", "sed", "mv", "rm", "sleep", "touch", "timeout"} {
+		for _, tool := range []string{"cat", "sed", "mv", "rm", "sleep", "touch", "timeout", "date", "ln"} {
 			must(t, os.Symlink(sh.applets, filepath.Join(bin, tool)))
 		}
 		path = bin
@@ -888,4 +889,87 @@ func TestEmbeddedScriptsMatchFiles(t *testing.T) {
 			}
 		}
 	}
+}
+
+// fates makes the run's fates folder, where the watchdog writes its fate,
+// and returns it.
+func (h *harness) fates() string {
+	h.t.Helper()
+	dir := filepath.Join(filepath.Dir(h.runs), "fates")
+	must(h.t, os.MkdirAll(dir, 0o700))
+	return dir
+}
+
+// readFates reads the fates folder: file name to content.
+func readFates(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	entries, err := os.ReadDir(dir)
+	must(t, err)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		must(t, err)
+		out[e.Name()] = string(b)
+	}
+	return out
+}
+
+// The watchdog's fate never replaces another fate of the run written in
+// the same second (a sweep's, say): it takes the next free millisecond.
+func TestFateNeverReplacesAnother(t *testing.T) {
+	forEachShell(t, func(t *testing.T, h *harness) {
+		dir := h.fates()
+		h.writeRun([]byte("rz-ab12cd34-1\n"), nil)
+		// Every name the watchdog could pick for the next minute is taken
+		// by a fate of another writer, in its first millisecond.
+		now := time.Now().Unix()
+		for s := now - 2; s < now+60; s++ {
+			must(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d000.json", runID, s)), []byte(fmt.Sprintf(`{"version":1,"by":"sweep %d"}`, s)), 0o600))
+		}
+		before := readFates(t, dir)
+		p := h.start(args(h.runs, runID, h.dockerSteps("rm")...)...)
+		p.tell("+s 1111aaaa1111 rz-ab12cd34-1")
+		p.finish()
+		after := readFates(t, dir)
+		for name, content := range before {
+			if after[name] != content {
+				t.Errorf("%s: fate %s was replaced: %q", h.sh.name, name, after[name])
+			}
+		}
+		var added []string
+		for name, content := range after {
+			if _, ok := before[name]; !ok {
+				added = append(added, name)
+				if !regexp.MustCompile(`^`+runID+`-\d+001\.json$`).MatchString(name) || !strings.Contains(content, `"by":"watchdog"`) {
+					t.Errorf("%s: new fate %s: %q; want the watchdog's, in the next millisecond", h.sh.name, name, content)
+				}
+			}
+		}
+		if len(added) != 1 {
+			t.Errorf("%s: fates added %q, want one", h.sh.name, added)
+		}
+		h.assertNoTempFiles()
+	})
+}
+
+// A sandbox the watchdog could not remove is kept in its fate with the
+// reason, not with none.
+func TestFateSaysWhyItKept(t *testing.T) {
+	forEachShell(t, func(t *testing.T, h *harness) {
+		dir := h.fates()
+		h.writeRun([]byte("rz-ab12cd34-1\n"), nil)
+		p := h.start(args(h.runs, runID, h.dockerSteps("rm")...)...)
+		p.tell("+s 5555stuck555 rz-ab12cd34-1")
+		p.finish()
+		fates := readFates(t, dir)
+		if len(fates) != 1 {
+			t.Fatalf("%s: fates %q, want one", h.sh.name, fates)
+		}
+		for name, content := range fates {
+			want := `{"kind":"sandbox","id":"5555stuck555","name":"rz-ab12cd34-1","outcome":"kept","note":"its removal failed (the engine may be down; RIGHTSIZE_REAPER_DEBUG=1 keeps the log of why)"}`
+			if !strings.Contains(content, want) || !json.Valid([]byte(content)) {
+				t.Errorf("%s: fate %s: %s\nwant valid JSON with an item %s", h.sh.name, name, content, want)
+			}
+		}
+	})
 }
