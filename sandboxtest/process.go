@@ -57,6 +57,10 @@ const outputLimit = 1 << 20
 // backstop. Nothing else is ever signalled: see the README's "Local
 // processes" for the rules.
 //
+// The command is the Process's from then on: wait for it with the
+// Process's Wait, never cmd.Wait, which would reap it while its group's
+// number must stay pinned.
+//
 // Unless cmd sets them, its stdout and stderr are kept (Output; the last
 // part is logged when the test ends, which go test shows for a failed test
 // or with -v). StartProcess fails the test when the command cannot start.
@@ -209,6 +213,9 @@ func (p *Process) stop(ctx context.Context) error {
 		grace = min(grace, time.Until(d))
 	}
 	ended := p.endGroup(grace)
+	// The watchdog takes a command it was told as unreaped by its owner:
+	// it forgets it before the reap.
+	p.s.Untell(processKind, p.line)
 	// Reaped only now: until the group was ended, the command's zombie
 	// kept its number from passing to another process.
 	p.markExited(p.cmd.Wait())

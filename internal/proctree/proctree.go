@@ -173,6 +173,10 @@ type Proc struct {
 	// was not signalled or not ended; for an ended one without the mark,
 	// what proved it the command's.
 	Why string
+	// Marked: it carries the run's mark, so a later look (a sweep by
+	// hand) finds it again wherever it is; a process without it is found
+	// only while what proved it (its group, its parent) is there.
+	Marked bool
 }
 
 // Result is what ending a tree did.

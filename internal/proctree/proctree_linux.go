@@ -273,7 +273,7 @@ func (s Scope) prove(snap []marked, pinned []uint64) (proven map[int]proof, unpr
 			case g.anchor != 0:
 			case c.leaderThere(m),
 				m.mark == c.Mark,
-				m.st.StartTicks >= c.Ticks && m.st.StartTicks < pinned[i]:
+				m.pid != c.PID && m.st.StartTicks >= c.Ticks && m.st.StartTicks < pinned[i]:
 				g.anchor = m.pid
 			}
 		}
@@ -441,7 +441,7 @@ func End(s Scope, grace time.Duration, byHand bool) Result {
 				if pr.why != "" {
 					why += " (" + pr.why + ")"
 				}
-				res.Escaped = append(res.Escaped, Proc{PID: pid, Command: pr.st.Comm, Why: why})
+				res.Escaped = append(res.Escaped, Proc{PID: pid, Command: pr.st.Comm, Why: why, Marked: pr.byMark})
 				continue
 			}
 			if pr.st.Pgrp == ownGroup {
@@ -554,7 +554,7 @@ func EndGroup(pgid int, mark string, grace time.Duration) Result {
 			return
 		}
 		escaped[m.pid] = true
-		res.Escaped = append(res.Escaped, Proc{PID: m.pid, Command: st.Comm, Why: fmt.Sprintf("left process group %d (session %d now)", pgid, st.Session)})
+		res.Escaped = append(res.Escaped, Proc{PID: m.pid, Command: st.Comm, Why: fmt.Sprintf("left process group %d (session %d now)", pgid, st.Session), Marked: m.mark == mark && mark != ""})
 	}
 	for _, m := range outside {
 		escape(m)

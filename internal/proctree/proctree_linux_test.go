@@ -302,29 +302,47 @@ func TestEndCommandGroupWithoutMarks(t *testing.T) {
 // When the command itself has gone (and been reaped, as when its owner
 // died), its group is proven by the members that started while the owner
 // held it unreaped — and only by them: a sweep, which knows no such time,
-// reports them and signals nothing.
+// reports them and signals nothing. A watchdog holds the command from the
+// moment it is told: its pidfd says the command is gone, and the members
+// prove the group.
 func TestEndPinnedGroupAfterTheLeader(t *testing.T) {
-	m := mark(t, 8)
-	c := start(t, m, true, "/bin/sh", "-c", lostMarks(t, "exit 0"))
-	cmd := command(t, c, m)
-	lost := waitLost(t, c.Process.Pid, 2, 2)
-	pinnedUntil := proctree.Now()
-	require.NoError(t, c.Wait())
-	t.Cleanup(func() { syscall.Kill(-cmd.PID, syscall.SIGKILL) })
-
-	res := proctree.End(proctree.Scope{Marks: proctree.OfMarks(m), Commands: []proctree.Command{cmd}}, 200*time.Millisecond, true)
-	require.Empty(t, res.Ended, "%+v", res)
-	require.Len(t, res.NotProven, 2, "%+v", res)
-	require.Contains(t, res.NotProven[0].Why, "nothing proves")
-	require.False(t, res.Clean())
-	for _, pid := range lost {
-		require.True(t, alive(pid), "%d was signalled, though nothing proved it", pid)
-	}
-
-	res = proctree.End(proctree.Scope{Marks: proctree.OfMarks(m), Commands: []proctree.Command{cmd}, PinnedUntil: pinnedUntil}, time.Second, false)
-	require.True(t, res.Clean(), "%+v", res)
-	for _, pid := range lost {
-		require.False(t, alive(pid), "pid %d of the command's group is alive", pid)
+	for _, reaped := range []bool{true, false} {
+		t.Run(fmt.Sprintf("reaped %v", reaped), func(t *testing.T) {
+			m := mark(t, 8)
+			c := exec.Command("/bin/sh", "-c", lostMarks(t, "read x; exit 0"))
+			c.Env = append(os.Environ(), proctree.EnvMark+"="+m)
+			c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			stdin, err := c.StdinPipe()
+			require.NoError(t, err)
+			require.NoError(t, c.Start())
+			cmd := command(t, c, m)
+			t.Cleanup(func() { syscall.Kill(-cmd.PID, syscall.SIGKILL); c.Process.Kill(); c.Wait() })
+			lost := waitLost(t, c.Process.Pid, 3, 2)
+			held := cmd
+			require.True(t, held.Hold())
+			defer held.Release()
+			stdin.Close()
+			waitFor(t, "the command to exit", func() bool { st, err := proctree.ReadStat(cmd.PID); return err == nil && st.Zombie() })
+			pinnedUntil := proctree.Now()
+			if reaped {
+				require.NoError(t, c.Wait())
+				res := proctree.End(proctree.Scope{Marks: proctree.OfMarks(m), Commands: []proctree.Command{cmd}}, 200*time.Millisecond, true)
+				require.Empty(t, res.Ended, "%+v", res)
+				require.Len(t, res.NotProven, 2, "%+v", res)
+				require.Contains(t, res.NotProven[0].Why, "nothing proves")
+				require.False(t, res.Clean())
+				for _, pid := range lost {
+					require.True(t, alive(pid), "%d was signalled, though nothing proved it", pid)
+				}
+			}
+			// Not reaped yet: the command's zombie, which its held pidfd
+			// says is gone, proves nothing, and the members still do.
+			res := proctree.End(proctree.Scope{Marks: proctree.OfMarks(m), Commands: []proctree.Command{held}, PinnedUntil: pinnedUntil}, time.Second, false)
+			require.True(t, res.Clean(), "%+v", res)
+			for _, pid := range lost {
+				require.False(t, alive(pid), "pid %d of the command's group is alive", pid)
+			}
+		})
 	}
 }
 
