@@ -132,9 +132,9 @@ func answerCases() []answerCase {
 
 	// The watchdog's: a docker command line's output, through either
 	// engine.
-	add("podman", "goneTexts sandboxes", []string{"no such container"}, nil, cliGone("rm", "-f"))
-	add("docker", "goneTexts sandboxes", []string{"No such container"}, nil, cliGone("rm", "-f"))
-	add("podman", "goneTexts sandboxes", []string{"no container with name or ID"}, nil, cliGone("rm", "-f"))
+	add("podman", "goneTexts sandboxes", []string{"no such container"}, nil, cliGone("rm", "-f", "-v"))
+	add("docker", "goneTexts sandboxes", []string{"No such container"}, nil, cliGone("rm", "-f", "-v"))
+	add("podman", "goneTexts sandboxes", []string{"no container with name or ID"}, nil, cliGone("rm", "-f", "-v"))
 	add("docker,podman", "goneTexts networks", []string{"not found"}, nil, cliGone("network", "rm"))
 	add("docker CLI 20.10", "goneTexts networks", []string{"No such network"}, nil, nil)
 	return cases
