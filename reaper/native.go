@@ -57,7 +57,8 @@ func WatchdogMain() {
 // script watchdog does with the engine's API: removes what it was told by
 // id; a moment later finds what still carries the run's label and removes
 // that; deletes the run's files when nothing of it is left. Beside that,
-// it ends the run's local processes (those carrying its mark). With
+// it ends the run's local processes (those its marks, the groups of the
+// commands it was told and their descent prove: proctree.End). With
 // processesOnly it opens no engine and does only the latter.
 func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, processesOnly bool) int {
 	runtime.GOMAXPROCS(1)

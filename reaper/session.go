@@ -172,8 +172,9 @@ func (s *Session) NextProcessLine(sid int) string {
 func (s *Session) Admit(k names.Kind, name string) (*WatchdogNote, error) {
 	if k == names.ProcessKind {
 		// Local processes have a watchdog of their own (the main one
-		// when it is native), and are found by their mark, not told by
-		// name before they start: the line is enough for the sweep.
+		// when it is native), and are told once started (Created): until
+		// then their mark finds them, and the line is enough for the
+		// sweep.
 		s.writeStub()
 		note := s.ensureProcessWatchdog()
 		if s.run == nil {
