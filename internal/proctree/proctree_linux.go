@@ -396,8 +396,12 @@ func EndMarked(want func(string) bool, grace time.Duration, byHand bool) Result 
 // Nothing in this process's own group is ever signalled.
 func End(s Scope, grace time.Duration, byHand bool) Result {
 	var res Result
+	pinnedUntil := make([]uint64, len(s.Commands))
+	for i := range pinnedUntil {
+		pinnedUntil[i] = s.PinnedUntil
+	}
 	if fd, err := unix.PidfdOpen(os.Getpid(), 0); err != nil {
-		if len(s.Commands) > 0 || s.Marks != nil && len(scanMarked(s.Marks)) > 0 {
+		if proven, unproven := s.prove(snapshot(), pinnedUntil); len(proven)+len(unproven) > 0 {
 			res.Unproven = fmt.Errorf("no pidfd here (%v; Linux 5.3 and later have them): no process could be proven the test's, so none was signalled", err)
 		}
 		return res
@@ -405,10 +409,6 @@ func End(s Scope, grace time.Duration, byHand bool) Result {
 		unix.Close(fd)
 	}
 	ownGroup := unix.Getpgrp()
-	pinnedUntil := make([]uint64, len(s.Commands))
-	for i := range pinnedUntil {
-		pinnedUntil[i] = s.PinnedUntil
-	}
 	type key struct {
 		pid   int
 		ticks uint64
