@@ -33,6 +33,7 @@ type Process struct {
 	sys processSys // what the system needs to end the tree (a Job Object on Windows)
 
 	exited   chan struct{} // closed when the command itself has exited
+	told     chan struct{} // closed once the watchdog and the ledger have its id
 	exitErr  error         // its exit status, set before exited closes
 	exitOnce sync.Once
 
@@ -90,7 +91,7 @@ func startProcess(o owner, cmd *exec.Cmd) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Process{o: o, cmd: cmd, s: s, exited: make(chan struct{})}
+	p := &Process{o: o, cmd: cmd, s: s, exited: make(chan struct{}), told: make(chan struct{})}
 	p.line = s.NextProcessLine(proctree.SessionID())
 	p.mark = proctree.Mark(s.RunID(), p.line)
 	o.addCleanup(p.cleanup)
@@ -135,7 +136,12 @@ func startProcess(o owner, cmd *exec.Cmd) (*Process, error) {
 		// exec.CommandContext: the context's end ends the whole tree, not
 		// only the command.
 		cmd.Cancel = func() error {
-			go p.Stop(context.Background())
+			go func() {
+				// Not before its id is told: an id told after the
+				// command's reap would pass for a pinned group.
+				<-p.told
+				p.Stop(context.Background())
+			}()
 			return nil
 		}
 	}
@@ -154,6 +160,7 @@ func startProcess(o owner, cmd *exec.Cmd) (*Process, error) {
 	}
 	p.afterStart()
 	s.Created(processKind, p.line, processID(cmd.Process.Pid))
+	close(p.told)
 	go p.watch()
 	return p, nil
 }
