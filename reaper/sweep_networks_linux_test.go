@@ -21,6 +21,9 @@ import (
 func createNetwork(t *testing.T, d *docker.Driver, name string, labels map[string]string) {
 	t.Helper()
 	res, err := d.Client().NetworkCreate(context.Background(), name, client.NetworkCreateOptions{Driver: "bridge", Labels: labels})
+	if err != nil && networksNamed(t, d, name) > 0 {
+		t.Skipf("this engine refuses a second network named %s (Podman does), so never has a name to settle: %v", name, err)
+	}
 	if err != nil {
 		t.Fatalf("create network %s: %v", name, err)
 	}
@@ -55,9 +58,6 @@ func TestSweepSameNamedNetworks(t *testing.T) {
 	dup, busy := uniqueName(t, "dup"), uniqueName(t, "busy")
 	createNetwork(t, d, dup, ours)
 	createNetwork(t, d, dup, ours)
-	if networksNamed(t, d, dup) != 2 {
-		t.Skip("this engine refuses a second network of a name (Podman does): nothing to sweep")
-	}
 	createNetwork(t, d, dup, map[string]string{labelTest: "stranger"})
 	createNetwork(t, d, busy, ours)
 	member := uniqueName(t, "member")
