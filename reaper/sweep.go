@@ -440,12 +440,15 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 		}
 	}
 	// Local processes (rightsize-go's own lines): every live process
-	// carrying one of the run's marks is ended, each proven the run's
-	// before it is signalled; what escaped or could not be proven keeps
-	// the lines. Processes are found by their mark, not by the list, so a
-	// list that could not be read does not spare them. Where no process
-	// can be proven (macOS, Windows), a person's sweep of the run forgets
-	// its lines without signalling anything; any other sweep keeps them.
+	// proven the run's is ended — carrying one of its marks, in the group
+	// of a command its lines name while something proves that group the
+	// command's (its leader, a marked member), or started by such a
+	// process; what escaped, could not be ended or is in such a group
+	// unproven keeps the lines. Marks are looked for whatever the list
+	// says, so a list that could not be read does not spare them. Where
+	// no process can be proven (macOS, Windows), a person's sweep of the
+	// run forgets its lines without signalling anything; any other sweep
+	// keeps them.
 	procsKept := false
 	if rf.Has(names.ProcessKind) {
 		lines := l.Of(names.ProcessKind)
@@ -454,15 +457,31 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 			// The sweep's budget bounds the grace too (a SIGKILL follows).
 			grace = max(0, min(grace, time.Until(dl)/2))
 		}
-		pres := proctree.EndMarked(proctree.OfRun(rf.ID), grace, byHand)
+		var cmds []proctree.Command
+		for _, line := range lines {
+			if c, ok := proctree.ParseLine(rf.ID, line); ok && c.PID != 0 {
+				cmds = append(cmds, c)
+			}
+		}
+		pres := proctree.End(proctree.Scope{Marks: proctree.OfRun(rf.ID), Commands: cmds}, grace, byHand)
 		for _, p := range pres.Ended {
-			rr.Removed = append(rr.Removed, Item{Kind: names.ProcessKind, Name: processName(p), Outcome: Removed})
+			rr.Removed = append(rr.Removed, Item{Kind: names.ProcessKind, Name: processName(p), Outcome: Removed, Note: p.Why})
 		}
 		for _, p := range pres.Escaped {
-			rr.Kept = append(rr.Kept, Item{Kind: names.ProcessKind, Name: processName(p), Outcome: Escaped, Note: p.Why + "; not signalled (rightsize sweep --run " + rf.ID + " ends it)"})
+			rr.Kept = append(rr.Kept, Item{Kind: names.ProcessKind, Name: processName(p), Outcome: Escaped, Note: p.Why + "; " + escapedHint(rf.ID, p)})
 		}
 		for _, p := range pres.Left {
 			rr.Kept = append(rr.Kept, Item{Kind: names.ProcessKind, Name: processName(p), Outcome: KeptBack, Note: p.Why})
+		}
+		notProven := !byHand && len(pres.NotProven) > 0
+		for _, p := range pres.NotProven {
+			it := Item{Kind: names.ProcessKind, Name: processName(p), Outcome: KeptBack, Note: p.Why}
+			if byHand {
+				it.Outcome, it.Note = NotOwned, p.Why+"; forgotten by hand"
+				rr.NotOwned = append(rr.NotOwned, it)
+				continue
+			}
+			rr.Kept = append(rr.Kept, it)
 		}
 		switch {
 		case errors.Is(pres.Unproven, proctree.ErrUnsupported) && byHand:
@@ -474,7 +493,7 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 			}
 			rr.Kept = append(rr.Kept, Item{Kind: names.ProcessKind, Name: "(the run's processes)", Outcome: KeptBack, Note: note})
 			procsKept = true
-		case !pres.Clean():
+		case len(pres.Escaped) > 0 || len(pres.Left) > 0 || notProven:
 			procsKept = true
 		}
 		if procsKept {
@@ -579,6 +598,16 @@ func isLabelled(b backend.Backend) bool {
 // run's record (Go's records say "go"; the others' say nothing).
 func foreignWriter(rf ledger.RunFiles) bool {
 	return rf.RecordErr == nil && rf.Record.Writer != "go"
+}
+
+// escapedHint says what may be done about an escaped process: by hand, a
+// sweep finds it again by its mark; without one, once its parent is gone,
+// nothing will.
+func escapedHint(run string, p proctree.Proc) string {
+	if p.Marked {
+		return "not signalled (rightsize sweep --run " + run + " ends it)"
+	}
+	return fmt.Sprintf("not signalled, and without the mark it is not found again once its parent is gone: kill %d yourself if it is to go", p.PID)
 }
 
 // processName names a process in a report: its pid and command.

@@ -743,6 +743,7 @@ var helperRoles = map[string]func(*testing.T){
 	"bench-first":   helperBenchFirst,
 	"first-start":   helperFirstStart,
 	"process-alone": helperProcessAlone,
+	"volume-owner":  helperVolumeOwner,
 }
 
 // TestGuardHelper is the helper process's entry point; it does nothing in

@@ -268,7 +268,8 @@ func (d *Driver) Watchdog(runID string) (backend.WatchdogPlan, error) {
 	}
 	plan.Steps = []backend.WatchdogStep{
 		{Kind: backend.SandboxKind, Find: true, Command: []string{docker, "ps", "-a", "--no-trunc", "--format", format("Names"), "--filter", filterArg(runID)}},
-		{Kind: backend.SandboxKind, Batch: true, Gone: goneTexts[backend.SandboxKind], Command: []string{docker, "rm", "-f"}},
+		// -v: with its anonymous volumes, as every other removal does.
+		{Kind: backend.SandboxKind, Batch: true, Gone: goneTexts[backend.SandboxKind], Command: []string{docker, "rm", "-f", "-v"}},
 		{Kind: backend.NetworkKind, Find: true, Command: []string{docker, "network", "ls", "--no-trunc", "--format", format("Name"), "--filter", filterArg(runID)}},
 		{Kind: backend.NetworkKind, Batch: true, Gone: goneTexts[backend.NetworkKind], Command: []string{docker, "network", "rm"}},
 	}

@@ -34,6 +34,9 @@ func (d *Driver) Remove(ctx context.Context, k backend.Kind, runID string, names
 	}
 	return forEach(names, d.removeParallel(), func(n string) error {
 		id, attached, err := d.owned(ctx, k, runID, n)
+		if k == backend.NetworkKind && ambiguous.says(err) {
+			return d.removeSameNamed(ctx, runID, n)
+		}
 		if err != nil {
 			return err
 		}
@@ -85,6 +88,53 @@ func (d *Driver) owned(ctx context.Context, k backend.Kind, runID, name string) 
 		return "", 0, fmt.Errorf("%s %s (%s): %w: %s", k, name, shortID(id), backend.ErrNotOwned, why)
 	}
 	return id, attached, nil
+}
+
+// removeSameNamed removes, of the networks named name (Docker allows
+// several), those that carry run runID's label, each by its id; the others
+// are left, and said to be not the run's. It returns nil when every one of
+// that name was the run's and is gone.
+func (d *Driver) removeSameNamed(ctx context.Context, runID, name string) error {
+	lctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	nl, err := d.cli.NetworkList(lctx, client.NetworkListOptions{Filters: client.Filters{}.Add("name", name)})
+	cancel()
+	if err != nil {
+		return classify("list networks named "+name, err)
+	}
+	var removed, others []string
+	var errs []error
+	unlabelled := true
+	for _, n := range nl.Items {
+		if n.Name != name { // the filter matches parts of names too
+			continue
+		}
+		if why := notOwnedWhy(runID, n.Name, n.Labels); why != "" {
+			others = append(others, shortID(n.ID))
+			unlabelled = unlabelled && why == unlabelledWhy
+			continue
+		}
+		if err := d.removeID(ctx, backend.NetworkKind, n.ID, name+" ("+shortID(n.ID)+")"); err != nil && !errors.Is(err, backend.ErrNotFound) {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, shortID(n.ID))
+	}
+	switch {
+	case len(errs) > 0:
+		return errors.Join(errs...)
+	case len(others) == 0 && len(removed) == 0:
+		return fmt.Errorf("network %s: %w", name, backend.ErrNotFound)
+	case len(others) == 0:
+		return nil
+	}
+	what := fmt.Sprintf("%d other network(s) named %s (%s) without the run's label", len(others), name, strings.Join(others, ", "))
+	if len(removed) > 0 {
+		what = fmt.Sprintf("the run's %d network(s) of that name (%s) removed; %s", len(removed), strings.Join(removed, ", "), what)
+	}
+	if unlabelled {
+		return fmt.Errorf("network %s: %s: %w: %w", name, what, backend.ErrNotOwned, backend.ErrUnlabelled)
+	}
+	return fmt.Errorf("network %s: %s: %w", name, what, backend.ErrNotOwned)
 }
 
 // notOwnedWhy says why a container or network named name with labels is

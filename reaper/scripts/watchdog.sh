@@ -75,6 +75,9 @@
 
 set -u
 set -f
+# What it writes (the fate, a rewritten list) is the user's alone, as every
+# other file of the cache dir.
+umask 077
 
 LC_ALL=C
 export LC_ALL
