@@ -67,8 +67,7 @@ type Command struct {
 	PID     int    // it leads process group PID
 	Ticks   uint64 // its start, in clock ticks since boot
 
-	// leader is a pidfd on the command itself (Hold), 0 when none.
-	leader int
+	held // what Hold keeps, where a platform can hold anything
 }
 
 // ParseLine reads a ledger line of run: a started line gives its Command;

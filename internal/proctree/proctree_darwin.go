@@ -76,4 +76,7 @@ func Live(want func(string) bool) []int { return nil }
 func (c *Command) Hold() bool { return false }
 
 // Release does nothing here.
-func (c *Command) Release() {}
+func (c *Command) Release() { c.held = held{} }
+
+// held is empty here: nothing can be held.
+type held struct{}

@@ -589,3 +589,7 @@ func Live(want func(string) bool) []int {
 	}
 	return out
 }
+
+// held is what Hold keeps of a Command on Linux: a pidfd on the command
+// itself (its leader), 0 when none.
+type held struct{ leader int }

@@ -33,4 +33,7 @@ func SessionID() int { return 0 }
 func (c *Command) Hold() bool { return false }
 
 // Release does nothing here.
-func (c *Command) Release() {}
+func (c *Command) Release() { c.held = held{} }
+
+// held is empty here: nothing can be held.
+type held struct{}
