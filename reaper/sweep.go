@@ -41,6 +41,8 @@ type config struct {
 	now      func() time.Time
 	liveness func(ledger.Record) ledger.Liveness
 	fateBy   string
+	// logMu keeps a run's lines together: runs are decided side by side.
+	logMu sync.Mutex
 }
 
 type optionFunc func(*config)
@@ -639,6 +641,8 @@ func (c *config) log(rr RunReport) {
 	if c.logger == nil {
 		return
 	}
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
 	c.logger.Info("rightsize sweep", "run", rr.ID, "decision", string(rr.Decision), "reason", rr.Reason,
 		"removed", len(rr.Removed), "kept", len(rr.Kept), "not_owned", len(rr.NotOwned))
 	for _, it := range rr.Kept {
