@@ -110,7 +110,7 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, proce
 		}
 		// Then whatever still carries the run's label, with what the first
 		// pass could not remove.
-		t.byLabel, t.afterKept, t.settle, t.call = true, true, settle(), callTimeout()
+		t.byLabel, t.afterKept, t.settle, t.call, t.giveUp = true, true, settle(), callTimeout(), true
 	}
 	res := reapRun(context.Background(), b, t)
 	for _, it := range res.items {
