@@ -61,17 +61,17 @@ func checkFate(t *testing.T, o *owner, fates []ledger.FateFile, by string) {
 	if f.Owner.PID != o.Pid() || f.Owner.Writer != "go" || !strings.Contains(f.Owner.Command, "TestOwner") {
 		t.Errorf("the fate's owner is %+v, want pid %d, writer go, its command line", f.Owner, o.Pid())
 	}
-	got := map[string]string{}
+	got := map[string]ledger.Outcome{}
 	for _, it := range f.Items {
 		got[it.Kind+" "+it.Name] = it.Outcome
 	}
 	for _, n := range o.sandboxes {
-		if got["sandbox "+n] != ledger.FateRemoved {
+		if got["sandbox "+n] != ledger.Removed {
 			t.Errorf("the fate says sandbox %s: %q, want removed (items %+v)", n, got["sandbox "+n], f.Items)
 		}
 	}
 	for _, n := range o.networks {
-		if got["network "+n] != ledger.FateRemoved {
+		if got["network "+n] != ledger.Removed {
 			t.Errorf("the fate says network %s: %q, want removed (items %+v)", n, got["network "+n], f.Items)
 		}
 	}
@@ -159,7 +159,7 @@ func TestRow16Fates(t *testing.T) {
 		}
 		next := r.start("next process", harness.Plan{Containers: 1}).ready()
 		fs := r.fatesOf(id)
-		if len(fs) != 1 || fs[0].By != "sweep" || fs[0].Owner.Writer != "" || len(fs[0].Items) != 1 || fs[0].Items[0].Outcome != ledger.FateRemoved {
+		if len(fs) != 1 || fs[0].By != "sweep" || fs[0].Owner.Writer != "" || len(fs[0].Items) != 1 || fs[0].Items[0].Outcome != ledger.Removed {
 			t.Errorf("the Node run's fate: %+v, want one by the sweep, its container removed", fs)
 		}
 		if !strings.Contains(next.Stderr(), "rightsize: run "+id) || !strings.Contains(next.Stderr(), "another member's run") {

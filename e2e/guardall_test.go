@@ -340,7 +340,7 @@ func TestRow15GuardAll(t *testing.T) {
 		}
 		var removed, others []string
 		for _, it := range fate.Items {
-			if it.Outcome == ledger.FateRemoved {
+			if it.Outcome == ledger.Removed {
 				removed = append(removed, it.Kind+" "+it.Name)
 			} else {
 				others = append(others, fmt.Sprintf("%s %s %s: %s", it.Kind, it.ID, it.Name, it.Outcome))

@@ -112,7 +112,7 @@ func TestRow18LostMarks(t *testing.T) {
 			r.waitGone(o, "the watchdogs")
 			for _, id := range lost {
 				items := r.fateOfProcess(o.run, id)
-				if len(items) != 1 || items[0].Outcome != ledger.FateEnded || !strings.Contains(items[0].Note, "no mark") {
+				if len(items) != 1 || items[0].Outcome != ledger.Ended || !strings.Contains(items[0].Note, "no mark") {
 					t.Errorf("the fate of process %s: %+v, want one item ended, saying it had no mark", id, items)
 				}
 			}
@@ -134,7 +134,7 @@ func TestRow18LostMarks(t *testing.T) {
 		})
 		poll(t, goneWithin, "the run's fate to tell the escaped child", func() (bool, string) {
 			items := r.fateOfProcess(o.run, escaped)
-			return len(items) == 1 && items[0].Outcome == ledger.FateEscaped, fmt.Sprint(items)
+			return len(items) == 1 && items[0].Outcome == ledger.Escaped, fmt.Sprint(items)
 		})
 		if !harness.Alive(escaped) {
 			t.Fatalf("the escaped child %s was signalled", escaped)

@@ -189,7 +189,7 @@ func TestRow05OOMKill(t *testing.T) {
 	ended := 0
 	for _, f := range r.fatesOf(o.run) {
 		for _, it := range f.Items {
-			if it.Kind == "process" && it.Outcome == ledger.FateEnded {
+			if it.Kind == "process" && it.Outcome == ledger.Ended {
 				ended++
 			}
 		}

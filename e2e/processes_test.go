@@ -105,7 +105,7 @@ func TestRow17Processes(t *testing.T) {
 		poll(t, goneWithin, "the run's fate to tell the escaped process", func() (bool, string) {
 			for _, f := range r.fatesOf(o.run) {
 				for _, it := range f.Items {
-					if it.Outcome == ledger.FateEscaped && it.ID == strconv.Itoa(escaped) {
+					if it.Outcome == ledger.Escaped && it.ID == strconv.Itoa(escaped) {
 						fate = fmt.Sprintf("%s %s (%s): %s (%s)", it.Kind, it.ID, it.Name, it.Outcome, it.Note)
 						return true, ""
 					}

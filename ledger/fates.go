@@ -65,23 +65,46 @@ type FateItem struct {
 	Kind    string `json:"kind"` // "sandbox", "network", "exec" or "process"
 	ID      string `json:"id,omitempty"`
 	Name    string `json:"name,omitempty"`
-	Outcome string `json:"outcome"`
+	Outcome Outcome `json:"outcome"`
 	Note    string `json:"note,omitempty"`
 }
 
-// Outcomes of a fate's items.
+// Outcome is what became of one sandbox, network, command or local
+// process of a dead run: the one vocabulary of the sweep's report, the
+// watchdog's, the fates and the command line's output.
+type Outcome string
+
+// The outcomes.
 const (
-	FateRemoved     = "removed"
-	FateAlreadyGone = "already gone"
-	FateKept        = "kept"
-	FateNotOwned    = "not this run's"
-	// FateEnded: a command in a sandbox, ended by its lease when the owner
+	// Removed: the engine removed it.
+	Removed Outcome = "removed"
+	// AlreadyGone: the engine had nothing of that name.
+	AlreadyGone Outcome = "already gone"
+	// NotOwned: something of that name exists that is not the run's (no
+	// label of the run, or a keep-alive sandbox): left running, its name
+	// dropped from the run's list.
+	NotOwned Outcome = "not this run's"
+	// Kept: it may still exist (the engine did not answer, a network still
+	// in use, a process not ended): its name stays listed for a later
+	// sweep.
+	Kept Outcome = "kept"
+	// Ended: a command in a sandbox, ended by its lease when the owner
 	// died; a local process, ended by its watchdog or a sweep.
-	FateEnded = "ended"
-	// FateEscaped: a local process that left its command's session: not
-	// signalled.
-	FateEscaped = "escaped"
+	Ended Outcome = "ended"
+	// Escaped: a local process that left its command's session: not
+	// signalled, its line stays listed.
+	Escaped Outcome = "escaped"
+	// LeftForMember: a network of another member's run that carries no run
+	// label (the other members label only their containers): never removed
+	// by Go, its line stays listed for that member's own sweep. It alone
+	// does not make a sweep unclean.
+	LeftForMember Outcome = "left for its member's sweep"
+	// WouldRemove: a dry run would have asked for its removal.
+	WouldRemove Outcome = "would be removed"
 )
+
+// Gone reports whether o leaves nothing of the item behind.
+func (o Outcome) Gone() bool { return o == Removed || o == AlreadyGone || o == Ended }
 
 // Bounds of the fates folder and of each fate.
 const (

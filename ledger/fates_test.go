@@ -20,7 +20,7 @@ func TestFateRoundTrip(t *testing.T) {
 	f := ledger.Fate{
 		Run: "1a2b3c4d", By: "watchdog", ByPID: 42,
 		Owner: ledger.FateOwner{PID: 7, Writer: "go", Command: hostile},
-		Items: []ledger.FateItem{{Kind: "sandbox", ID: "abc", Name: "rz-1a2b3c4d-1", Outcome: ledger.FateRemoved}},
+		Items: []ledger.FateItem{{Kind: "sandbox", ID: "abc", Name: "rz-1a2b3c4d-1", Outcome: ledger.Removed}},
 	}
 	p, err := ledger.WriteFate(cache, f, now)
 	require.NoError(t, err)
@@ -53,7 +53,7 @@ func TestFateBounds(t *testing.T) {
 	cache := t.TempDir()
 	items := make([]ledger.FateItem, ledger.MaxFateItems+50)
 	for i := range items {
-		items[i] = ledger.FateItem{Kind: "sandbox", Name: fmt.Sprintf("rz-x-%d", i), Outcome: ledger.FateRemoved}
+		items[i] = ledger.FateItem{Kind: "sandbox", Name: fmt.Sprintf("rz-x-%d", i), Outcome: ledger.Removed}
 	}
 	_, err := ledger.WriteFate(cache, ledger.Fate{Run: "r1", By: "sweep", Items: items}, time.Now())
 	require.NoError(t, err)
@@ -133,7 +133,7 @@ func TestFatesOfOneMillisecond(t *testing.T) {
 	var paths []string
 	for _, by := range []string{"watchdog", "sweep", "rightsize sweep"} {
 		p, err := ledger.WriteFate(cache, ledger.Fate{Run: "same0001", By: by,
-			Items: []ledger.FateItem{{Kind: "sandbox", Name: "rz-same0001-1", Outcome: ledger.FateKept, Note: by}}}, now)
+			Items: []ledger.FateItem{{Kind: "sandbox", Name: "rz-same0001-1", Outcome: ledger.Kept, Note: by}}}, now)
 		require.NoError(t, err)
 		paths = append(paths, p)
 	}

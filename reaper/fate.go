@@ -76,23 +76,7 @@ func ownerOf(cache string, rf ledger.RunFiles) ledger.FateOwner {
 }
 
 func fateItem(it Item) ledger.FateItem {
-	out := ledger.FateItem{Kind: fateKind(it.Kind), Name: it.Name, Note: it.Note}
-	switch it.Outcome {
-	case Removed:
-		out.Outcome = ledger.FateRemoved
-	case AlreadyGone:
-		out.Outcome = ledger.FateAlreadyGone
-	case NotOwned:
-		out.Outcome = ledger.FateNotOwned
-	case Escaped:
-		out.Outcome = ledger.FateEscaped
-	default:
-		out.Outcome = ledger.FateKept
-	}
-	if it.Kind == names.ProcessKind && out.Outcome == ledger.FateRemoved {
-		out.Outcome = ledger.FateEnded
-	}
-	return out
+	return ledger.FateItem{Kind: fateKind(it.Kind), ID: it.ID, Name: it.Name, Outcome: it.Outcome, Note: it.Note}
 }
 
 func fateKind(k names.Kind) string {
@@ -177,7 +161,7 @@ func FateLine(f ledger.FateFile) string {
 		by = "a later " + termtext.Clean(f.By)
 	}
 	fmt.Fprintf(&b, " died; noticed%s by %s, which", when, by)
-	counts := map[string]map[string]int{}
+	counts := map[ledger.Outcome]map[string]int{}
 	var kept, escaped []ledger.FateItem
 	for _, it := range f.Items {
 		if counts[it.Outcome] == nil {
@@ -185,16 +169,16 @@ func FateLine(f ledger.FateFile) string {
 		}
 		counts[it.Outcome][it.Kind]++
 		switch it.Outcome {
-		case ledger.FateKept:
+		case ledger.Kept:
 			kept = append(kept, it)
-		case ledger.FateEscaped:
+		case ledger.Escaped:
 			escaped = append(escaped, it)
 		}
 	}
 	var parts []string
-	for _, o := range []string{ledger.FateRemoved, ledger.FateAlreadyGone, ledger.FateEnded, ledger.FateKept, ledger.FateEscaped, ledger.FateNotOwned} {
+	for _, o := range []ledger.Outcome{ledger.Removed, ledger.AlreadyGone, ledger.Ended, ledger.Kept, ledger.Escaped, ledger.NotOwned} {
 		if c := counts[o]; len(c) > 0 {
-			parts = append(parts, o+" "+countKinds(c))
+			parts = append(parts, string(o)+" "+countKinds(c))
 		}
 	}
 	if len(parts) == 0 {

@@ -43,10 +43,10 @@ func TestSweepWritesFates(t *testing.T) {
 	for _, it := range f.Items {
 		got[it.Kind+" "+it.Name] = it
 	}
-	require.Equal(t, ledger.FateRemoved, got["sandbox rz-dead0001-1"].Outcome)
-	require.Equal(t, ledger.FateRemoved, got["network rz-net-d1"].Outcome)
+	require.Equal(t, ledger.Removed, got["sandbox rz-dead0001-1"].Outcome)
+	require.Equal(t, ledger.Removed, got["network rz-net-d1"].Outcome)
 	kept := got["sandbox rz-dead0001-2"]
-	require.Equal(t, ledger.FateKept, kept.Outcome)
+	require.Equal(t, ledger.Kept, kept.Outcome)
 	require.Contains(t, kept.Note, "unreachable", "a kept item says why")
 
 	lines := reaper.TellFates(cache, "")
@@ -81,7 +81,7 @@ func TestSweepKeptAgainNoNewFate(t *testing.T) {
 	fates, err = ledger.ReadFates(cache)
 	require.NoError(t, err)
 	require.Len(t, fates, 2, "the removal at last is a fate of its own")
-	require.Equal(t, ledger.FateRemoved, fates[0].Items[0].Outcome)
+	require.Equal(t, ledger.Removed, fates[0].Items[0].Outcome)
 }
 
 // The command line's sweep says it was the command; a dry run writes none.
@@ -98,7 +98,7 @@ func TestSweepFateBy(t *testing.T) {
 	fates, _ = ledger.ReadFates(cache)
 	require.Len(t, fates, 1)
 	require.Equal(t, reaper.ByCommand, fates[0].By)
-	require.Equal(t, ledger.FateAlreadyGone, fates[0].Items[0].Outcome)
+	require.Equal(t, ledger.AlreadyGone, fates[0].Items[0].Outcome)
 }
 
 // Whatever a fate file holds, its line is one line of printable text, and
@@ -109,11 +109,11 @@ func TestFateLineHostile(t *testing.T) {
 	_, err := ledger.WriteFate(cache, ledger.Fate{
 		Run: "evil\u202e0001\n", By: "watchdog\x1b[2J\n$(rm -rf /)\u2066",
 		Owner: ledger.FateOwner{PID: 1, Command: "go test\n\x1b]0;pwned\x07 `id`\u202e\u200f", Writer: "go"},
-		Items: []ledger.FateItem{{Kind: "sandbox\n", Name: "x\x1b[31m\u202etxt.exe", Outcome: ledger.FateKept, Note: "why\r\nnot\u061c\u0085"}},
+		Items: []ledger.FateItem{{Kind: "sandbox\n", Name: "x\x1b[31m\u202etxt.exe", Outcome: ledger.Kept, Note: "why\r\nnot\u061c\u0085"}},
 	}, now)
 	require.NoError(t, err)
 	for i := range 6 {
-		_, err := ledger.WriteFate(cache, ledger.Fate{Run: "many000" + string(rune('0'+i)), By: "sweep", Items: []ledger.FateItem{{Kind: "sandbox", Name: "a", Outcome: ledger.FateRemoved}}}, now.Add(-time.Duration(i+1)*time.Second))
+		_, err := ledger.WriteFate(cache, ledger.Fate{Run: "many000" + string(rune('0'+i)), By: "sweep", Items: []ledger.FateItem{{Kind: "sandbox", Name: "a", Outcome: ledger.Removed}}}, now.Add(-time.Duration(i+1)*time.Second))
 		require.NoError(t, err)
 	}
 	lines := reaper.TellFates(cache, "")
@@ -130,7 +130,7 @@ func TestFateLineHostile(t *testing.T) {
 // writes) reads as kept, with no empty reason.
 func TestFateLineKeptWithoutNote(t *testing.T) {
 	line := reaper.FateLine(ledger.FateFile{Fate: ledger.Fate{Run: "1a2b3c4d", By: reaper.ByWatchdog,
-		Items: []ledger.FateItem{{Kind: "sandbox", ID: "abc", Name: "rz-1a2b3c4d-1", Outcome: ledger.FateKept}}}})
+		Items: []ledger.FateItem{{Kind: "sandbox", ID: "abc", Name: "rz-1a2b3c4d-1", Outcome: ledger.Kept}}}})
 	require.Contains(t, line, "(kept sandbox rz-1a2b3c4d-1; the next sweep retries)")
 	require.NotContains(t, line, ": ;")
 }

@@ -3,7 +3,6 @@ package reaper
 import (
 	"bufio"
 	"context"
-	"errors"
 	"io"
 	"log"
 	"os"
@@ -68,7 +67,7 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, proce
 		logger.Printf("refusing runs dir %q, run %q", runsDir, runID)
 		return 2
 	}
-	var lister backend.RunLister
+	var b backend.Backend // nil: local processes only
 	if !processesOnly {
 		drv, err := backend.OpenEndpoint(backendName, endpoint)
 		if err != nil {
@@ -76,8 +75,8 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, proce
 			return 2
 		}
 		defer drv.Close()
-		var ok bool
-		if lister, ok = drv.(backend.RunLister); !ok {
+		b = drv
+		if _, ok := drv.(backend.RunLister); !ok {
 			logger.Printf("backend %s cannot find a run's sandboxes by their mark", backendName)
 			return 2
 		}
@@ -99,114 +98,49 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, proce
 	// Until now the owner held each command it told unreaped, and with it
 	// its group's number: what started in a group before now is the
 	// command's.
-	scope := proctree.Scope{Marks: proctree.OfRun(runID), Commands: told.commands(), PinnedUntil: proctree.Now()}
-	// The run's local processes end beside the engine's work: their grace
-	// must not hold the first removal.
-	procs := make(chan proctree.Result, 1)
-	go func() { procs <- proctree.End(scope, proctree.DefaultGrace, false) }()
-	cache := filepath.Dir(runsDir)
-	if processesOnly {
-		pres := <-procs
-		fate := newNativeFate(told)
-		fate.processes(pres)
-		fate.write(cache, runID, noticed, logger)
-		logProcesses(logger, pres)
-		if !pres.Clean() {
-			logger.Printf("processes were left; the run's .processes file stays for a later sweep")
-			return 0
-		}
-		if err := ledger.RemoveKindFiles(runsDir, runID, names.ProcessKind); err != nil {
-			logger.Printf("delete the run's process lines: %v", err)
-		}
-		return 0
+	t := target{
+		run: runID, toldNames: told.names, grace: proctree.DefaultGrace,
+		procs: &proctree.Scope{Marks: proctree.OfRun(runID), Commands: told.commands(), PinnedUntil: proctree.Now()},
 	}
-	logger.Printf("owner gone (stdin closed): reaping run %s in %s", runID, runsDir)
-	timeout := callTimeout()
-	hung := false
-	fate := newNativeFate(told)
-	// pass removes ids and returns those it could not.
-	pass := func(k names.Kind, ids []string) (failed []string) {
-		if hung {
-			for _, id := range ids {
-				fate.note(k, id, ledger.FateKept, "the engine did not answer an earlier call")
-			}
-			return ids
+	cache := filepath.Dir(runsDir)
+	if !processesOnly {
+		logger.Printf("owner gone (stdin closed): reaping run %s in %s", runID, runsDir)
+		for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind} {
+			t.told[k] = told.ids(k)
 		}
-		if len(ids) == 0 {
-			return nil
+		// Then whatever still carries the run's label, with what the first
+		// pass could not remove.
+		t.byLabel, t.afterKept, t.settle, t.call, t.giveUp = true, true, settle(), callTimeout(), true
+	}
+	res := reapRun(context.Background(), b, t)
+	for _, it := range res.items {
+		if it.Kind != names.ProcessKind && !it.Outcome.Gone() {
+			logger.Printf("%s %s: %s (%s)", it.Kind, it.ID, it.Outcome, it.Note)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		for i, err := range lister.RemoveIDs(ctx, k, ids) {
-			switch {
-			case err == nil:
-				fate.note(k, ids[i], ledger.FateRemoved, "")
-			case errors.Is(err, backend.ErrNotFound):
-				fate.note(k, ids[i], ledger.FateAlreadyGone, "")
-			default:
-				logger.Printf("remove %s %s: %v", k, ids[i], err)
-				fate.note(k, ids[i], ledger.FateKept, err.Error())
-				failed = append(failed, ids[i])
-				if errors.Is(err, backend.ErrUnreachable) {
-					hung = true
+	}
+	writeNativeFate(cache, runID, noticed, res.items, told.execs, logger)
+	logProcesses(logger, res.procs)
+	if !res.procs.Clean() {
+		if processesOnly || res.engineClean() {
+			if !processesOnly {
+				if err := ledger.RemoveKindFiles(runsDir, runID, names.SandboxKind, names.NetworkKind); err != nil {
+					logger.Printf("delete the run's files: %v", err)
 				}
 			}
+			logger.Printf("processes were left; the record and the run's .processes file stay for a later sweep")
+		} else {
+			logger.Printf("something was kept; the run's files stay for a later sweep")
 		}
-		return failed
-	}
-	// First pass: what the owner told, at once.
-	var again [len(names.Kinds)][]string
-	for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind} {
-		again[k] = pass(k, told.ids(k))
-	}
-	if d := settle(); d > 0 && !hung {
-		time.Sleep(d)
-	}
-	// Second pass: whatever still carries the run's label, and what the
-	// first could not remove.
-	clean := !hung
-	for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind} {
-		if hung {
-			break
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		ids, err := lister.ListRun(ctx, k, runID)
-		cancel()
-		if err != nil {
-			logger.Printf("list %s: %v", k.Plural(), err)
-			clean = false
-			if errors.Is(err, backend.ErrUnreachable) {
-				hung = true
-			}
-			continue
-		}
-		for _, id := range again[k] {
-			if !slices.Contains(ids, id) {
-				ids = append(ids, id)
-			}
-		}
-		if len(pass(k, ids)) > 0 {
-			clean = false
-		}
-	}
-	pres := <-procs
-	fate.processes(pres)
-	logProcesses(logger, pres)
-	fate.write(cache, runID, noticed, logger)
-	if pres.Clean() {
-		if err := ledger.RemoveKindFiles(runsDir, runID, names.ProcessKind); err != nil {
-			logger.Printf("delete the run's process lines: %v", err)
-		}
-	}
-	if !clean {
-		logger.Printf("something was kept; the run's files stay for a later sweep")
 		return 0
 	}
-	if !pres.Clean() {
-		if err := ledger.RemoveKindFiles(runsDir, runID, names.SandboxKind, names.NetworkKind); err != nil {
-			logger.Printf("delete the run's files: %v", err)
-		}
-		logger.Printf("processes were left; the record stays for a later sweep")
+	if err := ledger.RemoveKindFiles(runsDir, runID, names.ProcessKind); err != nil {
+		logger.Printf("delete the run's process lines: %v", err)
+	}
+	if processesOnly {
+		return 0
+	}
+	if !res.clean() {
+		logger.Printf("something was kept; the run's files stay for a later sweep")
 		return 0
 	}
 	os.Remove(ledger.OwnerStubPath(cache, runID))
@@ -218,49 +152,16 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, proce
 	return 0
 }
 
-// nativeFate is what becomes of each id, for the run's fate.
-type nativeFate struct {
-	told  *toldSet
-	order []fateKey
-	items map[fateKey]ledger.FateItem
-	extra []ledger.FateItem
-}
-
-type fateKey struct {
-	k  names.Kind
-	id string
-}
-
-func newNativeFate(t *toldSet) *nativeFate {
-	return &nativeFate{told: t, items: map[fateKey]ledger.FateItem{}}
-}
-
-// note sets what became of id; an id removed in one pass and gone in the
-// next stays removed.
-func (f *nativeFate) note(k names.Kind, id, outcome, why string) {
-	key := fateKey{k, id}
-	it, seen := f.items[key]
-	if !seen {
-		f.order = append(f.order, key)
-		it = ledger.FateItem{Kind: fateKind(k), ID: id, Name: f.told.names[k][id]}
-	}
-	if seen && outcome == ledger.FateAlreadyGone && it.Outcome == ledger.FateRemoved {
-		return
-	}
-	it.Outcome, it.Note = outcome, why
-	f.items[key] = it
-}
-
-// write writes the run's fate, when there was anything to tell: a run
-// whose owner ended normally has nothing left, and gets none.
-func (f *nativeFate) write(cache, runID string, noticed time.Time, logger *log.Logger) {
+// writeNativeFate writes the run's fate, when there was anything to tell:
+// a run whose owner ended normally has nothing left, and gets none. The
+// commands still running in its sandboxes were ended by their leases.
+func writeNativeFate(cache, runID string, noticed time.Time, reaped []Item, execs []toldExec, logger *log.Logger) {
 	var items []ledger.FateItem
-	for _, key := range f.order {
-		items = append(items, f.items[key])
+	for _, it := range reaped {
+		items = append(items, fateItem(it))
 	}
-	items = append(items, f.extra...)
-	for _, x := range f.told.execs {
-		items = append(items, ledger.FateItem{Kind: "exec", ID: x.id, Name: x.name, Outcome: ledger.FateEnded, Note: "its lease ended it when the owner died"})
+	for _, x := range execs {
+		items = append(items, ledger.FateItem{Kind: "exec", ID: x.id, Name: x.name, Outcome: ledger.Ended, Note: "its lease ended it when the owner died"})
 	}
 	if len(items) == 0 {
 		return
@@ -273,22 +174,6 @@ func (f *nativeFate) write(cache, runID string, noticed time.Time, logger *log.L
 	}
 	if _, err := ledger.WriteFate(cache, fate, now); err != nil {
 		logger.Printf("fate: %v", err)
-	}
-}
-
-// processes adds what became of the run's local processes.
-func (f *nativeFate) processes(r proctree.Result) {
-	for _, p := range r.Ended {
-		f.extra = append(f.extra, ledger.FateItem{Kind: "process", ID: strconv.Itoa(p.PID), Name: p.Command, Outcome: ledger.FateEnded, Note: p.Why})
-	}
-	for _, p := range r.Escaped {
-		f.extra = append(f.extra, ledger.FateItem{Kind: "process", ID: strconv.Itoa(p.PID), Name: p.Command, Outcome: ledger.FateEscaped, Note: p.Why})
-	}
-	for _, p := range slices.Concat(r.Left, r.NotProven) {
-		f.extra = append(f.extra, ledger.FateItem{Kind: "process", ID: strconv.Itoa(p.PID), Name: p.Command, Outcome: ledger.FateKept, Note: p.Why})
-	}
-	if r.Unproven != nil {
-		f.extra = append(f.extra, ledger.FateItem{Kind: "process", Outcome: ledger.FateKept, Note: r.Unproven.Error()})
 	}
 }
 

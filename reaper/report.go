@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -30,47 +31,37 @@ const (
 	WouldReap Decision = "would reap"
 )
 
-// Outcome is what became of one listed name.
-type Outcome string
-
-const (
-	// Removed: the engine removed it.
-	Removed Outcome = "removed"
-	// AlreadyGone: the engine had nothing of that name.
-	AlreadyGone Outcome = "already gone"
-	// NotOwned: something of that name exists that is not the run's (no
-	// label of the run, or a keep-alive sandbox): left running, its name
-	// dropped from the run's list.
-	NotOwned Outcome = "not this run's"
-	// KeptBack: it may still exist (the engine did not answer, a network
-	// still in use): its name stays listed for a later sweep.
-	KeptBack Outcome = "kept"
-	// Escaped: a local process of the run that left its session: not
-	// signalled, its line stays listed.
-	Escaped Outcome = "escaped"
-	// LeftForMember: a network of another member's run that carries no
-	// run label (the other members label only their containers): never
-	// removed by Go, its line stays listed for that member's own sweep.
-	// It alone does not make a sweep unclean.
-	LeftForMember Outcome = "left for its member's sweep"
-	// WouldRemove: a dry run would have asked for its removal.
-	WouldRemove Outcome = "would be removed"
-)
-
 // Item is one sandbox or network a sweep removed, kept, left alone as not
 // the run's, or would remove.
 type Item struct {
-	Kind    names.Kind
+	Kind names.Kind
+	// ID is the engine's id of a sandbox or network, or a process's pid,
+	// where known.
+	ID      string
 	Name    string
-	Outcome Outcome
+	Outcome ledger.Outcome
 	// Note says why, for what was kept or not the run's.
 	Note string
+	// err is the engine's answer, for what was kept.
+	err error
+}
+
+// cause is the engine's answer that kept it, or its note.
+func (it Item) cause() error {
+	if it.err != nil {
+		return it.err
+	}
+	return errors.New(it.Note)
 }
 
 // String is the item for a terminal: its name and note are cleaned
 // (termtext), so a name from a ledger file forges no line.
 func (it Item) String() string {
-	s := it.Kind.String() + " " + termtext.Clean(it.Name) + ": " + string(it.Outcome)
+	name := termtext.Clean(it.Name)
+	if it.Kind == names.ProcessKind && it.ID != "" {
+		name = termtext.Clean(it.ID) + " (" + name + ")"
+	}
+	s := it.Kind.String() + " " + name + ": " + string(it.Outcome)
 	if it.Note != "" {
 		s += " (" + termtext.Clean(it.Note) + ")"
 	}
@@ -83,6 +74,9 @@ type RunReport struct {
 	Decision Decision
 	// Reason is shown to users as is ("dead: no process has pid 4242").
 	Reason string
+	// Liveness is the owner's, as judged; its zero value (Unknown, no
+	// reason) where the run was left alone before it was judged.
+	Liveness ledger.Liveness
 	// Owner is the run's record; zero when it could not be read.
 	Owner ledger.Record
 	// Removed: removed, or already gone (Outcome says which).
@@ -121,7 +115,7 @@ type Report struct {
 	// them Runs does not hold.
 	Seen, Omitted int
 	counts        map[Decision]int
-	forMember     int // kept runs that keep only LeftForMember networks
+	forMember     int // kept runs that keep only ledger.LeftForMember networks
 	// Unfinished says why the sweep stopped before the end (its time budget
 	// was spent, its context ended): the runs it did not reach stay for a
 	// later sweep.
@@ -199,7 +193,7 @@ func (rr RunReport) onlyLeftForMember() bool {
 		return false
 	}
 	for _, it := range rr.Kept {
-		if it.Outcome != LeftForMember {
+		if it.Outcome != ledger.LeftForMember {
 			return false
 		}
 	}
@@ -259,7 +253,7 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 		}
 		for _, it := range rr.Kept {
 			mark := "!"
-			if it.Outcome == LeftForMember {
+			if it.Outcome == ledger.LeftForMember {
 				mark = "~"
 			}
 			fmt.Fprintf(&b, "      %s %s\n", mark, it)

@@ -335,16 +335,14 @@ func (s *Session) Forget(k names.Kind, name string) error {
 func (s *Session) Close(ctx context.Context) error {
 	var errs []error
 	if s.run != nil {
+		t := target{run: s.runID}
 		for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind} {
-			for _, err := range s.Release(ctx, k, s.run.Names(k)) {
-				if err != nil {
-					errs = append(errs, err)
-				}
-			}
+			t.listed[k] = s.run.Names(k)
 		}
 		// Local processes still listed (their Stop failed, or was never
 		// called): what their marks, groups and descent prove.
-		if lines := s.run.Names(names.ProcessKind); len(lines) > 0 {
+		lines := s.run.Names(names.ProcessKind)
+		if len(lines) > 0 {
 			var marks []string
 			var cmds []proctree.Command
 			for _, l := range lines {
@@ -353,16 +351,30 @@ func (s *Session) Close(ctx context.Context) error {
 					cmds = append(cmds, c)
 				}
 			}
-			res := proctree.End(proctree.Scope{Marks: proctree.OfMarks(marks...), Commands: cmds}, proctree.DefaultGrace, false)
-			if res.Clean() {
+			t.procs, t.grace = &proctree.Scope{Marks: proctree.OfMarks(marks...), Commands: cmds}, proctree.DefaultGrace
+		}
+		res := reapRun(ctx, s.drv, t)
+		for _, it := range res.items {
+			switch {
+			case it.Kind == names.ProcessKind:
+			case it.Outcome.Gone() || it.Outcome == ledger.NotOwned:
+				if err := s.Forget(it.Kind, it.Name); err != nil {
+					errs = append(errs, err)
+				}
+			default:
+				errs = append(errs, fmt.Errorf("remove %s %s: %w (it stays in the ledger for the watchdog or the next sweep)", it.Kind, it.Name, it.cause()))
+			}
+		}
+		if len(lines) > 0 {
+			if r := res.procs; r.Clean() {
 				for _, l := range lines {
 					if err := s.Forget(names.ProcessKind, l); err != nil {
 						errs = append(errs, err)
 					}
 				}
 			} else {
-				err := fmt.Errorf("local processes of the run were left: %d escaped, %d not ended, %d not proven the run's", len(res.Escaped), len(res.Left), len(res.NotProven))
-				errs = append(errs, errors.Join(err, res.Unproven))
+				err := fmt.Errorf("local processes of the run were left: %d escaped, %d not ended, %d not proven the run's", len(r.Escaped), len(r.Left), len(r.NotProven))
+				errs = append(errs, errors.Join(err, r.Unproven))
 			}
 		}
 	}

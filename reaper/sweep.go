@@ -308,7 +308,7 @@ func (c *config) decide(b backend.Backend, rf ledger.RunFiles) RunReport {
 		return rr
 	}
 	lv := c.liveness(rec)
-	rr.Reason = lv.String()
+	rr.Liveness, rr.Reason = lv, lv.String()
 	switch {
 	case lv.State == ledger.Dead:
 		rr.Decision = Reaped
@@ -337,12 +337,12 @@ func (c *config) preview(ctx context.Context, b backend.Backend, rf ledger.RunFi
 		for i, n := range ns {
 			it := judge(rf, k, n, outcomeAt(errs, i))
 			switch it.Outcome {
-			case Removed:
-				it.Outcome = WouldRemove
+			case ledger.Removed:
+				it.Outcome = ledger.WouldRemove
 				rr.Removed = append(rr.Removed, it)
-			case AlreadyGone:
+			case ledger.AlreadyGone:
 				rr.Removed = append(rr.Removed, it)
-			case NotOwned:
+			case ledger.NotOwned:
 				rr.NotOwned = append(rr.NotOwned, it)
 			default:
 				rr.Kept = append(rr.Kept, it)
@@ -366,13 +366,13 @@ func outcomeAt(errs []error, i int) error {
 // engine's answer err to its removal (or, in a dry run, to its lookup).
 func judge(rf ledger.RunFiles, k names.Kind, n string, err error) Item {
 	it := outcome(k, n, err)
-	if it.Outcome == NotOwned && k == names.NetworkKind && foreignWriter(rf) &&
+	if it.Outcome == ledger.NotOwned && k == names.NetworkKind && foreignWriter(rf) &&
 		names.FamilyNetwork(n) && errors.Is(err, backend.ErrUnlabelled) {
 		// The other members label their containers but not their
 		// networks: the run's own member removes it by name, so its line
 		// and the run's record stay for that member's sweep, by hand too
 		// (a run dropped from the ledger is a network no one finds again).
-		it.Outcome = LeftForMember
+		it.Outcome = ledger.LeftForMember
 		it.Note = "another member's network, which it does not label: the run's files stay for that member's sweep, which removes it by name; Go removes only what it can prove the run's (" + it.Note + ")"
 	}
 	return it
@@ -409,38 +409,6 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 		rr.Reason += "; a list is oversized: none of its lines was read"
 	}
 
-	kept := map[names.Kind][]string{}
-	// here: this engine showed something of the run (namesNoEngine).
-	here := false
-	for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind} {
-		pending := l.Of(k)
-		// A network in use may be held by a container removed a moment ago
-		// (or by another network's endpoint): one more pass after the rest.
-		for pass := 0; pass < 2 && len(pending) > 0; pass++ {
-			errs := b.Remove(ctx, k, rf.ID, pending)
-			var again []string
-			for i, n := range pending {
-				err := outcomeAt(errs, i)
-				here = here || err == nil || errors.Is(err, backend.ErrInUse)
-				if pass == 0 && k == names.NetworkKind && errors.Is(err, backend.ErrInUse) {
-					again = append(again, n)
-					continue
-				}
-				it := judge(rf, k, n, err)
-				here = here || it.Outcome == LeftForMember
-				switch it.Outcome {
-				case Removed, AlreadyGone:
-					rr.Removed = append(rr.Removed, it)
-				case NotOwned:
-					rr.NotOwned = append(rr.NotOwned, it)
-				default:
-					rr.Kept = append(rr.Kept, it)
-					kept[k] = append(kept[k], n)
-				}
-			}
-			pending = again
-		}
-	}
 	// Local processes (rightsize-go's own lines): every live process
 	// proven the run's is ended — carrying one of its marks, in the group
 	// of a command its lines name while something proves that group the
@@ -451,85 +419,46 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 	// no process can be proven (macOS, Windows), a person's sweep of the
 	// run forgets its lines without signalling anything; any other sweep
 	// keeps them.
-	procsKept := false
+	t := target{run: rf.ID, byLabel: true, byHand: byHand, judge: func(k names.Kind, n string, err error) Item { return judge(rf, k, n, err) }}
+	for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind} {
+		t.listed[k] = l.Of(k)
+	}
 	if rf.Has(names.ProcessKind) {
-		lines := l.Of(names.ProcessKind)
-		grace := proctree.DefaultGrace
+		t.grace = proctree.DefaultGrace
 		if dl, ok := ctx.Deadline(); ok {
 			// The sweep's budget bounds the grace too (a SIGKILL follows).
-			grace = max(0, min(grace, time.Until(dl)/2))
+			t.grace = max(0, min(t.grace, time.Until(dl)/2))
 		}
 		var cmds []proctree.Command
-		for _, line := range lines {
+		for _, line := range l.Of(names.ProcessKind) {
 			if c, ok := proctree.ParseLine(rf.ID, line); ok && c.PID != 0 {
 				cmds = append(cmds, c)
 			}
 		}
-		pres := proctree.End(proctree.Scope{Marks: proctree.OfRun(rf.ID), Commands: cmds}, grace, byHand)
-		for _, p := range pres.Ended {
-			rr.Removed = append(rr.Removed, Item{Kind: names.ProcessKind, Name: processName(p), Outcome: Removed, Note: p.Why})
-		}
-		for _, p := range pres.Escaped {
-			rr.Kept = append(rr.Kept, Item{Kind: names.ProcessKind, Name: processName(p), Outcome: Escaped, Note: p.Why + "; " + escapedHint(rf.ID, p)})
-		}
-		for _, p := range pres.Left {
-			rr.Kept = append(rr.Kept, Item{Kind: names.ProcessKind, Name: processName(p), Outcome: KeptBack, Note: p.Why})
-		}
-		notProven := !byHand && len(pres.NotProven) > 0
-		for _, p := range pres.NotProven {
-			it := Item{Kind: names.ProcessKind, Name: processName(p), Outcome: KeptBack, Note: p.Why}
-			if byHand {
-				it.Outcome, it.Note = NotOwned, p.Why+"; forgotten by hand"
-				rr.NotOwned = append(rr.NotOwned, it)
-				continue
-			}
+		t.procs = &proctree.Scope{Marks: proctree.OfRun(rf.ID), Commands: cmds}
+	}
+	res := reapRun(ctx, b, t)
+	for _, it := range res.items {
+		switch {
+		case it.Outcome.Gone():
+			rr.Removed = append(rr.Removed, it)
+		case it.Outcome == ledger.NotOwned:
+			rr.NotOwned = append(rr.NotOwned, it)
+		default:
 			rr.Kept = append(rr.Kept, it)
 		}
-		switch {
-		case errors.Is(pres.Unproven, proctree.ErrUnsupported) && byHand:
-			rr.Removed = append(rr.Removed, Item{Kind: names.ProcessKind, Name: "(the run's processes)", Outcome: AlreadyGone, Note: pres.Unproven.Error() + "; forgotten by hand, nothing signalled"})
-		case pres.Unproven != nil:
-			note := pres.Unproven.Error()
-			if errors.Is(pres.Unproven, proctree.ErrUnsupported) {
-				note += " (rightsize sweep --run " + rf.ID + " forgets them)"
-			}
-			rr.Kept = append(rr.Kept, Item{Kind: names.ProcessKind, Name: "(the run's processes)", Outcome: KeptBack, Note: note})
-			procsKept = true
-		case len(pres.Escaped) > 0 || len(pres.Left) > 0 || notProven:
-			procsKept = true
-		}
-		if procsKept {
-			// nil when the list could not be read: the run is kept all
-			// the same, and an unread file is never rewritten.
-			kept[names.ProcessKind] = lines
+	}
+	kept := map[names.Kind][]string{}
+	for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind} {
+		if len(res.kept[k]) > 0 {
+			kept[k] = res.kept[k]
 		}
 	}
-
-	// What the engine shows as the run's without its list naming it (a
-	// list a killed writer cut short): provably the run's, so removed too.
-	// When that cannot be finished, the lists stay exactly as they were.
-	asIs := false
-	if lister, ok := b.(backend.RunLister); ok && len(kept) == 0 {
-		for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind} {
-			ids, err := lister.ListRun(ctx, k, rf.ID)
-			if err != nil {
-				rr.Kept = append(rr.Kept, Item{Kind: k, Name: "(whatever carries the run's label)", Outcome: KeptBack, Note: err.Error()})
-				asIs = true
-				continue
-			}
-			here = here || len(ids) > 0
-			for i, err := range lister.RemoveIDs(ctx, k, ids) {
-				it := outcome(k, ids[i], err)
-				it.Note = "labelled with the run, not listed"
-				switch it.Outcome {
-				case Removed:
-					rr.Removed = append(rr.Removed, it)
-				case KeptBack:
-					rr.Kept = append(rr.Kept, it)
-					asIs = true
-				}
-			}
-		}
+	procsKept, asIs, here := res.procsKept, res.asIs, res.here
+	if procsKept {
+		// nil when the list could not be read: the run is kept all the
+		// same, and an unread file is never rewritten.
+		kept[names.ProcessKind] = l.Of(names.ProcessKind)
 	}
 
 	if !here && !byHand && namesNoEngine(b, rf) && l.Len() > 0 {
@@ -619,17 +548,25 @@ func processName(p proctree.Proc) string {
 
 // outcome classifies a removal.
 func outcome(k names.Kind, name string, err error) Item {
+	it := classify(k, name, err)
+	if !it.Outcome.Gone() {
+		it.err = err
+	}
+	return it
+}
+
+func classify(k names.Kind, name string, err error) Item {
 	switch {
 	case err == nil:
-		return Item{Kind: k, Name: name, Outcome: Removed}
+		return Item{Kind: k, Name: name, Outcome: ledger.Removed}
 	case errors.Is(err, backend.ErrNotFound):
-		return Item{Kind: k, Name: name, Outcome: AlreadyGone}
+		return Item{Kind: k, Name: name, Outcome: ledger.AlreadyGone}
 	case errors.Is(err, backend.ErrNotOwned):
-		return Item{Kind: k, Name: name, Outcome: NotOwned, Note: err.Error()}
+		return Item{Kind: k, Name: name, Outcome: ledger.NotOwned, Note: err.Error()}
 	case errors.Is(err, backend.ErrInUse):
-		return Item{Kind: k, Name: name, Outcome: KeptBack, Note: "still in use: " + err.Error()}
+		return Item{Kind: k, Name: name, Outcome: ledger.Kept, Note: "still in use: " + err.Error()}
 	default:
-		return Item{Kind: k, Name: name, Outcome: KeptBack, Note: err.Error()}
+		return Item{Kind: k, Name: name, Outcome: ledger.Kept, Note: err.Error()}
 	}
 }
 

@@ -47,7 +47,7 @@ func TestSweepByHandKeepsMemberNetwork(t *testing.T) {
 		rep, err := reaper.Sweep(ctx, d, opts...)
 		must(t, err)
 		rr, ok := rep.Run(id)
-		if !ok || rr.Decision != reaper.Kept || len(rr.Kept) != 1 || rr.Kept[0].Outcome != reaper.LeftForMember {
+		if !ok || rr.Decision != reaper.Kept || len(rr.Kept) != 1 || rr.Kept[0].Outcome != ledger.LeftForMember {
 			t.Fatalf("by hand %v: run %s: %+v; want it kept, its network left for its member's sweep", byHand, id, rr)
 		}
 		if !rep.Clean() {

@@ -263,7 +263,7 @@ func (d *demo) sweepDir(ctx context.Context, dir string) (removed map[backend.Ki
 	removed = map[backend.Kind]int{}
 	for i := 0; err == nil && i < len(rep.Runs); i++ {
 		for _, it := range rep.Runs[i].Removed {
-			if it.Outcome == reaper.Removed {
+			if it.Outcome == ledger.Removed {
 				removed[it.Kind]++
 			}
 		}

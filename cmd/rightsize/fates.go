@@ -55,7 +55,7 @@ func lsFates(w *bufio.Writer, cache string, asJSON bool) error {
 			if it.ID != "" && it.ID != it.Name {
 				line += " (" + termtext.Clean(shortID(it.ID)) + ")"
 			}
-			line += ": " + termtext.Clean(it.Outcome)
+			line += ": " + termtext.Clean(string(it.Outcome))
 			if it.Note != "" {
 				line += " (" + termtext.Clean(it.Note) + ")"
 			}

@@ -130,8 +130,8 @@ func (c *cli) sweep(args []string) error {
 	}
 	if byHand {
 		if rr, ok := rep.Run(*runFlag); ok && rr.Decision == reaper.LeftAlone {
-			if strings.HasPrefix(rr.Reason, ledger.Alive.String()+": ") {
-				return fmt.Errorf("%s: its owner is alive: %s; the run was left alone, nothing was removed", what, strings.TrimPrefix(rr.Reason, ledger.Alive.String()+": "))
+			if rr.Liveness.State == ledger.Alive {
+				return fmt.Errorf("%s: its owner is alive: %s; the run was left alone, nothing was removed", what, rr.Liveness.Reason)
 			}
 			return fmt.Errorf("%s: the run was left alone: %s; nothing was removed", what, rr.Reason)
 		}
@@ -147,7 +147,7 @@ func keptCount(rep *reaper.Report) int {
 	n := 0
 	for _, rr := range rep.Runs {
 		for _, it := range rr.Kept {
-			if it.Outcome != reaper.LeftForMember {
+			if it.Outcome != ledger.LeftForMember {
 				n++
 			}
 		}
@@ -163,7 +163,7 @@ func keptSummary(rep *reaper.Report) string {
 	var s, n, other int
 	for _, rr := range rep.Runs {
 		for _, it := range rr.Kept {
-			if it.Outcome == reaper.LeftForMember {
+			if it.Outcome == ledger.LeftForMember {
 				continue
 			}
 			if it.Kind == backend.NetworkKind {
