@@ -90,7 +90,7 @@ kube-gate:
 # PODMANRUNRE picks tests by name (go test's -run), for example
 # `make test-podman PODMANRUN=rootless PODMANPKGS=./sandboxtest/
 # PODMANRUNRE=TestWatchdogAfterSIGKILL` for the rootless crash row.
-PODMANPKGS ?= ./backend/docker/ ./sandboxtest/ ./reaper/
+PODMANPKGS ?= ./internal/backend/docker/ ./sandboxtest/ ./internal/reaper/
 PODMANRUNRE ?= .
 test-podman:
 	@if [ "$(PODMANRUN)" = rootless ]; then \
@@ -126,15 +126,15 @@ cross:
 		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build ./...; \
 	done
 
-# Every Fuzz target of ./ledger, FUZZTIME each: `go test -fuzz` takes one
+# Every Fuzz target of ./internal/ledger, FUZZTIME each: `go test -fuzz` takes one
 # target at a time, and listing them picks up new ones.
 fuzz:
-	@set -e; list=$$($(GO) test -list '^Fuzz' ./ledger); \
+	@set -e; list=$$($(GO) test -list '^Fuzz' ./internal/ledger); \
 	targets=$$(printf '%s\n' "$$list" | grep '^Fuzz' || true); \
-	if [ -z "$$targets" ]; then echo "fuzz: no Fuzz targets in ./ledger"; exit 0; fi; \
+	if [ -z "$$targets" ]; then echo "fuzz: no Fuzz targets in ./internal/ledger"; exit 0; fi; \
 	for t in $$targets; do \
-		echo "go test -run='^$$' -fuzz='^$$t$$' -fuzztime=$(FUZZTIME) ./ledger"; \
-		$(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) ./ledger; \
+		echo "go test -run='^$$' -fuzz='^$$t$$' -fuzztime=$(FUZZTIME) ./internal/ledger"; \
+		$(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) ./internal/ledger; \
 	done
 
 demo: engine

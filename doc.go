@@ -1,6 +1,8 @@
-// Package rightsize is the root of rightsize-go: see sandboxtest for what a
-// test calls (Start, NewNetwork, Track, Main, Shared), backend for the
-// engines sandboxes run on, reaper and ledger for how they are removed
-// whatever kills the test, and cmd/rightsize for the command line. It holds
-// no code of its own; its examples show the entry points side by side.
+// Package rightsize is the root of rightsize-go, which makes every sandbox
+// a Go test starts go away when the test process dies, however it dies.
+// A test calls package sandboxtest (Start, NewNetwork, Track, GuardAll,
+// Main and Setup); package reaper sweeps dead runs from code; package
+// ledger is the on-disk run ledger shared with the Rust, Kotlin and Node
+// members of the family; cmd/rightsize is the command line. The root holds
+// no code of its own.
 package rightsize

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
+	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctest"
-	"github.com/rightsize/rightsize-go/ledger"
 )
 
 // fateOf returns the fates of run in the rig's cache dir.

@@ -20,7 +20,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
-	"github.com/rightsize/rightsize-go/ledger"
+	"github.com/rightsize/rightsize-go/internal/ledger"
 )
 
 // guardFixture is a running guardfixture binary: what it said, and its

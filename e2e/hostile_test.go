@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
-	"github.com/rightsize/rightsize-go/ledger"
+	"github.com/rightsize/rightsize-go/internal/ledger"
 )
 
 // hostileLines are ledger lines that would run a command, pass an option

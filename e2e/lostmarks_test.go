@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
+	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctree"
-	"github.com/rightsize/rightsize-go/ledger"
 )
 
 // lostIDs reads what an owner of a harness.Plan{LostMarks: true} said of

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
+	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctest"
-	"github.com/rightsize/rightsize-go/ledger"
 )
 
 // nsInit is the init of the owner's pid namespace: it runs the owner in

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
+	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/proctree"
-	"github.com/rightsize/rightsize-go/ledger"
 )
 
 // liveProcesses lists the live processes carrying the run's mark.

@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
-	"github.com/rightsize/rightsize-go/ledger"
+	"github.com/rightsize/rightsize-go/internal/ledger"
 )
 
 // leftBehind fails the test for what the owner's run kept after its kill,

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
+	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctest"
-	"github.com/rightsize/rightsize-go/ledger"
 )
 
 // snapshot reads the run's files (name → content) as they are.

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/internal/backend"
 )
 
 // Ending is how an Exec ended. A command that ran past its welcome is an

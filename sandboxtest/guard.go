@@ -9,8 +9,8 @@ import (
 
 	"github.com/testcontainers/testcontainers-go"
 
-	"github.com/rightsize/rightsize-go/backend"
-	"github.com/rightsize/rightsize-go/reaper"
+	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 )
 
 // Guard is a started sandbox bound to the test (or suite) that started it.

@@ -9,9 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/names"
-	"github.com/rightsize/rightsize-go/ledger"
 )
 
 // GuardAll makes Main guard every container and network the test binary

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rightsize/rightsize-go/ledger"
+	"github.com/rightsize/rightsize-go/internal/ledger"
 )
 
 // GuardAll refuses, with one line and exit 1, where it cannot guard: the

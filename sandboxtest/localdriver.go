@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rightsize/rightsize-go/backend"
-	"github.com/rightsize/rightsize-go/reaper"
+	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 )
 
 // localDriver is the backend of a run of local processes only, for a

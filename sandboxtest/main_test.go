@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rightsize/rightsize-go/ledger"
+	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/sandboxtest"
 )
 

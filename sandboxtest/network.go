@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/rightsize/rightsize-go/internal/names"
-	"github.com/rightsize/rightsize-go/reaper"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 )
 
 // Network is a network sandboxes can join (Spec.Networks), removed when the

@@ -16,7 +16,7 @@ import (
 	"github.com/rightsize/rightsize-go/internal/capbuf"
 	"github.com/rightsize/rightsize-go/internal/names"
 	"github.com/rightsize/rightsize-go/internal/proctree"
-	"github.com/rightsize/rightsize-go/reaper"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 )
 
 // Process is a local program a test started with StartProcess: the

@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rightsize/rightsize-go/backend"
-	"github.com/rightsize/rightsize-go/ledger"
+	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/ledger"
 )
 
 // envReuse enables keep-alive reuse when "true" or "1": a Spec must also

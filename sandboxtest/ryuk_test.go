@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/internal/envlist"
+	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/testimage"
-	"github.com/rightsize/rightsize-go/ledger"
 )
 
 // Where Ryuk cannot start (its image absent and no registry to pull it

@@ -7,14 +7,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rightsize/rightsize-go/backend"
-	_ "github.com/rightsize/rightsize-go/backend/docker" // registers the docker backend
-	_ "github.com/rightsize/rightsize-go/backend/msb"    // registers the msb backend
+	"github.com/rightsize/rightsize-go/internal/backend"
+	_ "github.com/rightsize/rightsize-go/internal/backend/docker" // registers the docker backend
+	_ "github.com/rightsize/rightsize-go/internal/backend/msb"    // registers the msb backend
+	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/names"
 	"github.com/rightsize/rightsize-go/internal/probe"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 	"github.com/rightsize/rightsize-go/internal/termtext"
-	"github.com/rightsize/rightsize-go/ledger"
-	"github.com/rightsize/rightsize-go/reaper"
 )
 
 func init() {

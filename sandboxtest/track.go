@@ -7,7 +7,7 @@ import (
 
 	"github.com/testcontainers/testcontainers-go"
 
-	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/internal/backend"
 )
 
 // Track returns a testcontainers-go customizer that gives a container started

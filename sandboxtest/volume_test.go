@@ -9,8 +9,8 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/rightsize/rightsize-go/internal/proctest"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 	"github.com/rightsize/rightsize-go/internal/testimage"
-	"github.com/rightsize/rightsize-go/reaper"
 	"github.com/rightsize/rightsize-go/sandboxtest"
 )
 

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctest"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 	"github.com/rightsize/rightsize-go/internal/testimage"
-	"github.com/rightsize/rightsize-go/ledger"
-	"github.com/rightsize/rightsize-go/reaper"
 	"github.com/rightsize/rightsize-go/sandboxtest"
 )
 

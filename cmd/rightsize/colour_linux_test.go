@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/pidns"
-	"github.com/rightsize/rightsize-go/ledger"
 )
 
 // openPty returns the two ends of a new pseudo-terminal.

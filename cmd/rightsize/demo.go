@@ -22,14 +22,14 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/rightsize/rightsize-go/backend"
-	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/backend/docker"
 	"github.com/rightsize/rightsize-go/internal/envlist"
 	"github.com/rightsize/rightsize-go/internal/image"
+	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/names"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 	"github.com/rightsize/rightsize-go/internal/termtext"
-	"github.com/rightsize/rightsize-go/ledger"
-	"github.com/rightsize/rightsize-go/reaper"
 )
 
 const (

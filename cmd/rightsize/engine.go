@@ -5,7 +5,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/internal/backend"
 )
 
 // lsEngineTimeout bounds what ls asks the engine (resolving it and listing

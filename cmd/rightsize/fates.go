@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 	"github.com/rightsize/rightsize-go/internal/termtext"
-	"github.com/rightsize/rightsize-go/ledger"
-	"github.com/rightsize/rightsize-go/reaper"
 )
 
 // lsFate is one fate in `ls --fates --json`: the fate as written, with

@@ -14,9 +14,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/termtext"
-	"github.com/rightsize/rightsize-go/ledger"
 )
 
 // Keep-alive sandboxes are known from two sides: the registry under the

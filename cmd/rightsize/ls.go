@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/termtext"
-	"github.com/rightsize/rightsize-go/ledger"
 )
 
 // lsRun is one run as `rightsize ls --json` prints it. The field names are

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rightsize/rightsize-go/ledger"
+	"github.com/rightsize/rightsize-go/internal/ledger"
 )
 
 // benchRuns is how many runs BenchmarkLs writes: 200,000 unless

@@ -12,11 +12,11 @@ import (
 
 	tclog "github.com/testcontainers/testcontainers-go/log"
 
-	_ "github.com/rightsize/rightsize-go/backend/docker" // registers the docker backend
-	_ "github.com/rightsize/rightsize-go/backend/msb"    // registers the msb backend
+	_ "github.com/rightsize/rightsize-go/internal/backend/docker" // registers the docker backend
+	_ "github.com/rightsize/rightsize-go/internal/backend/msb"    // registers the msb backend
+	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 	"github.com/rightsize/rightsize-go/internal/termtext"
-	"github.com/rightsize/rightsize-go/ledger"
-	"github.com/rightsize/rightsize-go/reaper"
 )
 
 // Exit codes.

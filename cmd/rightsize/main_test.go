@@ -22,11 +22,11 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tclog "github.com/testcontainers/testcontainers-go/log"
 
-	"github.com/rightsize/rightsize-go/backend"
-	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/pidns"
 	"github.com/rightsize/rightsize-go/internal/testimage"
-	"github.com/rightsize/rightsize-go/ledger"
 )
 
 // Backends the scripts choose with RIGHTSIZE_BACKEND (this test binary is

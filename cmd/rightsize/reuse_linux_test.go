@@ -14,11 +14,11 @@ import (
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
-	"github.com/rightsize/rightsize-go/backend"
-	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/testimage"
-	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/sandboxtest"
 )
 

@@ -14,10 +14,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 	"github.com/rightsize/rightsize-go/internal/termtext"
-	"github.com/rightsize/rightsize-go/ledger"
-	"github.com/rightsize/rightsize-go/reaper"
 )
 
 func (c *cli) sweep(args []string) error {

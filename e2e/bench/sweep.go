@@ -9,10 +9,10 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/rightsize/rightsize-go/backend/docker"
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
-	"github.com/rightsize/rightsize-go/ledger"
-	"github.com/rightsize/rightsize-go/reaper"
+	"github.com/rightsize/rightsize-go/internal/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 )
 
 // sweep times reaper.Sweep through the docker driver over an empty

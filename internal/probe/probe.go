@@ -10,7 +10,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/rightsize/rightsize-go/reaper"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 )
 
 var (

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/rightsize/rightsize-go/internal/envlist"
-	"github.com/rightsize/rightsize-go/ledger"
+	"github.com/rightsize/rightsize-go/internal/ledger"
 )
 
 // EnvPlan carries an owner's Plan, as JSON, to the re-executed process.

@@ -1,0 +1,341 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
+
+	"github.com/rightsize/rightsize-go/internal/backend"
+)
+
+// Labels rightsize puts on ordinary containers and networks: the run id,
+// under both spellings the family uses (Kotlin and Node write runId, Rust
+// run_id), so any member's run-scoped listing finds them, and a removal for
+// a run of any member can prove what it removes is that run's.
+const (
+	LabelRunID    = "dev.rightsize.runId"
+	LabelRunIDAlt = "dev.rightsize.run_id"
+	// LabelReuse marks a keep-alive container, instead of the run labels.
+	LabelReuse = "dev.rightsize.reuse"
+)
+
+// EnvHostOverride is testcontainers-go's variable for the host published
+// ports are reached on; it is honoured when set.
+const EnvHostOverride = "TESTCONTAINERS_HOST_OVERRIDE"
+
+func init() {
+	backend.Register(backend.Docker, func(ctx context.Context) (backend.Driver, error) {
+		d, err := Open(ctx)
+		if err != nil {
+			return nil, err // not a nil *Driver in a non-nil interface
+		}
+		return d, nil
+	})
+	backend.RegisterEndpoint(backend.Docker, func(host string) (backend.Driver, error) {
+		d, err := OpenHost(host)
+		if err != nil {
+			return nil, err
+		}
+		return d, nil
+	})
+}
+
+// Driver is the Docker backend.
+type Driver struct {
+	cli *client.Client
+	// daemonHost is the engine as the client reaches it; endpoint is the
+	// same, canonical (a unix socket path with its links resolved), so two
+	// spellings of one engine compare equal.
+	daemonHost string
+	endpoint   string
+	// netOnce decides, at first need, where published ports are bound and
+	// reached (reach.go): it may ask the engine, which OpenHost must not.
+	netOnce sync.Once
+	netV    reach
+	// isDefault: the engine is the one a process with no configuration
+	// reaches (the default socket, however it was named).
+	isDefault bool
+
+	cliOnce sync.Once
+	cliPath string
+	cliErr  error
+
+	// kindMu serialises asking whether the engine is Podman; kindKnown
+	// is set once it has answered, podman is the answer.
+	kindMu    sync.Mutex
+	podman    bool
+	kindKnown atomic.Bool
+
+	note string
+}
+
+var _ backend.RunLister = (*Driver)(nil)
+
+// Open connects to the engine testcontainers-go resolves (its
+// ~/.testcontainers.properties tc.host, DOCKER_HOST, the default socket).
+// When none answers, the error wraps backend.ErrUnreachable and says what
+// was tried.
+func Open(ctx context.Context) (*Driver, error) {
+	note, pulled := prepareRyuk(ctx)
+	if pulled {
+		// The engine answered, then a registry took its time: what waits
+		// on the engine next has backend.ResolveTimeout afresh, and still
+		// ends when the caller cancels.
+		fresh, cancel := context.WithTimeout(context.WithoutCancel(ctx), backend.ResolveTimeout)
+		defer cancel()
+		stop := context.AfterFunc(ctx, func() {
+			if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+				cancel()
+			}
+		})
+		defer stop()
+		ctx = fresh
+	}
+	tc, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", backend.ErrUnreachable, err)
+	}
+	if _, err := tc.Ping(ctx, client.PingOptions{}); err != nil {
+		tc.Close()
+		return nil, fmt.Errorf("%w: %s: %v", backend.ErrUnreachable, tc.DaemonHost(), err)
+	}
+	if err := checkDockerHost(ctx, tc.DaemonHost()); err != nil {
+		tc.Close()
+		return nil, err
+	}
+	cli := tc.Client
+	if up := os.Getenv(EnvUpstream); up != "" && canonicalEndpoint(tc.DaemonHost()) == canonicalEndpoint(os.Getenv("DOCKER_HOST")) {
+		// DOCKER_HOST is a guard's proxy (guardall.go): this driver talks
+		// to the engine behind it, and so will its watchdog.
+		upCli, err := client.New(client.WithHost(up))
+		if err != nil {
+			tc.Close()
+			return nil, fmt.Errorf("%w: %s (behind the guard's proxy %s): %v", backend.ErrUnreachable, up, tc.DaemonHost(), err)
+		}
+		tc.Close()
+		cli = upCli
+	}
+	d := newDriver(ctx, cli)
+	d.note = note
+	return d, nil
+}
+
+// Note is what the driver's opening found that its user should hear of
+// once (Ryuk turned off, say); "" when nothing.
+func (d *Driver) Note() string { return d.note }
+
+// OpenHost returns a driver for the engine at host, in DOCKER_HOST syntax
+// ("unix:///var/run/docker.sock", "tcp://10.0.0.5:2376"), without asking it
+// anything: unlike Open it neither resolves an engine nor fails when none
+// answers there, so that a sweep can be pointed at one given engine.
+func OpenHost(host string) (*Driver, error) {
+	cli, err := client.New(client.WithHost(host))
+	if err != nil {
+		return nil, fmt.Errorf("docker engine %s: %w", host, err)
+	}
+	return newDriver(context.Background(), cli), nil
+}
+
+// checkDockerHost fails when DOCKER_HOST names an engine that does not
+// answer. testcontainers-go passes over such a DOCKER_HOST and takes the
+// next engine it finds (the default socket, say): a user who named an
+// engine must not be given another one without a word. A DOCKER_HOST that
+// answers while testcontainers-go chose another engine (its tc.host
+// property comes first) is testcontainers-go's rule, and kept.
+func checkDockerHost(ctx context.Context, chosen string) error {
+	want := os.Getenv("DOCKER_HOST")
+	if want == "" {
+		return nil
+	}
+	if canonicalEndpoint(want) == canonicalEndpoint(chosen) {
+		return nil
+	}
+	cli, err := client.New(client.FromEnv)
+	if err == nil {
+		defer cli.Close()
+		_, err = cli.Ping(ctx, client.PingOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("%w: DOCKER_HOST=%s: %v (an engine answers at %s: unset DOCKER_HOST to use it)", backend.ErrUnreachable, want, err, chosen)
+	}
+	return nil
+}
+
+func newDriver(_ context.Context, cli *client.Client) *Driver {
+	d := &Driver{cli: cli, daemonHost: cli.DaemonHost()}
+	d.endpoint = canonicalEndpoint(d.daemonHost)
+	d.isDefault = d.endpoint == canonicalEndpoint(defaultHost())
+	return d
+}
+
+// defaultHost is the engine a process with no configuration reaches, as
+// the docker command line and the other members of the family find it.
+func defaultHost() string {
+	if runtime.GOOS == "windows" {
+		return "npipe:////./pipe/docker_engine"
+	}
+	return "unix:///var/run/docker.sock"
+}
+
+// canonicalEndpoint resolves a unix socket's symbolic links
+// (/var/run/docker.sock and /run/docker.sock are one engine).
+func canonicalEndpoint(daemonHost string) string {
+	u, err := url.Parse(daemonHost)
+	if err != nil || u.Scheme != "unix" {
+		return daemonHost
+	}
+	p := u.Path
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		p = r
+	}
+	return "unix://" + p
+}
+
+// Name is backend.Docker.
+func (d *Driver) Name() string { return backend.Docker }
+
+// DefaultEndpoint reports whether this is the engine a process with no
+// configuration reaches: the default socket, whether reached through it,
+// through a DOCKER_HOST or a tc.host that spell it out, or through a link
+// to it.
+func (d *Driver) DefaultEndpoint() bool { return d.isDefault }
+
+// Endpoint is the engine, canonical: "unix:///run/docker.sock".
+func (d *Driver) Endpoint() string { return d.endpoint }
+
+// DaemonHost is the engine as this process reaches it (DOCKER_HOST syntax).
+func (d *Driver) DaemonHost() string { return d.daemonHost }
+
+// Host is where published ports are reached.
+func (d *Driver) Host() string { return d.net().host }
+
+// net is where published ports are bound and reached, decided once.
+func (d *Driver) net() reach {
+	d.netOnce.Do(func() { d.netV = resolveReach(context.Background(), d.cli, d.daemonHost) })
+	return d.netV
+}
+
+// Client is the Docker API client the driver uses.
+func (d *Driver) Client() *client.Client { return d.cli }
+
+// Close releases the API client.
+func (d *Driver) Close() error { return d.cli.Close() }
+
+// dockerCLI finds the docker command line, which the script watchdog needs.
+func (d *Driver) dockerCLI() (string, error) {
+	d.cliOnce.Do(func() {
+		p, err := exec.LookPath("docker")
+		if err != nil {
+			d.cliErr = fmt.Errorf("the docker command line is not on PATH (%v)", err)
+			return
+		}
+		if abs, err := filepath.Abs(p); err == nil {
+			p = abs
+		}
+		d.cliPath = p
+	})
+	return d.cliPath, d.cliErr
+}
+
+// Watchdog: where the docker command line is found, the script removes the
+// containers the owner told it of in one `docker rm -f` by id, then its
+// networks; then, a moment later, finds whatever still carries the run's
+// label (a create the engine finished after its owner died) and removes
+// that. Everywhere, a native watchdog can do the same through the API.
+func (d *Driver) Watchdog(runID string) (backend.WatchdogPlan, error) {
+	plan := backend.WatchdogPlan{Native: true, Env: d.engineEnv()}
+	docker, err := d.dockerCLI()
+	if err != nil || d.isPodman() {
+		// Podman removes a network by id from under containers of
+		// others attached to it, which `docker network rm ID` cannot
+		// check first: the native watchdog, which does, serves it.
+		return plan, nil
+	}
+	format := func(name string) string {
+		return "{{.ID}}|{{." + name + `}}|{{.Label "` + LabelReuse + `"}}`
+	}
+	plan.Steps = []backend.WatchdogStep{
+		{Kind: backend.SandboxKind, Find: true, Command: []string{docker, "ps", "-a", "--no-trunc", "--format", format("Names"), "--filter", filterArg(runID)}},
+		// -v: with its anonymous volumes, as every other removal does.
+		{Kind: backend.SandboxKind, Batch: true, Gone: goneTexts[backend.SandboxKind], Command: []string{docker, "rm", "-f", "-v"}},
+		{Kind: backend.NetworkKind, Find: true, Command: []string{docker, "network", "ls", "--no-trunc", "--format", format("Name"), "--filter", filterArg(runID)}},
+		{Kind: backend.NetworkKind, Batch: true, Gone: goneTexts[backend.NetworkKind], Command: []string{docker, "network", "rm"}},
+	}
+	return plan, nil
+}
+
+// filterArg is the label filter that finds what run id made. Go's own runs
+// carry both spellings of the label; the watchdog serves only those.
+func filterArg(runID string) string { return "label=" + LabelRunID + "=" + runID }
+
+// engineEnv is what a watchdog needs in its environment to reach this
+// engine: DOCKER_HOST, the TLS settings that travel with it, and no
+// context (which would override DOCKER_HOST's meaning).
+func (d *Driver) engineEnv() []string {
+	env := []string{"DOCKER_HOST=" + d.daemonHost}
+	for _, k := range []string{"DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "DOCKER_API_VERSION", "DOCKER_CONFIG"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return append(env, "DOCKER_CONTEXT=", "RIGHTSIZE_BACKEND="+backend.Docker)
+}
+
+// isPodman reports whether the engine says it is Podman; false when it
+// cannot tell. The engine's answer is kept; a failed question is asked
+// again next time.
+func (d *Driver) isPodman() bool {
+	if d.kindKnown.Load() {
+		return d.podman
+	}
+	d.kindMu.Lock()
+	defer d.kindMu.Unlock()
+	if d.kindKnown.Load() {
+		return d.podman
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	v, err := d.cli.ServerVersion(ctx, client.ServerVersionOptions{})
+	if err != nil {
+		return false
+	}
+	for _, c := range v.Components {
+		if strings.Contains(strings.ToLower(c.Name), "podman") {
+			d.podman = true
+		}
+	}
+	d.kindKnown.Store(true)
+	return d.podman
+}
+
+// Warm asks the engine, ahead of need, what a removal will want to know:
+// the API version the client speaks (its first request negotiates it) and
+// whether the engine is Podman. A native watchdog calls it while its owner
+// lives, so that nothing but the removals is left for after the death.
+func (d *Driver) Warm() { d.isPodman() }
+
+// removeParallel is how many removals run at once. Docker's engine
+// does its removals one after another whatever the parallelism: four at
+// once hide the round trips, and more only contend. Podman removes in
+// parallel: sixteen at once, as the docker command line does with many
+// names (BENCHMARKS.md, "On Podman": 20 containers, 1.07 times the floor
+// with four, 0.99 with sixteen). A removal never waits to learn which:
+// until the engine has said (Warm, Watchdog), it is four.
+func (d *Driver) removeParallel() int {
+	if d.kindKnown.Load() && d.podman {
+		return 16
+	}
+	return 4
+}

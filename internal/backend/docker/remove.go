@@ -1,0 +1,313 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/rightsize/rightsize-go/internal/backend"
+)
+
+// CallTimeout bounds each engine call a removal makes: an engine that
+// takes the connection and never answers must not hold a sweep, or a
+// test's first sandbox, for ever.
+const CallTimeout = 30 * time.Second
+
+// Remove removes those of the named containers or networks that carry run
+// runID's label (either spelling): each is looked up, its labels checked,
+// and it is removed by the id the lookup gave, so that a name that changed
+// hands in between is never removed. Something of that name without the
+// label, and every keep-alive container, is left alone: ErrNotOwned.
+func (d *Driver) Remove(ctx context.Context, k backend.Kind, runID string, names []string) []error {
+	if runID == "" {
+		errs := make([]error, len(names))
+		for i := range errs {
+			errs[i] = errors.New("remove: no run id to check ownership against")
+		}
+		return errs
+	}
+	return forEach(names, d.removeParallel(), func(n string) error {
+		id, attached, err := d.owned(ctx, k, runID, n)
+		if k == backend.NetworkKind && ambiguous.says(err) {
+			return d.removeSameNamed(ctx, runID, n)
+		}
+		if err != nil {
+			return err
+		}
+		if k == backend.NetworkKind {
+			return d.removeNetwork(ctx, id, n, attached)
+		}
+		return d.removeID(ctx, k, id, n)
+	})
+}
+
+// CheckOwned is Remove's lookup and ownership check alone: nothing is
+// removed (a dry run).
+func (d *Driver) CheckOwned(ctx context.Context, k backend.Kind, runID string, names []string) []error {
+	if runID == "" {
+		return d.Remove(ctx, k, runID, names) // every name: no run id to check against
+	}
+	return forEach(names, d.removeParallel(), func(n string) error {
+		_, _, err := d.owned(ctx, k, runID, n)
+		return err
+	})
+}
+
+// owned looks name up and returns its id when it is run runID's, and for
+// a network how many containers are attached to it.
+func (d *Driver) owned(ctx context.Context, k backend.Kind, runID, name string) (id string, attached int, err error) {
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	var realName string
+	var labels map[string]string
+	if k == backend.NetworkKind {
+		res, err := d.cli.NetworkInspect(ctx, name, client.NetworkInspectOptions{})
+		if err != nil {
+			return "", 0, classify("inspect network "+name, err)
+		}
+		id, realName, labels, attached = res.Network.ID, res.Network.Name, res.Network.Labels, len(res.Network.Containers)
+	} else {
+		res, err := d.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+		if err != nil {
+			return "", 0, classify("inspect container "+name, err)
+		}
+		id, realName = res.Container.ID, trimSlash(res.Container.Name)
+		if res.Container.Config != nil {
+			labels = res.Container.Config.Labels
+		}
+	}
+	if why := notOwnedWhy(runID, realName, labels); why == unlabelledWhy {
+		return "", 0, fmt.Errorf("%s %s (%s): %w: %w", k, name, shortID(id), backend.ErrNotOwned, backend.ErrUnlabelled)
+	} else if why != "" {
+		return "", 0, fmt.Errorf("%s %s (%s): %w: %s", k, name, shortID(id), backend.ErrNotOwned, why)
+	}
+	return id, attached, nil
+}
+
+// removeSameNamed removes, of the networks named name (Docker allows
+// several), those that carry run runID's label, each by its id; the others
+// are left, and said to be not the run's. It returns nil when every one of
+// that name was the run's and is gone.
+func (d *Driver) removeSameNamed(ctx context.Context, runID, name string) error {
+	lctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	nl, err := d.cli.NetworkList(lctx, client.NetworkListOptions{Filters: client.Filters{}.Add("name", name)})
+	cancel()
+	if err != nil {
+		return classify("list networks named "+name, err)
+	}
+	var removed, others []string
+	var errs []error
+	unlabelled := true
+	for _, n := range nl.Items {
+		if n.Name != name { // the filter matches parts of names too
+			continue
+		}
+		if why := notOwnedWhy(runID, n.Name, n.Labels); why != "" {
+			others = append(others, shortID(n.ID))
+			unlabelled = unlabelled && why == unlabelledWhy
+			continue
+		}
+		if err := d.removeID(ctx, backend.NetworkKind, n.ID, name+" ("+shortID(n.ID)+")"); err != nil && !errors.Is(err, backend.ErrNotFound) {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, shortID(n.ID))
+	}
+	switch {
+	case len(errs) > 0:
+		return errors.Join(errs...)
+	case len(others) == 0 && len(removed) == 0:
+		return fmt.Errorf("network %s: %w", name, backend.ErrNotFound)
+	case len(others) == 0:
+		return nil
+	}
+	what := fmt.Sprintf("%d other network(s) named %s (%s) without the run's label", len(others), name, strings.Join(others, ", "))
+	if len(removed) > 0 {
+		what = fmt.Sprintf("the run's %d network(s) of that name (%s) removed; %s", len(removed), strings.Join(removed, ", "), what)
+	}
+	if unlabelled {
+		return fmt.Errorf("network %s: %s: %w: %w", name, what, backend.ErrNotOwned, backend.ErrUnlabelled)
+	}
+	return fmt.Errorf("network %s: %s: %w", name, what, backend.ErrNotOwned)
+}
+
+// notOwnedWhy says why a container or network named name with labels is
+// not run runID's to remove, or "" when it is.
+func notOwnedWhy(runID, name string, labels map[string]string) string {
+	if why, _ := keepAlive(name, labels); why != "" {
+		return why
+	}
+	a, hasA := labels[LabelRunID]
+	b, hasB := labels[LabelRunIDAlt]
+	switch {
+	case hasA && a == runID, hasB && b == runID:
+		return ""
+	case hasA || hasB:
+		return fmt.Sprintf("it is labelled for run %s", firstNonEmpty(a, b))
+	default:
+		return unlabelledWhy
+	}
+}
+
+// keepAlive is the rule of what is a keep-alive sandbox's, which no run
+// ever removes: why, or "" when it is not one; marked when it carries the
+// keep-alive label (whatever its value), rather than a keep-alive name
+// alone.
+func keepAlive(name string, labels map[string]string) (why string, marked bool) {
+	if v, ok := labels[LabelReuse]; ok {
+		return fmt.Sprintf("a keep-alive sandbox (%s=%s), never removed by a run", LabelReuse, v), true
+	}
+	if strings.HasPrefix(name, backend.KeepAlivePrefix) {
+		return "named as a keep-alive sandbox, never removed by a run", false
+	}
+	return "", false
+}
+
+// unlabelledWhy is notOwnedWhy's answer for what carries no run label.
+var unlabelledWhy = backend.ErrUnlabelled.Error()
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// removeID removes a container (forcefully, with its anonymous volumes) or
+// a network by id; label is how messages name it.
+func (d *Driver) removeID(ctx context.Context, k backend.Kind, id, label string) error {
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	if k == backend.NetworkKind {
+		res, err := d.cli.NetworkInspect(ctx, id, client.NetworkInspectOptions{})
+		if err != nil {
+			return classify("inspect network "+label, err)
+		}
+		return d.removeNetwork(ctx, id, label, len(res.Network.Containers))
+	}
+	_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	return classify("remove container "+label, err)
+}
+
+// removeNetwork removes network id, which had attached containers when it
+// was looked up. Docker refuses to remove a network with containers
+// attached; Podman 4.3 refuses only when the network is named, and
+// removes it from under them (which may not be the run's: a keep-alive
+// sandbox that joined it) when given its id. Refused here, it is refused
+// on both.
+func (d *Driver) removeNetwork(ctx context.Context, id, label string, attached int) error {
+	if attached > 0 {
+		return fmt.Errorf("remove network %s: %w: %d container(s) attached", label, backend.ErrInUse, attached)
+	}
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	_, err := d.cli.NetworkRemove(ctx, id, client.NetworkRemoveOptions{})
+	return classify("remove network "+label, err)
+}
+
+// RemoveIDs removes containers or networks by the ids their creates gave
+// back, without a lookup: the caller made them.
+func (d *Driver) RemoveIDs(ctx context.Context, k backend.Kind, ids []string) []error {
+	return forEach(ids, d.removeParallel(), func(id string) error { return d.removeID(ctx, k, id, shortID(id)) })
+}
+
+// ListRun returns the ids of the containers (all, running or not) or
+// networks labelled with run runID under either spelling, keep-alive ones
+// aside.
+func (d *Driver) ListRun(ctx context.Context, k backend.Kind, runID string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	var ids []string
+	add := func(id, name string, labels map[string]string) {
+		if notOwnedWhy(runID, name, labels) == "" && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	for _, label := range []string{LabelRunID, LabelRunIDAlt} {
+		f := client.Filters{}.Add("label", label+"="+runID)
+		if k == backend.NetworkKind {
+			nl, err := d.cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+			if err != nil {
+				return nil, classify("list networks", err)
+			}
+			for _, n := range nl.Items {
+				add(n.ID, n.Name, n.Labels)
+			}
+			continue
+		}
+		cl, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+		if err != nil {
+			return nil, classify("list containers", err)
+		}
+		for _, c := range cl.Items {
+			name := ""
+			if len(c.Names) > 0 {
+				name = trimSlash(c.Names[0])
+			}
+			add(c.ID, name, c.Labels)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// CloseRun removes every container, then every network, labelled with run
+// id (either spelling), whether or not the ledger lists them: what the end
+// of a TestMain calls. It returns what it removed.
+func (d *Driver) CloseRun(ctx context.Context, runID string) (removed []string, err error) {
+	var errs []error
+	for _, k := range []backend.Kind{backend.SandboxKind, backend.NetworkKind} {
+		ids, err := d.ListRun(ctx, k, runID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for i, e := range d.RemoveIDs(ctx, k, ids) {
+			switch {
+			case e == nil:
+				removed = append(removed, k.String()+" "+shortID(ids[i]))
+			case !errors.Is(e, backend.ErrNotFound):
+				errs = append(errs, e)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return removed, fmt.Errorf("close run %s: %w", runID, errors.Join(errs...))
+	}
+	return removed, nil
+}
+
+// forEach calls fn for each of names, parallel at once, and returns the
+// outcomes in names' order.
+func forEach(names []string, parallel int, fn func(string) error) []error {
+	errs := make([]error, len(names))
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = fn(n)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+func trimSlash(s string) string { return strings.TrimPrefix(s, "/") }

@@ -1,0 +1,236 @@
+package msb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/rightsize/rightsize-go/internal/backend"
+)
+
+// EnvPath names the msb binary to use; when unset or empty, msb is looked
+// up on PATH. The rest of the rightsize family reads the same variable.
+const EnvPath = "MSB_PATH"
+
+func init() {
+	backend.Register(backend.Msb, Open)
+}
+
+// Driver drives one msb binary. It is safe for concurrent use.
+type Driver struct {
+	path string
+
+	mu sync.Mutex
+	// live holds the sandboxes this process started and has not yet seen
+	// removed, by name, so that a removal by name also ends the attached
+	// `msb run` this process holds for it.
+	live map[string]*sandbox
+}
+
+var _ backend.Driver = (*Driver)(nil)
+
+// Open finds the msb binary (MSB_PATH, else PATH) and returns a Driver for
+// it. It runs nothing. When no binary is found the error wraps
+// backend.ErrUnreachable and says what was looked up and how to fix it.
+func Open(_ context.Context) (backend.Driver, error) {
+	return open()
+}
+
+func open() (*Driver, error) {
+	path, err := findMsb()
+	if err != nil {
+		return nil, err
+	}
+	return &Driver{path: path, live: map[string]*sandbox{}}, nil
+}
+
+const installHint = "install microsandbox (https://docs.microsandbox.dev; `curl -fsSL https://install.microsandbox.dev | sh`) or set " + EnvPath + " to the absolute path of an msb binary"
+
+func findMsb() (string, error) {
+	if v := os.Getenv(EnvPath); v != "" {
+		abs, err := filepath.Abs(v)
+		if err != nil {
+			return "", fmt.Errorf("msb backend: %s=%q: %v; set it to the absolute path of an msb binary: %w", EnvPath, v, err, backend.ErrUnreachable)
+		}
+		fi, err := os.Stat(abs)
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("msb backend: %s=%q names no usable file (%v); %s: %w", EnvPath, v, err, installHint, backend.ErrUnreachable)
+		case fi.IsDir():
+			return "", fmt.Errorf("msb backend: %s=%q is a directory, not the msb binary; %s: %w", EnvPath, v, installHint, backend.ErrUnreachable)
+		case runtime.GOOS != "windows" && fi.Mode().Perm()&0o111 == 0:
+			return "", fmt.Errorf("msb backend: %s=%q is not executable (mode %v); chmod +x it, or %s: %w", EnvPath, v, fi.Mode().Perm(), installHint, backend.ErrUnreachable)
+		}
+		return abs, nil
+	}
+	p, err := exec.LookPath("msb")
+	if err != nil {
+		if errors.Is(err, exec.ErrDot) {
+			return "", fmt.Errorf("msb backend: %s is not set, and the only msb on PATH is relative to the current directory (%v), which is refused; %s: %w", EnvPath, err, installHint, backend.ErrUnreachable)
+		}
+		return "", fmt.Errorf("msb backend: no msb binary: %s is not set and msb is not on PATH (%v); %s: %w", EnvPath, err, installHint, backend.ErrUnreachable)
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("msb backend: %s: %v: %w", p, err, backend.ErrUnreachable)
+	}
+	return abs, nil
+}
+
+// Name is backend.Msb.
+func (d *Driver) Name() string { return backend.Msb }
+
+// Endpoint is empty: msb has no daemon, every invocation works on the
+// state of the user running it.
+func (d *Driver) Endpoint() string { return "" }
+
+// DefaultEndpoint is true: msb has no engine to choose.
+func (d *Driver) DefaultEndpoint() bool { return true }
+
+// MsbPath is the absolute path of the msb binary this driver runs, as the
+// ledger records it in a run's record (msbPath).
+func (d *Driver) MsbPath() string { return d.path }
+
+// Close releases nothing and removes nothing: the attached `msb run`
+// processes are the sandboxes' own supervisors and end with them.
+func (d *Driver) Close() error { return nil }
+
+// Host is where sandboxes' published ports are reached: msb publishes on
+// this machine's loopback.
+func (d *Driver) Host() string { return loopback }
+
+// CreateNetwork always fails: msb has no network objects (the family
+// emulates aliases with exec tunnels instead, which rightsize-go does not).
+func (d *Driver) CreateNetwork(ctx context.Context, name, runID string) (string, error) {
+	return "", fmt.Errorf("msb backend: cannot create network %q: networks are not supported on msb (use RIGHTSIZE_BACKEND=docker for tests that need one): %w", name, errors.ErrUnsupported)
+}
+
+// Watchdog is stop then rm, one name at a time, each retried once on
+// msb's state-database error; msb's "sandbox not found" counts as removed.
+// msb keeps no labels: the names the owner told the watchdog are what it
+// removes (keep-alive names aside), and there is no native watchdog.
+func (d *Driver) Watchdog(runID string) (backend.WatchdogPlan, error) {
+	if d.path == "" || !filepath.IsAbs(d.path) {
+		return backend.WatchdogPlan{}, fmt.Errorf("msb backend: no absolute msb path for the watchdog (have %q)", d.path)
+	}
+	step := func(verb string) backend.WatchdogStep {
+		return backend.WatchdogStep{
+			Kind:    backend.SandboxKind,
+			Gone:    []string{notFoundFragment},
+			Retry:   []string{dbErrorFragment},
+			Command: []string{d.path, verb},
+		}
+	}
+	return backend.WatchdogPlan{
+		Steps: []backend.WatchdogStep{step("stop"), step("rm")},
+		Env:   []string{EnvPath + "=" + d.path, backend.EnvBackend + "=" + backend.Msb},
+	}, nil
+}
+
+// Remove stops (best effort) and removes each named sandbox, one after the
+// other, with one outcome per name: nil when msb removed it, an error
+// wrapping backend.ErrNotFound when msb says there is none of that name,
+// any other error (quoting msb) when it may still exist.
+//
+// msb keeps no labels, so ownership is the name's: whatever the run lists
+// is taken to be the run's, except a keep-alive name (rz-reuse-…), which
+// no run ever removes (backend.ErrNotOwned). Networks do not exist on msb:
+// every network name is reported removed, so that a ledger line naming one
+// does not stay for ever.
+func (d *Driver) Remove(ctx context.Context, k backend.Kind, runID string, names []string) []error {
+	out := d.CheckOwned(ctx, k, runID, names)
+	if k != backend.SandboxKind {
+		return out
+	}
+	for i, name := range names {
+		if out[i] == nil {
+			out[i] = d.remove(ctx, name)
+		}
+	}
+	return out
+}
+
+// CheckOwned is what Remove would decide, by name alone as msb keeps no
+// marks: every name but a keep-alive one is the run's. Nothing is asked.
+func (d *Driver) CheckOwned(_ context.Context, k backend.Kind, _ string, names []string) []error {
+	out := make([]error, len(names))
+	if k != backend.SandboxKind {
+		return out
+	}
+	for i, name := range names {
+		if strings.HasPrefix(name, backend.KeepAlivePrefix) {
+			out[i] = fmt.Errorf("msb sandbox %s: %w: a keep-alive sandbox, never removed by a run", name, backend.ErrNotOwned)
+		}
+	}
+	return out
+}
+
+func (d *Driver) remove(ctx context.Context, name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	stop := d.runRetrying(ctx, "stop", name)
+	if s := d.tracked(name); s != nil {
+		// msb stop ends the attached supervisor; a stop that failed leaves
+		// it running, and killing it stops the VM so that rm can proceed.
+		s.release(backend.DefaultStopGrace)
+	}
+	rm := d.runRetrying(ctx, "rm", name)
+	switch {
+	case rm.err == nil:
+		d.gone(name)
+		return nil
+	case rm.notFound():
+		d.gone(name)
+		return fmt.Errorf("msb sandbox %s: %w", name, backend.ErrNotFound)
+	case stop.err != nil && !stop.notFound():
+		return fmt.Errorf("msb sandbox %s may still exist: %w (after stop failed: %v)", name, rm.failure(), stop.failure())
+	default:
+		return fmt.Errorf("msb sandbox %s may still exist: %w", name, rm.failure())
+	}
+}
+
+// gone marks this process's sandbox of that name, if any, as removed.
+func (d *Driver) gone(name string) {
+	d.mu.Lock()
+	s := d.live[name]
+	delete(d.live, name)
+	d.mu.Unlock()
+	if s != nil {
+		s.markGone()
+	}
+}
+
+func (d *Driver) tracked(name string) *sandbox {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.live[name]
+}
+
+// claim records s as this process's sandbox of its name, unless another
+// one is already recorded.
+func (d *Driver) claim(s *sandbox) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, dup := d.live[s.name]; dup {
+		return fmt.Errorf("msb: sandbox %s was already started by this process", s.name)
+	}
+	d.live[s.name] = s
+	return nil
+}
+
+// forget drops the record of name; when only is not nil, only if it is
+// still the recorded sandbox.
+func (d *Driver) forget(name string, only *sandbox) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if only == nil || d.live[name] == only {
+		delete(d.live, name)
+	}
+}

@@ -1,0 +1,375 @@
+package ledger
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// A fate says what became of one ended run: who noticed its owner's death,
+// when, and what happened to each thing it had on the engine. Whoever
+// reaps a run writes one — a watchdog of either kind, a sweep of any
+// process, the command line — as <cache>/fates/<run>-<unix ms>.json
+// (rightsize-go's own folder: the other members never read it), never
+// over another (a taken name moves the next millisecond on). Each is
+// told once, by the first sandbox of a later process (ClaimTell), and kept
+// until PruneFates drops it: the newest MaxFates, none older than
+// MaxFateAge.
+//
+// The format (version 1) is documented here and in the README:
+//
+//	{"version":1, "run":"1a2b3c4d", "by":"watchdog", "byPid":4300,
+//	 "noticedIso":"2026-11-30T20:03:05.120Z", "finishedIso":"…",
+//	 "owner":{"pid":4242, "startedIso":"…", "writer":"go",
+//	          "command":"go test ./store", "backend":"docker"},
+//	 "items":[{"kind":"sandbox", "id":"…", "name":"rz-1a2b3c4d-1",
+//	           "outcome":"removed"}, …],
+//	 "itemsOmitted":0}
+//
+// by is "watchdog", "native watchdog", "sweep" or "rightsize sweep";
+// outcome is one of the Fate* outcomes. Everything in a fate is data: a
+// reader prints it through a terminal-safe filter, never runs it.
+type Fate struct {
+	Version      int        `json:"version"`
+	Run          string     `json:"run"`
+	By           string     `json:"by"`
+	ByPID        int        `json:"byPid,omitempty"`
+	NoticedISO   string     `json:"noticedIso,omitempty"`
+	FinishedISO  string     `json:"finishedIso,omitempty"`
+	Owner        FateOwner  `json:"owner"`
+	Items        []FateItem `json:"items"`
+	ItemsOmitted int        `json:"itemsOmitted,omitempty"`
+	// Note is a word on the whole run (why it stopped early, say).
+	Note string `json:"note,omitempty"`
+}
+
+// FateOwner is what is known of the run's owner.
+type FateOwner struct {
+	PID        int    `json:"pid,omitempty"`
+	StartedISO string `json:"startedIso,omitempty"`
+	// Writer is "go" for a rightsize-go run, else "" (another member).
+	Writer  string `json:"writer,omitempty"`
+	Command string `json:"command,omitempty"`
+	Backend string `json:"backend,omitempty"`
+}
+
+// FateItem is one sandbox, network, command or local process of the run.
+type FateItem struct {
+	Kind    string  `json:"kind"` // "sandbox", "network", "exec" or "process"
+	ID      string  `json:"id,omitempty"`
+	Name    string  `json:"name,omitempty"`
+	Outcome Outcome `json:"outcome"`
+	Note    string  `json:"note,omitempty"`
+}
+
+// Outcome is what became of one sandbox, network, command or local
+// process of a dead run: the one vocabulary of the sweep's report, the
+// watchdog's, the fates and the command line's output.
+type Outcome string
+
+// The outcomes.
+const (
+	// Removed: the engine removed it.
+	Removed Outcome = "removed"
+	// AlreadyGone: the engine had nothing of that name.
+	AlreadyGone Outcome = "already gone"
+	// NotOwned: something of that name exists that is not the run's (no
+	// label of the run, or a keep-alive sandbox): left running, its name
+	// dropped from the run's list.
+	NotOwned Outcome = "not this run's"
+	// Kept: it may still exist (the engine did not answer, a network still
+	// in use, a process not ended): its name stays listed for a later
+	// sweep.
+	Kept Outcome = "kept"
+	// Ended: a command in a sandbox, ended by its lease when the owner
+	// died; a local process, ended by its watchdog or a sweep.
+	Ended Outcome = "ended"
+	// Escaped: a local process that left its command's session: not
+	// signalled, its line stays listed.
+	Escaped Outcome = "escaped"
+	// LeftForMember: a network of another member's run that carries no run
+	// label (the other members label only their containers): never removed
+	// by Go, its line stays listed for that member's own sweep. It alone
+	// does not make a sweep unclean.
+	LeftForMember Outcome = "left for its member's sweep"
+	// WouldRemove: a dry run would have asked for its removal.
+	WouldRemove Outcome = "would be removed"
+)
+
+// Gone reports whether o leaves nothing of the item behind.
+func (o Outcome) Gone() bool { return o == Removed || o == AlreadyGone || o == Ended }
+
+// Bounds of the fates folder and of each fate.
+const (
+	MaxFates       = 200
+	MaxFateAge     = 7 * 24 * time.Hour
+	MaxFateItems   = 200
+	MaxFateSize    = 256 << 10
+	maxFateCommand = 512
+	maxFateNote    = 300
+)
+
+// FateVersion is the version this package writes.
+const FateVersion = 1
+
+// FatesPath is the folder of cache's fates.
+func FatesPath(cache string) string { return filepath.Join(cache, FatesDir) }
+
+// WriteFate writes f (bounded: at most MaxFateItems items, long texts cut)
+// as a new fate of cache, atomically, and returns its path. It never
+// replaces another fate.
+func WriteFate(cache string, f Fate, now time.Time) (string, error) {
+	if !ValidRunID(f.Run) {
+		return "", fmt.Errorf("fate: %q is not a run id", f.Run)
+	}
+	dir, err := EnsureSubdir(cache, FatesDir)
+	if err != nil {
+		return "", err
+	}
+	f.Version = FateVersion
+	if len(f.Items) > MaxFateItems {
+		f.ItemsOmitted += len(f.Items) - MaxFateItems
+		f.Items = f.Items[:MaxFateItems]
+	}
+	f.Owner.Command = cut(f.Owner.Command, maxFateCommand)
+	f.Note = cut(f.Note, maxFateNote)
+	for i := range f.Items {
+		f.Items[i].Note = cut(f.Items[i].Note, maxFateNote)
+	}
+	if f.Items == nil {
+		f.Items = []FateItem{}
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return "", err
+	}
+	// Two fates of one run in one millisecond (a sweep and a watchdog, two
+	// sweeps) both stay: the second takes the next free millisecond.
+	return writeNew(dir, func(i int) string {
+		return f.Run + "-" + strconv.FormatInt(now.UnixMilli()+int64(i), 10) + ".json"
+	}, append(b, '\n'))
+}
+
+// ValidRunID reports whether id can name a run's files: a file stem inside
+// the runs folder, nothing more (the other members choose their own ids).
+func ValidRunID(id string) bool {
+	return id != "" && !strings.ContainsAny(id, `/\`) && !strings.HasPrefix(id, ".") && !strings.HasPrefix(id, "-") && !strings.ContainsRune(id, 0)
+}
+
+// cut shortens s to at most n bytes, on a rune boundary, marking the cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}
+
+// OwnerStubPath is where a Go owner leaves what a fate needs to know of it
+// (its command line) for whoever reaps its run: the watchdog embeds it.
+func OwnerStubPath(cache, run string) string {
+	return filepath.Join(cache, FatesDir, "."+run+".owner")
+}
+
+// WriteOwnerStub writes o as run's owner stub.
+func WriteOwnerStub(cache, run string, o FateOwner) error {
+	if !ValidRunID(run) {
+		return fmt.Errorf("fate: %q is not a run id", run)
+	}
+	if _, err := EnsureSubdir(cache, FatesDir); err != nil {
+		return err
+	}
+	o.Command = cut(o.Command, maxFateCommand)
+	b, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(OwnerStubPath(cache, run), b)
+}
+
+// ReadOwnerStub reads run's owner stub; the zero FateOwner when there is
+// none or it cannot be read.
+func ReadOwnerStub(cache, run string) FateOwner {
+	var o FateOwner
+	b, err := ReadFile(OwnerStubPath(cache, run), 8<<10)
+	if err == nil {
+		json.Unmarshal(b, &o)
+	}
+	return o
+}
+
+// FateFile is a fate as read from its file.
+type FateFile struct {
+	Fate
+	Path string
+	// Written is the time in its name.
+	Written time.Time
+	// Told: a process has told it (its .told mark exists).
+	Told bool
+	// Err is why it could not be read; Fate is then only its run.
+	Err error
+}
+
+// ReadFates returns cache's fates, newest first, at most MaxFates of them
+// (the rest are PruneFates's). A fate that cannot be read is returned with
+// its Err.
+func ReadFates(cache string) ([]FateFile, error) {
+	dir := FatesPath(cache)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	told := map[string]bool{}
+	var out []FateFile
+	for _, e := range ents {
+		name := e.Name()
+		if stem, ok := strings.CutSuffix(name, ".told"); ok {
+			told[stem] = true
+			continue
+		}
+		run, written, ok := parseFateName(name)
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		out = append(out, FateFile{Fate: Fate{Run: run}, Path: filepath.Join(dir, name), Written: written})
+	}
+	slices.SortFunc(out, func(a, b FateFile) int { return b.Written.Compare(a.Written) })
+	if len(out) > MaxFates {
+		out = out[:MaxFates]
+	}
+	for i := range out {
+		ff := &out[i]
+		ff.Told = told[strings.TrimSuffix(filepath.Base(ff.Path), ".json")]
+		b, err := ReadFile(ff.Path, MaxFateSize)
+		if err != nil {
+			ff.Err = err
+			continue
+		}
+		var f Fate
+		if err := json.Unmarshal(b, &f); err != nil {
+			ff.Err = fmt.Errorf("not a fate: %v", err)
+			continue
+		}
+		f.Run = ff.Run // the name's, which was checked
+		ff.Fate = f
+	}
+	return out, nil
+}
+
+// HasFate reports whether cache holds a fate of run.
+func HasFate(cache, run string) bool {
+	if !ValidRunID(run) {
+		return false
+	}
+	ents, err := os.ReadDir(FatesPath(cache))
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		// Not a glob: a run id may hold a pattern's characters.
+		if r, _, ok := parseFateName(e.Name()); ok && r == run {
+			return true
+		}
+	}
+	return false
+}
+
+// parseFateName splits "<run>-<unix ms>.json".
+func parseFateName(name string) (run string, written time.Time, ok bool) {
+	stem, ok := strings.CutSuffix(name, ".json")
+	if !ok {
+		return "", time.Time{}, false
+	}
+	i := strings.LastIndexByte(stem, '-')
+	if i <= 0 {
+		return "", time.Time{}, false
+	}
+	ms, err := strconv.ParseInt(stem[i+1:], 10, 64)
+	if err != nil || ms <= 0 || !ValidRunID(stem[:i]) {
+		return "", time.Time{}, false
+	}
+	return stem[:i], time.UnixMilli(ms), true
+}
+
+// ClaimTell marks the fate at path told, and reports whether this call did
+// (so exactly one process tells each fate).
+func ClaimTell(path string) bool {
+	f, err := OpenFile(strings.TrimSuffix(path, ".json")+".told", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}
+
+// PruneFates keeps the newest MaxFates fates of cache younger than
+// MaxFateAge and deletes the others, with their marks; and deletes owner
+// stubs whose run has no record left, an hour after they were written.
+func PruneFates(cache string, now time.Time) {
+	dir := FatesPath(cache)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	type fate struct {
+		stem    string
+		written time.Time
+	}
+	var fates []fate
+	marks := map[string]bool{}
+	for _, e := range ents {
+		name := e.Name()
+		switch {
+		case strings.HasSuffix(name, ".told"):
+			marks[strings.TrimSuffix(name, ".told")] = true
+		case strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".owner"):
+			run := strings.TrimSuffix(strings.TrimPrefix(name, "."), ".owner")
+			info, err := e.Info()
+			if err != nil || now.Sub(info.ModTime()) < time.Hour {
+				continue
+			}
+			if !HasFiles(filepath.Join(cache, RunsDir), run) {
+				os.Remove(filepath.Join(dir, name))
+			}
+		case strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-"):
+			// A writer killed between its temporary file and the rename.
+			if info, err := e.Info(); err == nil && now.Sub(info.ModTime()) > time.Hour {
+				os.Remove(filepath.Join(dir, name))
+			}
+		default:
+			if _, written, ok := parseFateName(name); ok {
+				fates = append(fates, fate{strings.TrimSuffix(name, ".json"), written})
+			}
+		}
+	}
+	slices.SortFunc(fates, func(a, b fate) int { return b.written.Compare(a.written) })
+	keep := map[string]bool{}
+	for i, f := range fates {
+		if i < MaxFates && now.Sub(f.written) <= MaxFateAge {
+			keep[f.stem] = true
+			continue
+		}
+		os.Remove(filepath.Join(dir, f.stem+".json"))
+		os.Remove(filepath.Join(dir, f.stem+".told"))
+	}
+	for stem := range marks {
+		if !keep[stem] {
+			if _, err := os.Lstat(filepath.Join(dir, stem+".json")); errors.Is(err, os.ErrNotExist) {
+				os.Remove(filepath.Join(dir, stem+".told"))
+			}
+		}
+	}
+}

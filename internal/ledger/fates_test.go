@@ -1,0 +1,149 @@
+package ledger_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rightsize/rightsize-go/internal/ledger"
+)
+
+func TestFateRoundTrip(t *testing.T) {
+	cache := t.TempDir()
+	now := time.Now()
+	hostile := "go test ./x\n\x1b[2Jrm -rf / \"quoted\" " + strings.Repeat("é", 400)
+	f := ledger.Fate{
+		Run: "1a2b3c4d", By: "watchdog", ByPID: 42,
+		Owner: ledger.FateOwner{PID: 7, Writer: "go", Command: hostile},
+		Items: []ledger.FateItem{{Kind: "sandbox", ID: "abc", Name: "rz-1a2b3c4d-1", Outcome: ledger.Removed}},
+	}
+	p, err := ledger.WriteFate(cache, f, now)
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(cache, "fates", fmt.Sprintf("1a2b3c4d-%d.json", now.UnixMilli())), p)
+	info, err := os.Stat(p)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+
+	got, err := ledger.ReadFates(cache)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.NoError(t, got[0].Err)
+	require.Equal(t, 1, got[0].Version)
+	require.Equal(t, "1a2b3c4d", got[0].Run)
+	require.Equal(t, f.Items, got[0].Items)
+	require.False(t, got[0].Told)
+	// The command is kept as data (escaped in the file), cut to its bound
+	// on a rune boundary.
+	require.True(t, strings.HasPrefix(got[0].Owner.Command, "go test ./x\n\x1b[2J"))
+	require.LessOrEqual(t, len(got[0].Owner.Command), 512+len("…"))
+	require.True(t, strings.HasSuffix(got[0].Owner.Command, "…"))
+
+	require.True(t, ledger.ClaimTell(p), "the first claim tells")
+	require.False(t, ledger.ClaimTell(p), "a fate is told once")
+	got, _ = ledger.ReadFates(cache)
+	require.True(t, got[0].Told)
+}
+
+func TestFateBounds(t *testing.T) {
+	cache := t.TempDir()
+	items := make([]ledger.FateItem, ledger.MaxFateItems+50)
+	for i := range items {
+		items[i] = ledger.FateItem{Kind: "sandbox", Name: fmt.Sprintf("rz-x-%d", i), Outcome: ledger.Removed}
+	}
+	_, err := ledger.WriteFate(cache, ledger.Fate{Run: "r1", By: "sweep", Items: items}, time.Now())
+	require.NoError(t, err)
+	got, _ := ledger.ReadFates(cache)
+	require.Len(t, got[0].Items, ledger.MaxFateItems)
+	require.Equal(t, 50, got[0].ItemsOmitted)
+
+	_, err = ledger.WriteFate(cache, ledger.Fate{Run: "../x"}, time.Now())
+	require.Error(t, err, "a run id that is not a file stem")
+}
+
+func TestFateUnreadable(t *testing.T) {
+	cache := t.TempDir()
+	dir := filepath.Join(cache, "fates")
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	now := time.Now().UnixMilli()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("bad-%d.json", now)), []byte("{not json"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("big-%d.json", now-1)), make([]byte, ledger.MaxFateSize+1), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "noise.json"), []byte("{}"), 0o600))
+	got, err := ledger.ReadFates(cache)
+	require.NoError(t, err)
+	require.Len(t, got, 2, "files not named <run>-<ms>.json are not fates")
+	for _, f := range got {
+		require.Error(t, f.Err, f.Path)
+	}
+}
+
+func TestPruneFates(t *testing.T) {
+	cache := t.TempDir()
+	now := time.Now()
+	// MaxFates+10 recent fates, and 3 older than MaxFateAge.
+	for i := range ledger.MaxFates + 10 {
+		p, err := ledger.WriteFate(cache, ledger.Fate{Run: fmt.Sprintf("r%d", i), By: "sweep"}, now.Add(-time.Duration(i)*time.Minute))
+		require.NoError(t, err)
+		if i%2 == 0 {
+			ledger.ClaimTell(p)
+		}
+	}
+	for i := range 3 {
+		_, err := ledger.WriteFate(cache, ledger.Fate{Run: fmt.Sprintf("old%d", i), By: "sweep"}, now.Add(-ledger.MaxFateAge-time.Hour))
+		require.NoError(t, err)
+	}
+	// An owner stub of a run without a record, old: goes; a fresh one stays.
+	require.NoError(t, ledger.WriteOwnerStub(cache, "gone0001", ledger.FateOwner{PID: 1}))
+	old := now.Add(-2 * time.Hour)
+	require.NoError(t, os.Chtimes(ledger.OwnerStubPath(cache, "gone0001"), old, old))
+	require.NoError(t, ledger.WriteOwnerStub(cache, "live0001", ledger.FateOwner{PID: 2, Command: "go test"}))
+
+	ledger.PruneFates(cache, now)
+	got, err := ledger.ReadFates(cache)
+	require.NoError(t, err)
+	require.Len(t, got, ledger.MaxFates)
+	require.Equal(t, "r0", got[0].Run, "the newest first")
+	ents, _ := os.ReadDir(filepath.Join(cache, "fates"))
+	var fates, marks int
+	for _, e := range ents {
+		switch {
+		case strings.HasSuffix(e.Name(), ".json"):
+			fates++
+		case strings.HasSuffix(e.Name(), ".told"):
+			marks++
+		}
+	}
+	require.Equal(t, ledger.MaxFates, fates)
+	require.Equal(t, ledger.MaxFates/2, marks, "the marks of pruned fates go with them")
+	_, err = os.Stat(ledger.OwnerStubPath(cache, "gone0001"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.Equal(t, "go test", ledger.ReadOwnerStub(cache, "live0001").Command)
+}
+
+// TestFatesOfOneMillisecond: two fates of one run written in the same
+// millisecond (a watchdog's and a sweep's, two sweeps') are two fates: the
+// second never replaces the first.
+func TestFatesOfOneMillisecond(t *testing.T) {
+	cache := t.TempDir()
+	now := time.Now()
+	var paths []string
+	for _, by := range []string{"watchdog", "sweep", "rightsize sweep"} {
+		p, err := ledger.WriteFate(cache, ledger.Fate{Run: "same0001", By: by,
+			Items: []ledger.FateItem{{Kind: "sandbox", Name: "rz-same0001-1", Outcome: ledger.Kept, Note: by}}}, now)
+		require.NoError(t, err)
+		paths = append(paths, p)
+	}
+	fates, err := ledger.ReadFates(cache)
+	require.NoError(t, err)
+	var by []string
+	for _, f := range fates {
+		require.NoError(t, f.Err)
+		by = append(by, f.By)
+	}
+	require.ElementsMatch(t, []string{"watchdog", "sweep", "rightsize sweep"}, by, "every fate written is read back: %q", paths)
+	require.Len(t, fates, 3)
+}

@@ -1,0 +1,36 @@
+package reaper
+
+import (
+	"os"
+	"slices"
+	"time"
+
+	"github.com/rightsize/rightsize-go/internal/ledger"
+)
+
+// ReleaseWatchdog closes w's end of its stdin, as this process's exit
+// would: the watchdog reaps its run and exits. Tests and benchmarks spawn
+// many watchdogs and must end each; real use never does (the lease lives
+// as long as the process).
+func ReleaseWatchdog(w *Watchdog) error {
+	leasesMu.Lock()
+	defer leasesMu.Unlock()
+	leases = slices.DeleteFunc(leases, func(f *os.File) bool { return f == w.lease })
+	return w.lease.Close()
+}
+
+// WithOwnRun names this process's own run, which a sweep never touches.
+func WithOwnRun(id string) Option { return optionFunc(func(c *config) { c.own = id }) }
+
+// WithLiveness judges owners with f instead of ledger.Judge.
+func WithLiveness(f func(ledger.Record) ledger.Liveness) Option {
+	return optionFunc(func(c *config) { c.liveness = f })
+}
+
+// WithNow makes the sweep's clock say now.
+func WithNow(now time.Time) Option {
+	return optionFunc(func(c *config) { c.now = func() time.Time { return now } })
+}
+
+// Exited is closed when the watchdog process ends.
+func (w *Watchdog) Exited() <-chan struct{} { return w.exited }

@@ -1,0 +1,243 @@
+package reaper
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/names"
+	"github.com/rightsize/rightsize-go/internal/termtext"
+)
+
+// Who reaped a run, as its fate says.
+const (
+	ByWatchdog       = "watchdog"
+	ByNativeWatchdog = "native watchdog"
+	BySweep          = "sweep"
+	ByCommand        = "rightsize sweep"
+)
+
+// WithFateBy names who the sweep's fates say reaped each run (BySweep by
+// default; the command line says ByCommand).
+func WithFateBy(by string) Option { return optionFunc(func(c *config) { c.fateBy = by }) }
+
+// sweepFate writes the fate of a run the sweep reaped (or reaped in part),
+// when it had anything to tell: a dead run that listed nothing gets none.
+func (c *config) sweepFate(rf ledger.RunFiles, rr RunReport, noticed time.Time) {
+	if c.dryRun || (rr.Decision != Reaped && rr.Decision != Kept) {
+		return
+	}
+	if len(rr.Removed)+len(rr.Kept)+len(rr.NotOwned) == 0 {
+		return
+	}
+	if len(rr.Removed)+len(rr.NotOwned) == 0 && ledger.HasFate(c.cache, rf.ID) {
+		// Kept again, nothing removed: its fate was told already, and a
+		// run kept for long must not fill the fates or be told at every
+		// start.
+		return
+	}
+	f := ledger.Fate{
+		Run:         rf.ID,
+		By:          c.fateBy,
+		ByPID:       os.Getpid(),
+		NoticedISO:  ledger.FormatISO(noticed),
+		FinishedISO: ledger.FormatISO(c.now()),
+		Owner:       ownerOf(c.cache, rf),
+		Note:        rr.Reason,
+	}
+	if f.By == "" {
+		f.By = BySweep
+	}
+	for _, list := range [][]Item{rr.Removed, rr.Kept, rr.NotOwned} {
+		for _, it := range list {
+			f.Items = append(f.Items, fateItem(it))
+		}
+	}
+	if _, err := ledger.WriteFate(c.cache, f, c.now()); err != nil && c.logger != nil {
+		c.logger.Warn("fate not written", "run", rf.ID, "err", err)
+	}
+	os.Remove(ledger.OwnerStubPath(c.cache, rf.ID))
+}
+
+// ownerOf is what the run's record, and its owner's stub, say of it.
+func ownerOf(cache string, rf ledger.RunFiles) ledger.FateOwner {
+	o := ledger.ReadOwnerStub(cache, rf.ID)
+	if rf.RecordErr == nil {
+		o.PID, o.StartedISO, o.Backend = rf.Record.PID, rf.Record.StartedISO, rf.Record.Backend
+		if rf.Record.Writer != "" {
+			o.Writer = rf.Record.Writer
+		}
+	}
+	return o
+}
+
+func fateItem(it Item) ledger.FateItem {
+	return ledger.FateItem{Kind: fateKind(it.Kind), ID: it.ID, Name: it.Name, Outcome: it.Outcome, Note: it.Note}
+}
+
+func fateKind(k names.Kind) string {
+	switch k {
+	case names.NetworkKind:
+		return "network"
+	case names.ProcessKind:
+		return "process"
+	}
+	return "sandbox"
+}
+
+// OwnerInfo is what this process's fate would say of its owner.
+func OwnerInfo(backend string) ledger.FateOwner {
+	args := make([]string, 0, len(os.Args))
+	for i, a := range os.Args {
+		if i == 0 {
+			a = filepath.Base(a)
+		}
+		args = append(args, a)
+	}
+	return ledger.FateOwner{PID: os.Getpid(), Writer: "go", Command: strings.Join(args, " "), Backend: backend}
+}
+
+// maxToldFates is how many fates a process tells one by one; the rest
+// are counted.
+const maxToldFates = 3
+
+// TellFates returns the lines that tell the fates of cache no process has
+// told yet, newest first (at most a few, then how many more), and marks
+// every one of them told, so that no later process tells them again. own
+// is this process's run, whose fate is not news to it.
+func TellFates(cache, own string) []string {
+	fates, err := ledger.ReadFates(cache)
+	if err != nil {
+		return nil
+	}
+	var lines []string
+	more := 0
+	for _, f := range fates {
+		if f.Told || f.Run == own || !ledger.ClaimTell(f.Path) {
+			continue
+		}
+		if len(lines) == maxToldFates {
+			more++
+			continue
+		}
+		lines = append(lines, FateLine(f))
+	}
+	if more > 0 {
+		lines = append(lines, fmt.Sprintf("rightsize: and %d more ended runs: rightsize ls --fates", more))
+	}
+	return lines
+}
+
+// FateLine is one line on what became of a run, for a terminal: every
+// field passes through a filter that keeps control characters out.
+func FateLine(f ledger.FateFile) string {
+	if f.Err != nil {
+		return fmt.Sprintf("rightsize: run %s ended; its fate cannot be read (%s)", termtext.Clean(f.Run), termtext.Clean(f.Err.Error()))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "rightsize: run %s", termtext.Clean(f.Run))
+	var who []string
+	if f.Owner.PID > 0 {
+		who = append(who, fmt.Sprintf("pid %d", f.Owner.PID))
+	}
+	if f.Owner.Command != "" {
+		who = append(who, termtext.Clean(cutWords(f.Owner.Command, 60)))
+	} else if f.Owner.Writer == "" {
+		who = append(who, "another member's run")
+	}
+	if len(who) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(who, ", "))
+	}
+	when := ""
+	if t, err := ledger.ParseISO(f.NoticedISO); err == nil {
+		when = " " + t.Local().Format("15:04:05")
+	}
+	by := "its " + termtext.Clean(f.By)
+	if f.By == BySweep || f.By == ByCommand {
+		by = "a later " + termtext.Clean(f.By)
+	}
+	fmt.Fprintf(&b, " died; noticed%s by %s, which", when, by)
+	counts := map[ledger.Outcome]map[string]int{}
+	var kept, escaped []ledger.FateItem
+	for _, it := range f.Items {
+		if counts[it.Outcome] == nil {
+			counts[it.Outcome] = map[string]int{}
+		}
+		counts[it.Outcome][it.Kind]++
+		switch it.Outcome {
+		case ledger.Kept:
+			kept = append(kept, it)
+		case ledger.Escaped:
+			escaped = append(escaped, it)
+		}
+	}
+	var parts []string
+	for _, o := range []ledger.Outcome{ledger.Removed, ledger.AlreadyGone, ledger.Ended, ledger.Kept, ledger.Escaped, ledger.NotOwned} {
+		if c := counts[o]; len(c) > 0 {
+			parts = append(parts, string(o)+" "+countKinds(c))
+		}
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "found nothing left")
+	}
+	b.WriteString(" " + strings.Join(parts, "; "))
+	// A sweep's time is its work; a watchdog's includes the wait before
+	// its second look, so it is not shown.
+	if t0, err := ledger.ParseISO(f.NoticedISO); err == nil && f.By != ByWatchdog && f.By != ByNativeWatchdog {
+		if t1, err := ledger.ParseISO(f.FinishedISO); err == nil && !t1.Before(t0) {
+			fmt.Fprintf(&b, " in %s", t1.Sub(t0).Round(time.Millisecond))
+		}
+	}
+	if len(kept) > 0 {
+		k := kept[0]
+		why := ""
+		if k.Note != "" {
+			why = ": " + termtext.Clean(cutWords(k.Note, 80))
+		}
+		fmt.Fprintf(&b, " (kept %s %s%s; the next sweep retries)", termtext.Clean(k.Kind), termtext.Clean(k.Name), why)
+	}
+	if len(escaped) > 0 {
+		e := escaped[0]
+		fmt.Fprintf(&b, " (escaped: process %s %s %s; not signalled: end it yourself if it is not wanted)", termtext.Clean(e.ID), termtext.Clean(e.Name), termtext.Clean(cutWords(e.Note, 60)))
+	}
+	return b.String()
+}
+
+// countKinds says "2 sandboxes and 1 network".
+func countKinds(c map[string]int) string {
+	var parts []string
+	for _, k := range []string{"sandbox", "network", "exec", "process"} {
+		if n := c[k]; n > 0 {
+			parts = append(parts, plural(n, k))
+		}
+	}
+	return strings.Join(parts, " and ")
+}
+
+func plural(n int, k string) string {
+	if n == 1 {
+		return "1 " + k
+	}
+	switch k {
+	case "sandbox":
+		return fmt.Sprintf("%d sandboxes", n)
+	case "process":
+		return fmt.Sprintf("%d processes", n)
+	}
+	return fmt.Sprintf("%d %ss", n, k)
+}
+
+// cutWords shortens s to at most n bytes, on a character's boundary.
+func cutWords(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

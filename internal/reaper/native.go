@@ -1,0 +1,345 @@
+package reaper
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/names"
+	"github.com/rightsize/rightsize-go/internal/proctree"
+)
+
+// The environment a native watchdog is started with: this program, re-run
+// with these set, becomes the watchdog before anything else of it runs.
+const (
+	envNative     = "RIGHTSIZE_NATIVE_WATCHDOG"
+	envNativeRuns = "RIGHTSIZE_NATIVE_WATCHDOG_RUNS"
+	envNativeRun  = "RIGHTSIZE_NATIVE_WATCHDOG_RUN"
+	// envNativeProcessesOnly: a watchdog of the run's local processes
+	// alone, beside a script watchdog of its sandboxes.
+	envNativeProcessesOnly = "RIGHTSIZE_NATIVE_WATCHDOG_PROCESSES_ONLY"
+)
+
+// nativeCapable is set once WatchdogMain has run in this program: only
+// then can it be re-executed as a watchdog.
+var nativeCapable atomic.Bool
+
+// WatchdogMain makes this program able to serve as its own native
+// watchdog, the one used where the engine's command line is missing (the
+// official golang images, a CI job beside a docker:dind service). Call it
+// first thing, before anything reads flags or starts work: when the
+// program was started as a watchdog, it does the watchdog's work and
+// exits; otherwise it returns at once. Package sandboxtest calls it from
+// its init, so a test binary needs nothing.
+func WatchdogMain() {
+	nativeCapable.Store(true)
+	if os.Getenv(envNative) != "1" {
+		return
+	}
+	os.Exit(runNative(os.Stdin, os.Getenv(envNativeRuns), os.Getenv(envNativeRun), os.Getenv(backend.EnvBackend), os.Getenv("DOCKER_HOST"), os.Getenv(envNativeProcessesOnly) == "1"))
+}
+
+// runNative is the native watchdog: it opens the engine, waits for EOF on
+// stdin while taking note of what the owner tells it, then does what the
+// script watchdog does with the engine's API: removes what it was told by
+// id; a moment later finds what still carries the run's label and removes
+// that; deletes the run's files when nothing of it is left. Beside that,
+// it ends the run's local processes (those its marks, the groups of the
+// commands it was told and their descent prove: proctree.End). With
+// processesOnly it opens no engine and does only the latter.
+func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, processesOnly bool) int {
+	runtime.GOMAXPROCS(1)
+	debug.SetGCPercent(20) // it holds almost nothing: keep the heap small
+	logger := log.New(os.Stderr, "rightsize watchdog ["+runID+"]: ", 0)
+	if runsDir == "" || runID == "" || strings.ContainsAny(runID, `/\`) || strings.HasPrefix(runID, ".") {
+		logger.Printf("refusing runs dir %q, run %q", runsDir, runID)
+		return 2
+	}
+	var b backend.Backend // nil: local processes only
+	if !processesOnly {
+		drv, err := backend.OpenEndpoint(backendName, endpoint)
+		if err != nil {
+			logger.Printf("open %s at %s: %v", backendName, endpoint, err)
+			return 2
+		}
+		defer drv.Close()
+		b = drv
+		if _, ok := drv.(backend.RunLister); !ok {
+			logger.Printf("backend %s cannot find a run's sandboxes by their mark", backendName)
+			return 2
+		}
+		if w, ok := drv.(interface{ Warm() }); ok {
+			// While the owner lives: the engine's answers the removals
+			// need are then known when it dies.
+			go func() {
+				w.Warm()
+				// What start-up and the warm-up allocated goes back to
+				// the system for the wait.
+				debug.FreeOSMemory()
+			}()
+		} else {
+			debug.FreeOSMemory()
+		}
+	}
+	told := readTold(in, runID)
+	noticed := time.Now()
+	// Until now the owner held each command it told unreaped, and with it
+	// its group's number: what started in a group before now is the
+	// command's.
+	t := target{
+		run: runID, toldNames: told.names, grace: proctree.DefaultGrace,
+		procs: &proctree.Scope{Marks: proctree.OfRun(runID), Commands: told.commands(), PinnedUntil: proctree.Now()},
+	}
+	cache := filepath.Dir(runsDir)
+	if !processesOnly {
+		logger.Printf("owner gone (stdin closed): reaping run %s in %s", runID, runsDir)
+		for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind} {
+			t.told[k] = told.ids(k)
+		}
+		// Then whatever still carries the run's label, with what the first
+		// pass could not remove.
+		t.byLabel, t.afterKept, t.settle, t.call, t.giveUp = true, true, settle(), callTimeout(), true
+	}
+	res := reapRun(context.Background(), b, t)
+	for _, it := range res.items {
+		if it.Kind != names.ProcessKind && !it.Outcome.Gone() {
+			logger.Printf("%s %s: %s (%s)", it.Kind, it.ID, it.Outcome, it.Note)
+		}
+	}
+	writeNativeFate(cache, runID, noticed, res.items, told.execs, logger)
+	logProcesses(logger, res.procs)
+	if !res.procs.Clean() {
+		if processesOnly || res.engineClean() {
+			if !processesOnly {
+				if err := ledger.RemoveKindFiles(runsDir, runID, names.SandboxKind, names.NetworkKind); err != nil {
+					logger.Printf("delete the run's files: %v", err)
+				}
+			}
+			logger.Printf("processes were left; the record and the run's .processes file stay for a later sweep")
+		} else {
+			logger.Printf("something was kept; the run's files stay for a later sweep")
+		}
+		return 0
+	}
+	if err := ledger.RemoveKindFiles(runsDir, runID, names.ProcessKind); err != nil {
+		logger.Printf("delete the run's process lines: %v", err)
+	}
+	if processesOnly {
+		return 0
+	}
+	if !res.clean() {
+		logger.Printf("something was kept; the run's files stay for a later sweep")
+		return 0
+	}
+	os.Remove(ledger.OwnerStubPath(cache, runID))
+	if err := ledger.RemoveRunFiles(runsDir, runID); err != nil {
+		logger.Printf("delete the run's files: %v", err)
+		return 0
+	}
+	logger.Printf("everything removed; ledger files deleted")
+	return 0
+}
+
+// writeNativeFate writes the run's fate, when there was anything to tell:
+// a run whose owner ended normally has nothing left, and gets none. The
+// commands still running in its sandboxes were ended by their leases.
+func writeNativeFate(cache, runID string, noticed time.Time, reaped []Item, execs []toldExec, logger *log.Logger) {
+	var items []ledger.FateItem
+	for _, it := range reaped {
+		items = append(items, fateItem(it))
+	}
+	for _, x := range execs {
+		items = append(items, ledger.FateItem{Kind: "exec", ID: x.id, Name: x.name, Outcome: ledger.Ended, Note: "its lease ended it when the owner died"})
+	}
+	if len(items) == 0 {
+		return
+	}
+	now := time.Now()
+	fate := ledger.Fate{
+		Run: runID, By: ByNativeWatchdog, ByPID: os.Getpid(),
+		NoticedISO: ledger.FormatISO(noticed), FinishedISO: ledger.FormatISO(now),
+		Owner: ledger.ReadOwnerStub(cache, runID), Items: items,
+	}
+	if _, err := ledger.WriteFate(cache, fate, now); err != nil {
+		logger.Printf("fate: %v", err)
+	}
+}
+
+func logProcesses(logger *log.Logger, r proctree.Result) {
+	for _, p := range r.Ended {
+		logger.Printf("process %d (%s): ended %s", p.PID, p.Command, p.Why)
+	}
+	for _, p := range r.Escaped {
+		logger.Printf("process %d (%s): escaped, not signalled: %s", p.PID, p.Command, p.Why)
+	}
+	for _, p := range slices.Concat(r.Left, r.NotProven) {
+		logger.Printf("process %d (%s): left: %s", p.PID, p.Command, p.Why)
+	}
+	if r.Unproven != nil {
+		logger.Printf("processes: %v", r.Unproven)
+	}
+}
+
+// toldSet is what the owner told, per kind, in order, the commands
+// running in its sandboxes, and its local commands, each held by a pidfd
+// on it from the moment it was told.
+type toldSet struct {
+	run   string
+	order [len(names.Kinds)][]string
+	names [len(names.Kinds)]map[string]string
+	execs []toldExec
+	procs map[string]*proctree.Command
+}
+
+// commands are the local commands the owner told and did not end itself.
+func (t *toldSet) commands() []proctree.Command {
+	var out []proctree.Command
+	for _, id := range t.order[names.ProcessKind] {
+		if c := t.procs[id]; c != nil {
+			out = append(out, *c)
+		}
+	}
+	return out
+}
+
+// process takes note of a local command: told ("+p PID.TICKS LINE"), it
+// is held at once, while the owner keeps it unreaped; untold, released.
+func (t *toldSet) process(op byte, id, line string) {
+	if c := t.procs[id]; c != nil {
+		c.Release()
+		delete(t.procs, id)
+	}
+	if op != '+' || len(t.procs) >= maxToldProcesses {
+		return
+	}
+	c, ok := proctree.ParseLine(t.run, proctree.Started(line, id))
+	if !ok || c.PID == 0 {
+		return
+	}
+	c.Hold() // a command gone already is proven by its group's members, or not at all
+	t.procs[id] = &c
+}
+
+// maxToldProcesses bounds the pidfds a watchdog holds: past it, a command
+// is proven by its mark alone.
+const maxToldProcesses = 4096
+
+// toldExec is a command running in a sandbox: its exec id and the
+// sandbox's name.
+type toldExec struct{ id, name string }
+
+func (t *toldSet) ids(k names.Kind) []string { return t.order[k] }
+
+// readTold reads the owner's lines until EOF: "+s ID NAME" adds, "-s ID
+// NAME" removes (s, n, p for the kinds); anything else is ignored.
+func readTold(in io.Reader, run string) *toldSet {
+	t := &toldSet{run: run, procs: map[string]*proctree.Command{}}
+	for k := range t.names {
+		t.names[k] = map[string]string{}
+	}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 512), 512)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 || len(f[0]) != 2 {
+			continue
+		}
+		var k names.Kind
+		switch f[0][1] {
+		case 'x':
+			t.exec(f)
+			continue
+		case 's':
+			k = names.SandboxKind
+		case 'n':
+			k = names.NetworkKind
+		case 'p':
+			k = names.ProcessKind
+		default:
+			continue
+		}
+		id, name := f[1], f[1]
+		if len(f) > 2 {
+			name = f[2]
+		}
+		if !names.Valid(id) && !isEngineID(id) {
+			continue
+		}
+		if k == names.ProcessKind {
+			t.process(f[0][0], id, name)
+		}
+		switch f[0][0] {
+		case '+':
+			if _, dup := t.names[k][id]; !dup {
+				t.order[k] = append(t.order[k], id)
+			}
+			t.names[k][id] = name
+		case '-':
+			if _, ok := t.names[k][id]; ok {
+				delete(t.names[k], id)
+				for i, v := range t.order[k] {
+					if v == id {
+						t.order[k] = append(t.order[k][:i], t.order[k][i+1:]...)
+						break
+					}
+				}
+			}
+		}
+	}
+	// A line past the buffer ends Scan with an error; whatever came before
+	// counts, and the rest of the stream is drained to its EOF.
+	if sc.Err() != nil {
+		_, _ = io.Copy(io.Discard, in)
+	}
+	return t
+}
+
+// exec takes note of "+x ID SANDBOX" (a command started) and "-x ID" (it
+// ended).
+func (t *toldSet) exec(f []string) {
+	id := f[1]
+	if !names.Valid(id) && !isEngineID(id) {
+		return
+	}
+	i := slices.IndexFunc(t.execs, func(x toldExec) bool { return x.id == id })
+	switch {
+	case f[0][0] == '-' && i >= 0:
+		t.execs = slices.Delete(t.execs, i, i+1)
+	case f[0][0] == '+' && i < 0 && len(f) > 2 && names.Valid(f[2]) && len(t.execs) < ledger.MaxFateItems:
+		t.execs = append(t.execs, toldExec{id, f[2]})
+	}
+}
+
+// callTimeout is RIGHTSIZE_WATCHDOG_CALL_TIMEOUT as the script reads it.
+func callTimeout() time.Duration {
+	if n, err := strconv.Atoi(os.Getenv("RIGHTSIZE_WATCHDOG_CALL_TIMEOUT")); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	return 120 * time.Second
+}
+
+// settle is RIGHTSIZE_WATCHDOG_SETTLE as the script reads it: seconds,
+// default 2, 0 for none.
+func settle() time.Duration {
+	v := os.Getenv("RIGHTSIZE_WATCHDOG_SETTLE")
+	if v == "" {
+		return 2 * time.Second
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 {
+		return 2 * time.Second
+	}
+	return time.Duration(f * float64(time.Second))
+}

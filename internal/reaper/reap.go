@@ -1,0 +1,287 @@
+package reaper
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/names"
+	"github.com/rightsize/rightsize-go/internal/proctree"
+)
+
+// A target is what one reaping of a run removes. Every path that reaps a
+// run (a sweep, the native watchdog, the run's own close) says here what
+// it knows of the run and calls reapRun: the removals, the end of the
+// local processes and what each outcome is are decided in one place. The
+// callers differ only in what they do with the files and the fate.
+type target struct {
+	run string
+	// told are engine ids a watchdog was told, removed by id at once, with
+	// the names they were told with (for the outcome).
+	told      [len(names.Kinds)][]string
+	toldNames [len(names.Kinds)]map[string]string
+	// listed are the names the run's lists hold, removed by name where the
+	// engine shows them the run's (a network in use gets a second pass,
+	// after the rest).
+	listed [len(names.Kinds)][]string
+	// byLabel: then whatever the engine shows carrying the run's label is
+	// removed too (backend.RunLister), with the told ids not yet removed.
+	// Unless afterKept, not when something was kept already: the lists
+	// then stay as they are for a later sweep.
+	byLabel, afterKept bool
+	// settle is how long to wait before looking by label (a container the
+	// engine was still making when its owner died).
+	settle time.Duration
+	// procs is the scope of the run's local processes to end (nil: none),
+	// with grace before a SIGKILL. byHand: a person named the run, so what
+	// cannot be proven is forgotten, not kept.
+	procs  *proctree.Scope
+	grace  time.Duration
+	byHand bool
+	// call bounds each call to the engine (0: ctx alone). giveUp: once the
+	// engine stopped answering, make no more calls (each could wait call
+	// long); a sweep, bounded by its budget, still asks for every name.
+	call   time.Duration
+	giveUp bool
+	// judge is what a name's removal answer err makes of it; nil: outcome.
+	judge func(k names.Kind, n string, err error) Item
+}
+
+// reaped is what reapRun did.
+type reaped struct {
+	// items are the outcomes, one per name, id or process.
+	items []Item
+	// kept are the listed names (and, for processes, lines) to stay listed.
+	kept [len(names.Kinds)][]string
+	// asIs: the look by label could not be finished, so the lists must
+	// stay exactly as they are.
+	asIs bool
+	// here: the engine showed something of the run.
+	here bool
+	// hung: the engine stopped answering; later calls were not made.
+	hung bool
+	// procsKept: local processes were left (their lines stay).
+	procsKept bool
+	// procs is what the end of the local processes found.
+	procs proctree.Result
+}
+
+// clean reports whether nothing of the run is known to be left.
+func (r *reaped) clean() bool { return r.engineClean() && !r.procsKept }
+
+// engineClean reports whether nothing of the run is known to be left on
+// the engine.
+func (r *reaped) engineClean() bool {
+	return !r.asIs && !r.hung && !slices.ContainsFunc(r.items, func(it Item) bool {
+		return it.Kind != names.ProcessKind && !it.Outcome.Gone() && it.Outcome != ledger.NotOwned
+	})
+}
+
+// reapRun removes what t names and ends the run's local processes (beside
+// the engine's work: their grace must not hold the first removal).
+func reapRun(ctx context.Context, b backend.Backend, t target) *reaped {
+	r := &reaped{}
+	procs := make(chan proctree.Result, 1)
+	if t.procs != nil {
+		go func() { procs <- proctree.End(*t.procs, t.grace, t.byHand) }()
+	}
+	lister, _ := b.(backend.RunLister)
+	engineKinds := []names.Kind{names.SandboxKind, names.NetworkKind}
+
+	// What a watchdog was told, by id, at once.
+	var retry [len(names.Kinds)][]string
+	if lister != nil {
+		for _, k := range engineKinds {
+			retry[k] = r.removeIDs(ctx, lister, t, k, t.told[k], "", false)
+		}
+	}
+	// What the lists name.
+	for _, k := range engineKinds {
+		pending := t.listed[k]
+		for pass := 0; pass < 2 && len(pending) > 0 && !r.hung; pass++ {
+			errs := r.call(ctx, t, func(ctx context.Context) []error { return b.Remove(ctx, k, t.run, pending) })
+			var again []string
+			for i, n := range pending {
+				err := outcomeAt(errs, i)
+				r.here = r.here || err == nil || errors.Is(err, backend.ErrInUse)
+				if pass == 0 && k == names.NetworkKind && errors.Is(err, backend.ErrInUse) {
+					again = append(again, n)
+					continue
+				}
+				it := outcome(k, n, err)
+				if t.judge != nil {
+					it = t.judge(k, n, err)
+				}
+				r.here = r.here || it.Outcome == ledger.LeftForMember
+				r.items = append(r.items, it)
+				if !it.Outcome.Gone() && it.Outcome != ledger.NotOwned {
+					r.kept[k] = append(r.kept[k], n)
+				}
+				r.hung = r.hung || t.giveUp && errors.Is(err, backend.ErrUnreachable)
+			}
+			pending = again
+		}
+		for _, n := range pending { // the engine stopped answering
+			r.items = append(r.items, Item{Kind: k, Name: n, Outcome: ledger.Kept, Note: "the engine did not answer an earlier call"})
+			r.kept[k] = append(r.kept[k], n)
+		}
+	}
+	// Whatever carries the run's label without its list naming it (a list
+	// a killed writer cut short): provably the run's, so removed too.
+	kept := slices.ContainsFunc(r.kept[:], func(l []string) bool { return len(l) > 0 })
+	if t.byLabel && lister != nil && (t.afterKept || !kept) {
+		if t.settle > 0 && !r.hung {
+			time.Sleep(t.settle)
+		}
+		for _, k := range engineKinds {
+			if r.hung {
+				r.asIs = true
+				break
+			}
+			var ids []string
+			var err error
+			r.call(ctx, t, func(ctx context.Context) []error {
+				ids, err = lister.ListRun(ctx, k, t.run)
+				return nil
+			})
+			if err != nil {
+				r.items = append(r.items, Item{Kind: k, Name: "(whatever carries the run's label)", Outcome: ledger.Kept, Note: err.Error()})
+				r.asIs = true
+				r.hung = r.hung || t.giveUp && errors.Is(err, backend.ErrUnreachable)
+				continue
+			}
+			r.here = r.here || len(ids) > 0
+			var listedNow []string
+			for _, id := range ids {
+				if !slices.Contains(retry[k], id) {
+					listedNow = append(listedNow, id)
+				}
+			}
+			if len(r.removeIDs(ctx, lister, t, k, retry[k], "", false)) > 0 {
+				r.asIs = true
+			}
+			if len(r.removeIDs(ctx, lister, t, k, listedNow, "labelled with the run, not listed", true)) > 0 {
+				r.asIs = true
+			}
+		}
+	} else if t.byLabel {
+		for _, k := range engineKinds {
+			if len(retry[k]) > 0 {
+				r.asIs = true
+			}
+		}
+	}
+	if t.procs != nil {
+		r.procs = <-procs
+		r.processes(t)
+	}
+	return r
+}
+
+// call makes one call to the engine, bounded by t.call.
+func (r *reaped) call(ctx context.Context, t target, f func(context.Context) []error) []error {
+	if t.call > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t.call)
+		defer cancel()
+	}
+	return f(ctx)
+}
+
+// removeIDs removes ids of kind k by id and returns those that may still
+// exist. quiet: an id already gone is not an item (a look by label that
+// raced another remover's removal, or a retry of what an earlier pass
+// saw go).
+func (r *reaped) removeIDs(ctx context.Context, lister backend.RunLister, t target, k names.Kind, ids []string, note string, quiet bool) (failed []string) {
+	if len(ids) == 0 {
+		return nil
+	}
+	if r.hung {
+		for _, id := range ids {
+			r.note(Item{Kind: k, ID: id, Name: t.toldNames[k][id], Outcome: ledger.Kept, Note: "the engine did not answer an earlier call"})
+		}
+		return ids
+	}
+	errs := r.call(ctx, t, func(ctx context.Context) []error { return lister.RemoveIDs(ctx, k, ids) })
+	for i, id := range ids {
+		err := outcomeAt(errs, i)
+		it := outcome(k, id, err)
+		it.ID, it.Name = id, t.toldNames[k][id]
+		if it.Name == "" {
+			it.Name = id
+		}
+		if note != "" && it.Note == "" {
+			it.Note = note
+		}
+		r.here = r.here || err == nil
+		if !it.Outcome.Gone() && it.Outcome != ledger.NotOwned {
+			failed = append(failed, id)
+			r.hung = r.hung || t.giveUp && errors.Is(err, backend.ErrUnreachable)
+		}
+		if it.Outcome == ledger.AlreadyGone && quiet {
+			continue
+		}
+		r.note(it)
+	}
+	return failed
+}
+
+// note adds it, or replaces what an earlier pass found of the same id: an
+// id kept by the first pass and removed by the second is removed, and one
+// removed by the first and gone in the second stays removed.
+func (r *reaped) note(it Item) {
+	if it.ID != "" {
+		for i, old := range r.items {
+			if old.Kind == it.Kind && old.ID == it.ID {
+				if !(it.Outcome == ledger.AlreadyGone && old.Outcome == ledger.Removed) {
+					r.items[i] = it
+				}
+				return
+			}
+		}
+	}
+	r.items = append(r.items, it)
+}
+
+// processes adds what the end of the run's local processes found: ended,
+// escaped (not signalled), left, or not proven the run's (kept; forgotten
+// by hand), and whether their lines must stay.
+func (r *reaped) processes(t target) {
+	res := r.procs
+	item := func(p proctree.Proc, o ledger.Outcome, note string) Item {
+		return Item{Kind: names.ProcessKind, ID: strconv.Itoa(p.PID), Name: p.Command, Outcome: o, Note: note}
+	}
+	for _, p := range res.Ended {
+		r.items = append(r.items, item(p, ledger.Ended, p.Why))
+	}
+	for _, p := range res.Escaped {
+		r.items = append(r.items, item(p, ledger.Escaped, p.Why+"; "+escapedHint(t.run, p)))
+	}
+	for _, p := range res.Left {
+		r.items = append(r.items, item(p, ledger.Kept, p.Why))
+	}
+	for _, p := range res.NotProven {
+		if t.byHand {
+			r.items = append(r.items, item(p, ledger.NotOwned, p.Why+"; forgotten by hand"))
+			continue
+		}
+		r.items = append(r.items, item(p, ledger.Kept, p.Why))
+	}
+	switch {
+	case errors.Is(res.Unproven, proctree.ErrUnsupported) && t.byHand:
+		r.items = append(r.items, Item{Kind: names.ProcessKind, Name: "(the run's processes)", Outcome: ledger.AlreadyGone, Note: res.Unproven.Error() + "; forgotten by hand, nothing signalled"})
+	case res.Unproven != nil:
+		note := res.Unproven.Error()
+		if errors.Is(res.Unproven, proctree.ErrUnsupported) {
+			note += " (rightsize sweep --run " + t.run + " forgets them)"
+		}
+		r.items = append(r.items, Item{Kind: names.ProcessKind, Name: "(the run's processes)", Outcome: ledger.Kept, Note: note})
+		r.procsKept = true
+	case len(res.Escaped) > 0 || len(res.Left) > 0 || !t.byHand && len(res.NotProven) > 0:
+		r.procsKept = true
+	}
+}

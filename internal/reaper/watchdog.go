@@ -1,0 +1,242 @@
+package reaper
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/envlist"
+	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/names"
+)
+
+// EnvDebug, set to 1, makes the watchdog log what it does to
+// <cache>/reaper/watchdog-<run-id>.log instead of discarding its output.
+const EnvDebug = "RIGHTSIZE_REAPER_DEBUG"
+
+// EnvWatchdog chooses the kind of watchdog: "script" (the default where
+// the backend's command line is found: a POSIX sh script, PowerShell on
+// Windows) or "native" (this program re-executed, speaking the engine's
+// API: the default where the command line is missing).
+const EnvWatchdog = "RIGHTSIZE_WATCHDOG"
+
+// Kinds of watchdog, as Watchdog.Kind says.
+const (
+	ScriptWatchdog = "script"
+	NativeWatchdog = "native"
+)
+
+// Watchdog is a spawned watchdog process.
+type Watchdog struct {
+	// PID of the watchdog process.
+	PID int
+	// Kind is ScriptWatchdog or NativeWatchdog.
+	Kind string
+	// Script is the path of a readable copy of the script it runs (script
+	// watchdogs only): the watchdog was handed the text itself.
+	Script string
+	// Log is the debug log file, when RIGHTSIZE_REAPER_DEBUG=1.
+	Log string
+
+	exited chan struct{}
+	err    error
+
+	mu    sync.Mutex
+	lease *os.File // the write end of its stdin, also held in leases
+	lost  atomic.Bool
+}
+
+// Err is why the watchdog ended, once it has: while its owner lives, any
+// end is a failure.
+func (w *Watchdog) Err() error { <-w.exited; return w.err }
+
+// Tell tells the watchdog that the run created what id names (the engine's
+// own id for it, and its name): it removes that at once when this process
+// dies. It is a line on the watchdog's stdin; a watchdog that is gone
+// makes it fail, and nothing else.
+func (w *Watchdog) Tell(k names.Kind, id, name string) error {
+	return w.say('+', k.Plural()[:1], id, name)
+}
+
+// Untell tells the watchdog that the run removed it itself.
+func (w *Watchdog) Untell(k names.Kind, id, name string) error {
+	return w.say('-', k.Plural()[:1], id, name)
+}
+
+// TellExec tells the watchdog of a command running in sandbox (id: the
+// engine's exec id), for the run's fate: if the owner dies first, the
+// command's lease ends it.
+func (w *Watchdog) TellExec(id, sandbox string) error { return w.say('+', "x", id, sandbox) }
+
+// UntellExec tells the watchdog the command ended.
+func (w *Watchdog) UntellExec(id, sandbox string) error { return w.say('-', "x", id, sandbox) }
+
+func (w *Watchdog) say(op byte, letter, id, name string) error {
+	if w == nil {
+		return nil
+	}
+	if !names.Valid(id) && !isEngineID(id) || !names.Valid(name) {
+		return fmt.Errorf("watchdog: %q / %q is not an id and a name", id, name)
+	}
+	line := string(op) + letter + " " + id + " " + name + "\n"
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.lost.Load() {
+		return errors.New("watchdog: gone")
+	}
+	// Shorter than PIPE_BUF: one write lands whole, whoever else writes.
+	if _, err := w.lease.WriteString(line); err != nil {
+		w.lost.Store(true)
+		return fmt.Errorf("watchdog: %w", err)
+	}
+	return nil
+}
+
+// isEngineID: an engine's own id (hex, any length), which the name grammar
+// refuses below 12 digits only to keep a ledger line from being read as an
+// id prefix; an id the owner got back from a create is whole.
+func isEngineID(s string) bool {
+	return len(s) >= 12 && len(s) <= 128 && names.LowerHex(s)
+}
+
+// leases holds the write end of every watchdog's stdin for the life of the
+// process. Being reachable from a package variable, no finalizer ever closes
+// one: only the process's exit does, and that exit is what the watchdog
+// waits for.
+var (
+	leasesMu sync.Mutex
+	leases   []*os.File
+)
+
+// StartWatchdog spawns a watchdog for run runID of runsDir, detached from
+// this process's session and output: the script the plan describes where
+// the plan has steps, else the native one (this program re-executed, when
+// it can be: WatchdogMain). RIGHTSIZE_WATCHDOG=native asks for the native
+// one whenever the plan allows it.
+func StartWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan) (*Watchdog, error) {
+	if runID == "" || strings.ContainsAny(runID, `/\`) || strings.HasPrefix(runID, ".") || strings.HasPrefix(runID, "-") {
+		return nil, fmt.Errorf("watchdog: run id %q cannot name a run's files", runID)
+	}
+	dir, err := ledger.EnsureSubdir(cache, ledger.ReaperDir)
+	if err != nil {
+		return nil, fmt.Errorf("watchdog: %w", err)
+	}
+	want := strings.ToLower(strings.TrimSpace(os.Getenv(EnvWatchdog)))
+	useNative := plan.Native && (len(plan.Steps) == 0 || want == NativeWatchdog)
+	var cmd *exec.Cmd
+	wd := &Watchdog{exited: make(chan struct{})}
+	switch {
+	case useNative:
+		if !nativeCapable.Load() {
+			why := "this program cannot run the native watchdog (it does not import package sandboxtest, nor call reaper.WatchdogMain first thing)"
+			if len(plan.Steps) == 0 {
+				why = "the engine's command line is missing, and " + why
+			}
+			return nil, errors.New("watchdog: " + why)
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("watchdog: this program's path: %w", err)
+		}
+		cmd = exec.Command(exe)
+		cmd.Args = []string{"rightsize-watchdog"}
+		env := append(plan.Env, envNative+"=1", envNativeRuns+"="+runsDir, envNativeRun+"="+runID)
+		if plan.ProcessesOnly {
+			env = append(env, envNativeProcessesOnly+"=1")
+		}
+		cmd.Env = envlist.Merge(os.Environ(), env...)
+		wd.Kind = NativeWatchdog
+	case len(plan.Steps) > 0:
+		args, err := planArgs(plan)
+		if err != nil {
+			return nil, err
+		}
+		cmd, wd.Script, err = scriptCommand(dir, runsDir, runID, args)
+		if err != nil {
+			return nil, fmt.Errorf("watchdog: %w", err)
+		}
+		cmd.Env = envlist.Merge(os.Environ(), plan.Env...)
+		wd.Kind = ScriptWatchdog
+	default:
+		return nil, errors.New("watchdog: the backend offers none")
+	}
+
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("watchdog: pipe: %w", err)
+	}
+	cmd.Stdin = r
+	cmd.Dir = string(filepath.Separator) // hold no test folder open
+	if os.Getenv(EnvDebug) == "1" {
+		wd.Log = filepath.Join(dir, "watchdog-"+runID+".log")
+		if plan.ProcessesOnly {
+			wd.Log = filepath.Join(dir, "watchdog-"+runID+"-processes.log")
+		}
+		lf, err := ledger.OpenFile(wd.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err == nil {
+			defer lf.Close()
+			fmt.Fprintf(lf, "owner pid %d, run %s: %s watchdog\n", os.Getpid(), runID, wd.Kind)
+			cmd.Stdout, cmd.Stderr = lf, lf
+		}
+	}
+	// Without a log, stdout and stderr are the null device: a watchdog that
+	// shared the test's output would keep `go test` waiting for it.
+	if err := startDetached(cmd); err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("watchdog: start %s: %w", cmd.Path, err)
+	}
+	r.Close()
+	leasesMu.Lock()
+	leases = append(leases, w)
+	leasesMu.Unlock()
+	wd.PID = cmd.Process.Pid
+	wd.lease = w
+	go func() {
+		wd.err = cmd.Wait()
+		if wd.err == nil {
+			wd.err = errors.New("watchdog exited while its owner lives")
+		}
+		wd.lost.Store(true)
+		close(wd.exited)
+	}()
+	return wd, nil
+}
+
+// planArgs turns the plan into the script's step arguments, one word each.
+func planArgs(plan backend.WatchdogPlan) ([]string, error) {
+	var args []string
+	for i, s := range plan.Steps {
+		if s.Kind != names.SandboxKind && s.Kind != names.NetworkKind {
+			return nil, fmt.Errorf("watchdog: step %d: kind %v", i, s.Kind)
+		}
+		if len(s.Command) == 0 || !filepath.IsAbs(s.Command[0]) {
+			return nil, fmt.Errorf("watchdog: step %d: command %q must start with an absolute path", i, s.Command)
+		}
+		role, mode := "act", "each"
+		if s.Find {
+			role, mode = "find", "-"
+		} else if s.Batch {
+			mode = "batch"
+		}
+		args = append(args, s.Kind.Plural(), role, mode, strings.Join(s.Gone, "\n"), strings.Join(s.Retry, "\n"), strconv.Itoa(len(s.Command)))
+		args = append(args, s.Command...)
+	}
+	return args, nil
+}
+
+// scriptName is the readable copy's file name: watchdog-<12 hex of the
+// content's sha256><ext>, so that each member's scripts stay apart.
+func scriptName(content []byte, ext string) string {
+	sum := sha256.Sum256(content)
+	return "watchdog-" + hex.EncodeToString(sum[:])[:12] + ext
+}

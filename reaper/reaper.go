@@ -1,0 +1,90 @@
+// Package reaper is what a program other than a test calls to remove what
+// dead runs left: Sweep, from code, as `rightsize sweep` does from a shell;
+// and WatchdogMain, for a program that starts sandboxes without importing
+// package sandboxtest.
+//
+// A test needs neither: sandboxtest sweeps at its first backend use, and
+// its watchdog removes what the test leaves when it dies, however it dies.
+// The sweep never removes anything of a run whose owner is, or may be,
+// alive (package ledger says how that is judged), and never removes a name
+// the engine does not show as the run's.
+package reaper
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/rightsize/rightsize-go/internal/backend"
+	_ "github.com/rightsize/rightsize-go/internal/backend/docker" // links the docker backend
+	_ "github.com/rightsize/rightsize-go/internal/backend/msb"    // links the msb backend
+	"github.com/rightsize/rightsize-go/internal/reaper"
+)
+
+// Sweep reaps every dead run of the cache folder (RIGHTSIZE_CACHE_DIR, or
+// the user's cache folder) that was recorded on the backend this process
+// resolves: RIGHTSIZE_BACKEND (docker by default, at DOCKER_HOST), opened
+// within 15 s. Each reapable run has what it lists, and what carries its
+// label, removed, then its files deleted; a run left alone is left
+// untouched, with the reason in the report. The report is returned even
+// with an error, for what was done before it.
+func Sweep(ctx context.Context, opts ...Option) (*Report, error) {
+	drv, err := backend.Resolve(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reaper: %w", err)
+	}
+	defer drv.Close()
+	return reaper.Sweep(ctx, drv, opts...)
+}
+
+// An Option changes a Sweep.
+type Option = reaper.Option
+
+// WithCacheDir sweeps the ledger of cache folder dir.
+func WithCacheDir(dir string) Option { return reaper.WithCacheDir(dir) }
+
+// DryRun decides as a sweep decides and touches nothing: the report says
+// what would be reaped.
+func DryRun() Option { return reaper.DryRun() }
+
+// WithLogger logs a line per run decided and a warning per name kept.
+func WithLogger(l *slog.Logger) Option { return reaper.WithLogger(l) }
+
+// WithBudget bounds the sweep: what it has not reached by then stays for a
+// later one (Report.Unfinished says so).
+func WithBudget(d time.Duration) Option { return reaper.WithBudget(d) }
+
+// OnlyRun sweeps run id alone, as a person who knows it is dead: a run
+// whose owner cannot be judged is reaped too, never one judged alive.
+func OnlyRun(id string) Option { return reaper.OnlyRun(id) }
+
+// A Report is what a sweep decided for each run, and why (WriteTo prints
+// it as `rightsize sweep` does).
+type Report = reaper.Report
+
+// A RunReport is what a sweep decided for one run, with what became of
+// each of its names.
+type RunReport = reaper.RunReport
+
+// An Item is one sandbox, network or local process of a run, and its
+// outcome (ledger.Outcome).
+type Item = reaper.Item
+
+// A Decision is what a sweep did with one run.
+type Decision = reaper.Decision
+
+// The decisions.
+const (
+	LeftAlone = reaper.LeftAlone
+	Reaped    = reaper.Reaped
+	Kept      = reaper.Kept
+	WouldReap = reaper.WouldReap
+)
+
+// WatchdogMain makes this program able to serve as its own watchdog. Call
+// it first thing in main, before anything reads flags or starts work: when
+// the program was started as a watchdog, it does the watchdog's work and
+// exits; otherwise it returns at once. Package sandboxtest calls it from
+// its init, so a test binary needs nothing.
+func WatchdogMain() { reaper.WatchdogMain() }
