@@ -480,7 +480,9 @@ func TestEndNeverSignalsAReusedGroup(t *testing.T) {
 			reused = c
 			break
 		}
-		c.Process.Kill()
+		// The group, not the shell alone: its background sleep would
+		// outlive it. c, unreaped, keeps the group's number its own.
+		syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
 		c.Wait()
 	}
 	if reused == nil {
