@@ -254,6 +254,10 @@ func lostMarks(t *testing.T, then string) string {
 	return `(perl -e '$0 = "x" x 4096; sleep 1000' &); (env -i sleep 1000 &); ` + then
 }
 
+// lostTitle is the command name (15 bytes at most) of lostMarks' perl once
+// it has written its title.
+var lostTitle = strings.Repeat("x", 15)
+
 // command is what a watchdog is told of c, a command started with mark m.
 func command(t *testing.T, c *exec.Cmd, m string) proctree.Command {
 	t.Helper()
@@ -262,17 +266,41 @@ func command(t *testing.T, c *exec.Cmd, m string) proctree.Command {
 	return proctree.Command{Mark: m, Session: st.Session, PID: c.Process.Pid, Ticks: st.StartTicks}
 }
 
-// waitLost waits until the group of pgid has n processes of which at
-// least lost carry no mark, and returns those.
-func waitLost(t *testing.T, pgid, n, lost int) []int {
+// waitLost waits until lostMarks' command, leader of group pgid, has
+// settled: the group's live processes are the leader, perl under its new
+// title and the `env -i` sleep, those two without the mark. It returns
+// the two, and the earliest and the latest of their starts. Counting any
+// member that reads no mark would not do: an exiting subshell, or a
+// process in the middle of an exec, reads an empty environment for a
+// moment, while the env may still carry the mark.
+func waitLost(t *testing.T, pgid int) (lost []int, first, last uint64) {
 	t.Helper()
-	var unmarked []int
-	waitFor(t, fmt.Sprintf("%d processes in group %d, %d without the mark", n, pgid, lost), func() bool {
+	waitFor(t, fmt.Sprintf("group %d to be its leader, a retitled perl and a sleep, those two without the mark", pgid), func() bool {
 		g := groupOf(pgid)
-		unmarked = slices.DeleteFunc(slices.Clone(g), hasMark)
-		return len(g) >= n && len(unmarked) >= lost
+		lost, first, last = nil, 0, 0
+		var retitled, sleep int
+		for _, pid := range g {
+			st, err := proctree.ReadStat(pid)
+			if err != nil || pid == pgid || hasMark(pid) {
+				continue
+			}
+			switch st.Comm {
+			case lostTitle:
+				retitled++
+			case "sleep":
+				sleep++
+			default:
+				continue
+			}
+			lost = append(lost, pid)
+			if first == 0 || st.StartTicks < first {
+				first = st.StartTicks
+			}
+			last = max(last, st.StartTicks)
+		}
+		return len(g) == 3 && slices.Contains(g, pgid) && retitled == 1 && sleep == 1
 	})
-	return unmarked
+	return lost, first, last
 }
 
 // Processes that lost the mark — a title written over the environment, a
@@ -282,7 +310,7 @@ func waitLost(t *testing.T, pgid, n, lost int) []int {
 func TestEndCommandGroupWithoutMarks(t *testing.T) {
 	m := mark(t, 7)
 	c := start(t, m, true, "/bin/sh", "-c", lostMarks(t, "exec sleep 1000"))
-	lost := waitLost(t, c.Process.Pid, 3, 2)
+	lost, _, _ := waitLost(t, c.Process.Pid)
 
 	res := proctree.EndMarked(proctree.OfMarks(m), 300*time.Millisecond, false)
 	for _, pid := range lost {
@@ -317,12 +345,24 @@ func TestEndPinnedGroupAfterTheLeader(t *testing.T) {
 			require.NoError(t, c.Start())
 			cmd := command(t, c, m)
 			t.Cleanup(func() { syscall.Kill(-cmd.PID, syscall.SIGKILL); c.Process.Kill(); c.Wait() })
-			lost := waitLost(t, c.Process.Pid, 3, 2)
+			lost, first, last := waitLost(t, c.Process.Pid)
 			held := cmd
 			require.True(t, held.Hold())
 			defer held.Release()
 			stdin.Close()
 			waitFor(t, "the command to exit", func() bool { st, err := proctree.ReadStat(cmd.PID); return err == nil && st.Zombie() })
+			// Start ticks are rounded down: a pin that ends in the tick a
+			// member started in does not prove it (it may have started
+			// after), and nothing is signalled...
+			res := proctree.End(proctree.Scope{Marks: proctree.OfMarks(m), Commands: []proctree.Command{held}, PinnedUntil: first}, 200*time.Millisecond, false)
+			require.Empty(t, res.Ended, "pinned until the members' first start tick %d: %+v", first, res)
+			require.Len(t, res.NotProven, 2, "%+v", res)
+			for _, pid := range lost {
+				require.True(t, alive(pid), "%d was signalled, though nothing proved it", pid)
+			}
+			// ... so the owner, which holds the command unreaped, lets the
+			// clock pass their last start's tick before it lets go.
+			waitFor(t, "the clock to pass the members' last start tick", func() bool { return proctree.Now() > last })
 			pinnedUntil := proctree.Now()
 			if reaped {
 				require.NoError(t, c.Wait())
@@ -337,7 +377,7 @@ func TestEndPinnedGroupAfterTheLeader(t *testing.T) {
 			}
 			// Not reaped yet: the command's zombie, which its held pidfd
 			// says is gone, proves nothing, and the members still do.
-			res := proctree.End(proctree.Scope{Marks: proctree.OfMarks(m), Commands: []proctree.Command{held}, PinnedUntil: pinnedUntil}, time.Second, false)
+			res = proctree.End(proctree.Scope{Marks: proctree.OfMarks(m), Commands: []proctree.Command{held}, PinnedUntil: pinnedUntil}, time.Second, false)
 			require.True(t, res.Clean(), "%+v", res)
 			for _, pid := range lost {
 				require.False(t, alive(pid), "pid %d of the command's group is alive", pid)
@@ -440,7 +480,9 @@ func TestEndNeverSignalsAReusedGroup(t *testing.T) {
 			reused = c
 			break
 		}
-		c.Process.Kill()
+		// The group, not the shell alone: its background sleep would
+		// outlive it. c, unreaped, keeps the group's number its own.
+		syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
 		c.Wait()
 	}
 	if reused == nil {
