@@ -174,6 +174,83 @@ func helperBenchFirst(t *testing.T) {
 	proctest.Block()
 }
 
+// BenchmarkSuite is what a user's suite sees: a fresh process (this binary
+// re-executed, an empty cache dir) starts 5 sandboxes one after another,
+// each with testcontainers-go's default log wait (polled every 100 ms, as
+// a user writes it), and its cleanups remove them; the whole is timed
+// inside the process, first-time costs included (backend, sweep, record,
+// watchdog). Three sides, alternating their order: plain testcontainers-go
+// (Run, CleanupContainer), Track(t) on the same calls, and Start.
+func BenchmarkSuite(b *testing.B) {
+	quiet(b)
+	img := testimage.Busybox(b)
+	took := map[string][]time.Duration{}
+	sides := []string{"plain", "track", "start"}
+	for i := 0; i < b.N; i++ {
+		order := slices.Clone(sides)
+		for range i % len(order) {
+			order = append(order[1:], order[0])
+		}
+		for _, side := range order {
+			h := startHelper(b, "bench-suite", b.TempDir(), "RZ_TEST_BENCH_SIDE="+side, "RZ_TEST_IMAGE="+img)
+			d, err := time.ParseDuration(h.Expect("took"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			h.Finish()
+			took[side] = append(took[side], d)
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+	for _, side := range sides {
+		b.ReportMetric(ms(medianOf(took[side])), side+"-ms")
+	}
+	b.ReportMetric(ms(medianOf(took["start"])-medianOf(took["plain"])), "start-overhead-ms")
+	b.ReportMetric(ms(medianOf(took["track"])-medianOf(took["plain"])), "track-overhead-ms")
+}
+
+// helperBenchSuite starts 5 sandboxes in a subtest, whose cleanups remove
+// them, and says how long the whole took.
+func helperBenchSuite(t *testing.T) {
+	img, side := os.Getenv("RZ_TEST_IMAGE"), os.Getenv("RZ_TEST_BENCH_SIDE")
+	ctx := context.Background()
+	opts := func(t *testing.T) []testcontainers.ContainerCustomizer {
+		o := []testcontainers.ContainerCustomizer{
+			testcontainers.WithCmd(testimage.ServerPath, "8080"),
+			testcontainers.WithExposedPorts(serverPort),
+			testcontainers.WithWaitStrategy(wait.ForLog("ready")),
+		}
+		if side == "track" {
+			o = append(o, sandboxtest.Track(t))
+		}
+		return o
+	}
+	start := time.Now()
+	t.Run("suite", func(t *testing.T) {
+		for range 5 {
+			switch side {
+			case "plain", "track":
+				c, err := testcontainers.Run(ctx, img, opts(t)...)
+				testcontainers.CleanupContainer(t, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+			case "start":
+				sandboxtest.Start(t, sandboxtest.Spec{
+					Image:      img,
+					Cmd:        []string{testimage.ServerPath, "8080"},
+					Ports:      []string{serverPort},
+					WaitingFor: wait.ForLog("ready"),
+				})
+			default:
+				t.Fatalf("RZ_TEST_BENCH_SIDE=%q", side)
+			}
+		}
+	})
+	proctest.Say("took", time.Since(start).String())
+	proctest.Block()
+}
+
 // BenchmarkStopIgnoringTerm: Stop of busybox sleep as PID 1, which ignores
 // SIGTERM: the grace, then a forced removal.
 func BenchmarkStopIgnoringTerm(b *testing.B) {

@@ -741,6 +741,7 @@ var helperRoles = map[string]func(*testing.T){
 	"sweeper":       helperSweeper,
 	"reuse":         helperReuse,
 	"bench-first":   helperBenchFirst,
+	"bench-suite":   helperBenchSuite,
 	"first-start":   helperFirstStart,
 	"process-alone": helperProcessAlone,
 	"volume-owner":  helperVolumeOwner,
