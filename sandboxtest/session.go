@@ -9,6 +9,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/backend"
 	_ "github.com/rightsize/rightsize-go/backend/docker" // registers the docker backend
+	_ "github.com/rightsize/rightsize-go/backend/memory" // registers the memory backend
 	_ "github.com/rightsize/rightsize-go/backend/msb"    // registers the msb backend
 	"github.com/rightsize/rightsize-go/internal/names"
 	"github.com/rightsize/rightsize-go/internal/probe"

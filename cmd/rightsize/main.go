@@ -13,6 +13,7 @@ import (
 	tclog "github.com/testcontainers/testcontainers-go/log"
 
 	_ "github.com/rightsize/rightsize-go/backend/docker" // registers the docker backend
+	_ "github.com/rightsize/rightsize-go/backend/memory" // registers the memory backend
 	_ "github.com/rightsize/rightsize-go/backend/msb"    // registers the msb backend
 	"github.com/rightsize/rightsize-go/internal/termtext"
 	"github.com/rightsize/rightsize-go/ledger"
