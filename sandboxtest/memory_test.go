@@ -35,6 +35,15 @@ func TestMemoryHelper(t *testing.T) {
 		memoryOwner(t)
 	case "sweeper":
 		memorySweeper(t)
+	case "reuser":
+		g := sandboxtest.Start(t, sandboxtest.Spec{Image: "memory/idle", Env: map[string]string{"K": "v"}, Reuse: true})
+		in, err := sandboxtest.Session(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		proctest.Say("name", g.Name())
+		proctest.Say("watchdog", strconv.Itoa(in.WatchdogPID))
+		proctest.Block()
 	default:
 		t.Fatalf("no memory helper role %q", os.Getenv(envMemoryRole))
 	}
@@ -197,5 +206,42 @@ func TestMemorySweepAfterSIGKILL(t *testing.T) {
 	}
 	if len(objs) > 0 {
 		t.Errorf("the sweeper ended cleanly and its memory folder still holds %q", slices.Clip(objs))
+	}
+}
+
+// TestMemoryKeepAlive: a keep-alive memory sandbox outlives the process
+// that made it, is adopted by the next, and no sweep or watchdog of either
+// run removes it.
+func TestMemoryKeepAlive(t *testing.T) {
+	t.Parallel()
+	cache := t.TempDir()
+	d := memoryFolder(t, cache)
+	first := startMemoryHelper(t, "reuser", cache, "RIGHTSIZE_REUSE=1")
+	name := first.Expect("name")
+	if !strings.HasPrefix(name, backend.KeepAlivePrefix) {
+		t.Fatalf("a Reuse spec's sandbox is %q, want a %s name", name, backend.KeepAlivePrefix)
+	}
+	wd, _ := strconv.Atoi(first.Expect("watchdog"))
+	first.KillAndWait()
+	if wd > 0 {
+		// The killed run's watchdog has done all it will once it exits.
+		proctest.WaitUntil(t, 20*time.Second, "the killed owner's watchdog to exit", func() bool {
+			_, alive, err := ledger.Lookup(wd)
+			return err == nil && !alive
+		})
+	}
+	second := startMemoryHelper(t, "reuser", cache, "RIGHTSIZE_REUSE=1")
+	if got := second.Expect("name"); got != name {
+		t.Errorf("the next process got keep-alive %q, want %q adopted", got, name)
+	}
+	second.Finish()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kas, err := d.KeepAlives(ctx)
+	if err != nil || len(kas) != 1 || kas[0].Name != name {
+		t.Fatalf("after both processes ended (one killed), the keep-alives are %+v, %v; want %s alone", kas, err, name)
+	}
+	if err := d.RemoveKeepAlive(ctx, name, kas[0].KeepAlive); err != nil {
+		t.Errorf("remove keep-alive %s: %v", name, err)
 	}
 }
