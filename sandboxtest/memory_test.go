@@ -115,7 +115,7 @@ func readMemoryOwner(t *testing.T, h *proctest.Helper) memoryOwned {
 }
 
 // left is what of o the memory folder and the ledger still hold.
-func (o memoryOwned) left(t *testing.T, d *memory.Driver, cache string) []string {
+func (o memoryOwned) left(t *testing.T, d memoryDriver, cache string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -134,16 +134,26 @@ func (o memoryOwned) left(t *testing.T, d *memory.Driver, cache string) []string
 	return out
 }
 
-func memoryFolder(t *testing.T, cache string) *memory.Driver {
+// memoryDriver is what the tests ask of the memory backend beside
+// backend.Driver.
+type memoryDriver interface {
+	backend.Driver
+	backend.OwnershipChecker
+	backend.KeepAliver
+}
+
+// memoryFolder opens the memory folder the owners of cache use (memory/
+// in it, as they have no RIGHTSIZE_MEMORY_DIR).
+func memoryFolder(t *testing.T, cache string) memoryDriver {
 	t.Helper()
 	d, err := memory.Open(filepath.Join(cache, "memory"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d
+	return d.(memoryDriver)
 }
 
-func checkMemoryAlive(t *testing.T, o memoryOwned, d *memory.Driver, cache string) {
+func checkMemoryAlive(t *testing.T, o memoryOwned, d memoryDriver, cache string) {
 	t.Helper()
 	if left := o.left(t, d, cache); len(left) != len(o.sandboxes)+2 {
 		t.Fatalf("while its owner lives, of its 2 sandboxes, network and run files there are only %q (the cache holds %q)", left, treeFiles(t, cache))
@@ -194,7 +204,7 @@ func TestMemorySweepAfterSIGKILL(t *testing.T) {
 		t.Errorf("once the next process's first Start returned, the dead run still has %q", left)
 	}
 	s.Finish()
-	ents, err := os.ReadDir(d.Dir())
+	ents, err := os.ReadDir(filepath.Join(cache, "memory"))
 	if err != nil {
 		t.Fatal(err)
 	}

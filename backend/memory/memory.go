@@ -45,18 +45,19 @@ func init() {
 	backend.RegisterEndpoint(backend.Memory, func(string) (backend.Driver, error) { return Open("") })
 }
 
-// Driver is the memory backend on one folder. Its methods are safe for
+// driver is the memory backend on one folder. Its methods are safe for
 // concurrent use by any number of processes.
-type Driver struct {
-	dir     string
-	def     bool
-	lockers chan struct{}
+type driver struct {
+	dir string
+	def bool
 }
 
 // Open opens the memory backend on folder dir: when "", the one EnvDir
 // names, else memory/ in the cache dir. The folder is created (mode 0700)
-// when missing, and must be this user's alone, as the ledger's are.
-func Open(dir string) (*Driver, error) {
+// when missing, and must be this user's alone, as the ledger's are. The
+// driver is also a backend.RunLister, OwnershipChecker, RunCloser and
+// KeepAliver, and its sandboxes are backend.Describers.
+func Open(dir string) (backend.Driver, error) {
 	def := false
 	if dir == "" {
 		dir = os.Getenv(EnvDir)
@@ -83,23 +84,20 @@ func Open(dir string) (*Driver, error) {
 			return nil, fmt.Errorf("memory backend: %w", err)
 		}
 	}
-	return &Driver{dir: dir, def: def, lockers: make(chan struct{}, 1)}, nil
+	return &driver{dir: dir, def: def}, nil
 }
 
-// Dir is the folder the backend keeps its state in.
-func (d *Driver) Dir() string { return d.dir }
-
-func (d *Driver) Name() string          { return backend.Memory }
-func (d *Driver) Endpoint() string      { return endpointScheme + d.dir }
-func (d *Driver) DefaultEndpoint() bool { return d.def }
+func (d *driver) Name() string          { return backend.Memory }
+func (d *driver) Endpoint() string      { return endpointScheme + d.dir }
+func (d *driver) DefaultEndpoint() bool { return d.def }
 
 // Host is empty: a memory sandbox publishes nothing.
-func (d *Driver) Host() string { return "" }
-func (d *Driver) Close() error { return nil }
+func (d *driver) Host() string { return "" }
+func (d *driver) Close() error { return nil }
 
 // Watchdog: the native watchdog (this program re-executed) opens the same
 // folder; there is no command line to script.
-func (d *Driver) Watchdog(string) (backend.WatchdogPlan, error) {
+func (d *driver) Watchdog(string) (backend.WatchdogPlan, error) {
 	return backend.WatchdogPlan{Native: true, Env: []string{backend.EnvBackend + "=" + backend.Memory, EnvDir + "=" + d.dir}}, nil
 }
 
@@ -123,13 +121,13 @@ type object struct {
 
 // path is the file of k's object name: the kind's word, then the name,
 // which the name grammar keeps to one path element.
-func (d *Driver) path(k backend.Kind, name string) string {
+func (d *driver) path(k backend.Kind, name string) string {
 	return filepath.Join(d.dir, k.String()+"."+name+".json")
 }
 
 // locked runs fn holding the folder's lock exclusively, against every
 // other process using it.
-func (d *Driver) locked(ctx context.Context, fn func() error) error {
+func (d *driver) locked(ctx context.Context, fn func() error) error {
 	l := ledger.NewFileLock(filepath.Join(d.dir, ".lock"))
 	ok, err := l.TryLockContext(ctx, lockRetry)
 	if err != nil || !ok {
@@ -144,7 +142,7 @@ func (d *Driver) locked(ctx context.Context, fn func() error) error {
 
 // read returns k's object name; an error wrapping backend.ErrNotFound
 // when there is none.
-func (d *Driver) read(k backend.Kind, name string) (object, error) {
+func (d *driver) read(k backend.Kind, name string) (object, error) {
 	var o object
 	if !names.Valid(name) {
 		return o, fmt.Errorf("%s %q: %w (not a valid name: %s)", k, name, backend.ErrNotFound, names.Rule)
@@ -164,7 +162,7 @@ func (d *Driver) read(k backend.Kind, name string) (object, error) {
 
 // all returns every object of kind k, by name; files it cannot read are
 // left out (they are no object of this backend).
-func (d *Driver) all(k backend.Kind) ([]object, error) {
+func (d *driver) all(k backend.Kind) ([]object, error) {
 	ents, err := os.ReadDir(d.dir)
 	if err != nil {
 		return nil, fmt.Errorf("memory backend: %w", err)
@@ -184,7 +182,7 @@ func (d *Driver) all(k backend.Kind) ([]object, error) {
 	return out, nil
 }
 
-func (d *Driver) write(k backend.Kind, o object) error {
+func (d *driver) write(k backend.Kind, o object) error {
 	b, err := json.Marshal(o)
 	if err != nil {
 		return err
@@ -192,7 +190,7 @@ func (d *Driver) write(k backend.Kind, o object) error {
 	return ledger.WriteFileAtomic(d.path(k, o.Name), b)
 }
 
-func (d *Driver) delete(k backend.Kind, name string) error {
+func (d *driver) delete(k backend.Kind, name string) error {
 	err := os.Remove(d.path(k, name))
 	if errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%s %s: %w", k, name, backend.ErrNotFound)
@@ -214,7 +212,7 @@ func keepAlive(o object) bool {
 
 // owned is what a removal for runID decides of o, before it is removed:
 // nil when it may go.
-func (d *Driver) owned(k backend.Kind, o object, runID string) error {
+func (d *driver) owned(k backend.Kind, o object, runID string) error {
 	switch {
 	case keepAlive(o):
 		return fmt.Errorf("%s %s is a keep-alive sandbox: %w", k, o.Name, backend.ErrNotOwned)
@@ -230,7 +228,7 @@ func (d *Driver) owned(k backend.Kind, o object, runID string) error {
 }
 
 // inUse is ErrInUse while a sandbox is joined to network name.
-func (d *Driver) inUse(name string) error {
+func (d *driver) inUse(name string) error {
 	sbxs, err := d.all(backend.SandboxKind)
 	if err != nil {
 		return err
@@ -245,7 +243,7 @@ func (d *Driver) inUse(name string) error {
 
 // each runs fn on each name under the lock, one outcome per name; a lock
 // not taken is every name's outcome.
-func (d *Driver) each(ctx context.Context, list []string, fn func(string) error) []error {
+func (d *driver) each(ctx context.Context, list []string, fn func(string) error) []error {
 	errs := make([]error, len(list))
 	if err := d.locked(ctx, func() error {
 		for i, n := range list {
@@ -261,7 +259,7 @@ func (d *Driver) each(ctx context.Context, list []string, fn func(string) error)
 }
 
 // Remove removes, of the objects named, those run runID made.
-func (d *Driver) Remove(ctx context.Context, k backend.Kind, runID string, list []string) []error {
+func (d *driver) Remove(ctx context.Context, k backend.Kind, runID string, list []string) []error {
 	return d.each(ctx, list, func(n string) error {
 		o, err := d.read(k, n)
 		if err != nil {
@@ -275,7 +273,7 @@ func (d *Driver) Remove(ctx context.Context, k backend.Kind, runID string, list 
 }
 
 // CheckOwned says what Remove would, and removes nothing.
-func (d *Driver) CheckOwned(ctx context.Context, k backend.Kind, runID string, list []string) []error {
+func (d *driver) CheckOwned(ctx context.Context, k backend.Kind, runID string, list []string) []error {
 	return d.each(ctx, list, func(n string) error {
 		o, err := d.read(k, n)
 		if err != nil {
@@ -289,7 +287,7 @@ func (d *Driver) CheckOwned(ctx context.Context, k backend.Kind, runID string, l
 }
 
 // ListRun returns the ids of run runID's objects of kind k.
-func (d *Driver) ListRun(ctx context.Context, k backend.Kind, runID string) ([]string, error) {
+func (d *driver) ListRun(ctx context.Context, k backend.Kind, runID string) ([]string, error) {
 	var ids []string
 	err := d.locked(ctx, func() error {
 		objs, err := d.all(k)
@@ -304,7 +302,7 @@ func (d *Driver) ListRun(ctx context.Context, k backend.Kind, runID string) ([]s
 }
 
 // RemoveIDs removes objects by id; keep-alive sandboxes never.
-func (d *Driver) RemoveIDs(ctx context.Context, k backend.Kind, ids []string) []error {
+func (d *driver) RemoveIDs(ctx context.Context, k backend.Kind, ids []string) []error {
 	var objs []object
 	return d.each(ctx, ids, func(id string) error {
 		if objs == nil {
@@ -332,7 +330,7 @@ func (d *Driver) RemoveIDs(ctx context.Context, k backend.Kind, ids []string) []
 }
 
 // CloseRun removes every sandbox, then every network, of run runID.
-func (d *Driver) CloseRun(ctx context.Context, runID string) ([]string, error) {
+func (d *driver) CloseRun(ctx context.Context, runID string) ([]string, error) {
 	var removed []string
 	var errs []error
 	for _, k := range []backend.Kind{backend.SandboxKind, backend.NetworkKind} {
@@ -363,7 +361,7 @@ func (d *Driver) CloseRun(ctx context.Context, runID string) ([]string, error) {
 
 // Create records a sandbox named name. A Spec with testcontainers-go's
 // WaitingFor or Customize is refused: nothing runs here to wait for.
-func (d *Driver) Create(ctx context.Context, name string, spec backend.Spec) (backend.Sandbox, error) {
+func (d *driver) Create(ctx context.Context, name string, spec backend.Spec) (backend.Sandbox, error) {
 	if spec.WaitingFor != nil || len(spec.Customize) > 0 {
 		return nil, errors.New("memory backend: WaitingFor and Customize are testcontainers-go's; a memory sandbox runs nothing to wait for or customize")
 	}
@@ -400,7 +398,7 @@ func (d *Driver) Create(ctx context.Context, name string, spec backend.Spec) (ba
 }
 
 // Adopt returns the sandbox name; every memory sandbox runs.
-func (d *Driver) Adopt(ctx context.Context, name string) (backend.Sandbox, error) {
+func (d *driver) Adopt(ctx context.Context, name string) (backend.Sandbox, error) {
 	var o object
 	err := d.locked(ctx, func() (err error) {
 		o, err = d.read(backend.SandboxKind, name)
@@ -413,7 +411,7 @@ func (d *Driver) Adopt(ctx context.Context, name string) (backend.Sandbox, error
 }
 
 // CreateNetwork records a network named name, run runID's.
-func (d *Driver) CreateNetwork(ctx context.Context, name, runID string) (string, error) {
+func (d *driver) CreateNetwork(ctx context.Context, name, runID string) (string, error) {
 	if !names.Valid(name) {
 		return "", fmt.Errorf("memory backend: network name %q: %s", name, names.Rule)
 	}
@@ -435,13 +433,13 @@ func (d *Driver) CreateNetwork(ctx context.Context, name, runID string) (string,
 }
 
 // ImageID is a digest of the reference: a memory image never changes.
-func (d *Driver) ImageID(_ context.Context, ref string) (string, error) {
+func (d *driver) ImageID(_ context.Context, ref string) (string, error) {
 	sum := sha256.Sum256([]byte(ref))
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
 // KeepAlives describes every keep-alive sandbox of the folder.
-func (d *Driver) KeepAlives(ctx context.Context) ([]backend.Description, error) {
+func (d *driver) KeepAlives(ctx context.Context) ([]backend.Description, error) {
 	var out []backend.Description
 	err := d.locked(ctx, func() error {
 		objs, err := d.all(backend.SandboxKind)
@@ -457,7 +455,7 @@ func (d *Driver) KeepAlives(ctx context.Context) ([]backend.Description, error) 
 
 // RemoveKeepAlive removes keep-alive sandbox name when its mark is
 // keepAlive.
-func (d *Driver) RemoveKeepAlive(ctx context.Context, name, mark string) error {
+func (d *driver) RemoveKeepAlive(ctx context.Context, name, mark string) error {
 	return d.locked(ctx, func() error {
 		o, err := d.read(backend.SandboxKind, name)
 		if err != nil {
@@ -470,14 +468,14 @@ func (d *Driver) RemoveKeepAlive(ctx context.Context, name, mark string) error {
 	})
 }
 
-func (d *Driver) describe(o object) backend.Description {
+func (d *driver) describe(o object) backend.Description {
 	id, _ := d.ImageID(context.Background(), o.Image)
 	return backend.Description{Name: o.Name, Image: o.Image, ImageID: id, KeepAlive: o.KeepAlive, KeepAliveExtra: o.KeepAliveExtra, Created: o.Created, Running: true}
 }
 
 // sandbox is a memory sandbox: a name, an id and its file.
 type sandbox struct {
-	d *Driver
+	d *driver
 	o object
 }
 
@@ -516,10 +514,10 @@ func (s *sandbox) Describe(context.Context) (backend.Description, error) {
 }
 
 var (
-	_ backend.Driver           = (*Driver)(nil)
-	_ backend.RunLister        = (*Driver)(nil)
-	_ backend.OwnershipChecker = (*Driver)(nil)
-	_ backend.RunCloser        = (*Driver)(nil)
-	_ backend.KeepAliver       = (*Driver)(nil)
+	_ backend.Driver           = (*driver)(nil)
+	_ backend.RunLister        = (*driver)(nil)
+	_ backend.OwnershipChecker = (*driver)(nil)
+	_ backend.RunCloser        = (*driver)(nil)
+	_ backend.KeepAliver       = (*driver)(nil)
 	_ backend.Describer        = (*sandbox)(nil)
 )

@@ -13,13 +13,21 @@ import (
 	"github.com/rightsize/rightsize-go/backend/memory"
 )
 
-func open(t *testing.T, dir string) *memory.Driver {
+// driver is what the memory backend offers beside backend.Driver.
+type driver interface {
+	backend.Driver
+	backend.RunLister
+	backend.OwnershipChecker
+	backend.KeepAliver
+}
+
+func open(t *testing.T, dir string) driver {
 	t.Helper()
 	d, err := memory.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d
+	return d.(driver)
 }
 
 func ctx(t *testing.T) context.Context {
