@@ -54,6 +54,15 @@ const (
 	Dead    = ledger.Dead
 )
 
+// A ReuseIdentity is what names a keep-alive sandbox: its image, command,
+// environment, ports, memory limit and files. Every member of the family
+// hashes it to the same name (Hash, then ReuseName).
+type ReuseIdentity = ledger.ReuseIdentity
+
+// ReuseName is the name of the keep-alive sandbox of identity hash hash:
+// rz-reuse- and its first 12 characters.
+func ReuseName(hash string) string { return ledger.ReuseName(hash) }
+
 // An Outcome is what became of one sandbox, network, command or local
 // process of a dead run.
 type Outcome = ledger.Outcome

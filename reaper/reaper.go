@@ -18,13 +18,15 @@ import (
 
 	"github.com/rightsize/rightsize-go/internal/backend"
 	_ "github.com/rightsize/rightsize-go/internal/backend/docker" // links the docker backend
+	_ "github.com/rightsize/rightsize-go/internal/backend/memory" // links the memory backend
 	_ "github.com/rightsize/rightsize-go/internal/backend/msb"    // links the msb backend
 	"github.com/rightsize/rightsize-go/internal/reaper"
 )
 
 // Sweep reaps every dead run of the cache folder (RIGHTSIZE_CACHE_DIR, or
 // the user's cache folder) that was recorded on the backend this process
-// resolves: RIGHTSIZE_BACKEND (docker by default, at DOCKER_HOST), opened
+// resolves: RIGHTSIZE_BACKEND (docker by default, at DOCKER_HOST; msb;
+// memory, files of this host that need no engine), opened
 // within 15 s. Each reapable run has what it lists, and what carries its
 // label, removed, then its files deleted; a run left alone is left
 // untouched, with the reason in the report. The report is returned even

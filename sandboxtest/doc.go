@@ -17,7 +17,8 @@
 // within about a second if the test binary is killed (SIGKILL, OOM-kill,
 // `go test -timeout`); and a sweep, at the next process's first use, for
 // when even the watchdog was killed. RIGHTSIZE_REAPER, RIGHTSIZE_REUSE,
-// RIGHTSIZE_BACKEND and RIGHTSIZE_CACHE_DIR tune it (see the README).
+// RIGHTSIZE_BACKEND and RIGHTSIZE_CACHE_DIR tune it (docs/environment.md);
+// RIGHTSIZE_BACKEND=memory runs it all with no engine (backend/memory).
 //
 // The package knows what a test needs and nothing of an engine's details:
 // those live in package backend and its sub-packages.

@@ -14,6 +14,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
 
+	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/sandboxtest"
 )
 
@@ -166,9 +167,12 @@ func ExampleSpec_reuse() {
 		t.Log(redis.Name(), "at", redis.Endpoint("6379/tcp"))
 	}
 	_ = testWithWarmCache
-	fmt.Println(sandboxtest.ReuseIdentity(spec).Hash())
+	// The identity is the spec's image, command, environment, ports, memory
+	// limit and files; its name is what every member of the family calls it.
+	id := ledger.ReuseIdentity{Image: spec.Image, Command: spec.Cmd, Env: spec.Env, ExposedPorts: spec.Ports}
+	fmt.Println(ledger.ReuseName(id.Hash()))
 	// Output:
-	// 799aad5a3338ce3d36999c7ff2733d4673c0592d417563f334544693ec1907a5
+	// rz-reuse-799aad5a3338
 }
 
 // Exec runs a command in the sandbox, tied to this process: if the test

@@ -310,6 +310,8 @@ func TestStartResolutionErrors(t *testing.T) {
 		name string
 		env  []string
 		want []string
+		// slow: it waits out backend.ResolveTimeout, which -short does not.
+		slow bool
 	}{
 		{
 			name: "unknown backend",
@@ -325,11 +327,15 @@ func TestStartResolutionErrors(t *testing.T) {
 			name: "an engine that takes connections and never answers",
 			env:  []string{"DOCKER_HOST=" + silent},
 			want: []string{"no sandbox engine answers within " + backend.ResolveTimeout.String() + " (backend.ResolveTimeout)", strings.TrimPrefix(silent, "unix://")},
+			slow: true,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
+			if tt.slow && testing.Short() {
+				t.Skip("waits out backend.ResolveTimeout (" + backend.ResolveTimeout.String() + "): not with -short")
+			}
 			h := startHelper(t, "resolve-error", t.TempDir(), tt.env...)
 			// Far below any -timeout: the resolution must be bounded.
 			h.Within = backend.ResolveTimeout + 30*time.Second

@@ -55,8 +55,8 @@ const outputLimit = 1 << 20
 // when Stop is called, when cmd's context ends (exec.CommandContext), and
 // when the test binary dies, however it dies: its watchdog ends them
 // within about a second, and the next test process's sweep is the
-// backstop. Nothing else is ever signalled: see the README's "Local
-// processes" for the rules.
+// backstop. Nothing else is ever signalled: see docs/using.md, "Local
+// processes", for the rules.
 //
 // The command is the Process's from then on: wait for it with the
 // Process's Wait, never cmd.Wait, which would reap it while its group's

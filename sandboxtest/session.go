@@ -9,6 +9,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/internal/backend"
 	_ "github.com/rightsize/rightsize-go/internal/backend/docker" // registers the docker backend
+	_ "github.com/rightsize/rightsize-go/internal/backend/memory" // registers the memory backend
 	_ "github.com/rightsize/rightsize-go/internal/backend/msb"    // registers the msb backend
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/names"

@@ -84,9 +84,9 @@ Flags:
   --keep-alive  list only the keep-alive sandboxes; with --json, as one
                 JSON object (below)
   --fates       list the fates of ended runs instead; with --json, as an
-                array of fates, each as its file holds it (the README's
-                "What you see after a crash") with path, writtenIso, told
-                and error added
+                array of fates, each as its file holds it
+                (docs/after-a-crash.md) with path, writtenIso, told and
+                error added
   --cache DIR   read DIR instead of the cache dir
 
 JSON fields of a run (all always present):

@@ -49,6 +49,9 @@ const (
 	// (rightsize-go only; the other members leave a run of a backend they
 	// do not know alone).
 	Local = "local"
+	// Memory: sandboxes that are files of this host and run nothing
+	// (backend/memory), for tests with no engine (rightsize-go only).
+	Memory = "memory"
 )
 
 // Kind is what a ledger line names; one type with the ledger's and the

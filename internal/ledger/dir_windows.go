@@ -8,5 +8,5 @@ import "io/fs"
 // user's profile (%LOCALAPPDATA%), whose ACL other users cannot write
 // through by default, and reading an ACL's owner and entries is not cheap
 // enough for every start. A RIGHTSIZE_CACHE_DIR elsewhere is the user's
-// responsibility (README, "Environment").
+// responsibility (docs/environment.md).
 func checkOwner(string, fs.FileInfo) error { return nil }

@@ -6,7 +6,7 @@
 // judged from here — always as a value with a reason.
 //
 // The files are the contract shared with the Rust, Kotlin and Node members
-// of the family (see the README's "Family compatibility"): records are
+// of the family (see docs/family.md): records are
 // written atomically, a name is appended before its sandbox is created and
 // removed only after the backend confirmed it gone, so a line file is always
 // a superset of what is live. A run's record is also kept in a file of

@@ -23,7 +23,7 @@ import (
 // until PruneFates drops it: the newest MaxFates, none older than
 // MaxFateAge.
 //
-// The format (version 1) is documented here and in the README:
+// The format (version 1) is documented here and in docs/after-a-crash.md:
 //
 //	{"version":1, "run":"1a2b3c4d", "by":"watchdog", "byPid":4300,
 //	 "noticedIso":"2026-11-30T20:03:05.120Z", "finishedIso":"…",

@@ -1,0 +1,179 @@
+package memory_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/backend/memory"
+)
+
+// driver is what the memory backend offers beside backend.Driver.
+type driver interface {
+	backend.Driver
+	backend.RunLister
+	backend.OwnershipChecker
+	backend.KeepAliver
+}
+
+func open(t *testing.T, dir string) driver {
+	t.Helper()
+	d, err := memory.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.(driver)
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func TestRemoveDecides(t *testing.T) {
+	dir := t.TempDir()
+	d := open(t, dir)
+	c := ctx(t)
+	net, err := d.CreateNetwork(c, "rz-net-aaaa0001", "run1")
+	if err != nil || net == "" {
+		t.Fatalf("CreateNetwork: %q, %v", net, err)
+	}
+	if _, err := d.CreateNetwork(c, "rz-net-aaaa0002", "run1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []struct {
+		name string
+		spec backend.Spec
+	}{
+		{"mine", backend.Spec{Image: "i", RunID: "run1", Networks: map[string][]string{"rz-net-aaaa0001": {"db"}}}},
+		{"theirs", backend.Spec{Image: "i", RunID: "run2"}},
+		{"unmarked", backend.Spec{Image: "i"}},
+		{"rz-reuse-0123456789ab", backend.Spec{Image: "i", KeepAlive: "0123456789ab"}},
+		{"rz-reuse-aaaaaaaaaaaa", backend.Spec{Image: "i", RunID: "run1"}},
+	} {
+		if _, err := d.Create(c, s.name, s.spec); err != nil {
+			t.Fatalf("Create %s: %v", s.name, err)
+		}
+	}
+	// A second opener of the folder is another process's view of it.
+	other := open(t, dir)
+	for _, row := range []struct {
+		kind   backend.Kind
+		name   string
+		want   error
+		also   error
+		stays  bool
+		reason string
+	}{
+		{backend.NetworkKind, "rz-net-aaaa0001", backend.ErrInUse, nil, true, "sandbox mine is joined to it"},
+		{backend.SandboxKind, "mine", nil, nil, false, "run1's own"},
+		{backend.NetworkKind, "rz-net-aaaa0001", nil, nil, false, "once mine is gone, nothing is joined"},
+		{backend.SandboxKind, "theirs", backend.ErrNotOwned, nil, true, "run2's"},
+		{backend.SandboxKind, "unmarked", backend.ErrNotOwned, backend.ErrUnlabelled, true, "no run's mark"},
+		{backend.SandboxKind, "rz-reuse-0123456789ab", backend.ErrNotOwned, nil, true, "keep-alive mark"},
+		{backend.SandboxKind, "rz-reuse-aaaaaaaaaaaa", backend.ErrNotOwned, nil, true, "keep-alive name, whatever its marks"},
+		{backend.SandboxKind, "never", backend.ErrNotFound, nil, false, "nothing of that name"},
+		{backend.SandboxKind, "../../etc/passwd", backend.ErrNotFound, nil, false, "not a name: never a path"},
+	} {
+		dry := other.CheckOwned(c, row.kind, "run1", []string{row.name})[0]
+		if row.want == backend.ErrInUse {
+			if dry != nil {
+				t.Errorf("CheckOwned %s %s = %v, want nil (%s: Remove may yet find it in use)", row.kind, row.name, dry, row.reason)
+			}
+		} else if !errors.Is(dry, row.want) && !(row.want == nil && dry == nil) {
+			t.Errorf("CheckOwned %s %s = %v, want %v (%s)", row.kind, row.name, dry, row.want, row.reason)
+		}
+		got := other.Remove(c, row.kind, "run1", []string{row.name})[0]
+		if row.want == nil && got != nil || row.want != nil && !errors.Is(got, row.want) || row.also != nil && !errors.Is(got, row.also) {
+			t.Errorf("Remove %s %s = %v, want %v %v (%s)", row.kind, row.name, got, row.want, row.also, row.reason)
+		}
+		_, statErr := os.Stat(filepath.Join(dir, row.kind.String()+"."+row.name+".json"))
+		if stays := statErr == nil; stays != row.stays {
+			t.Errorf("after Remove, %s %s there: %v, want %v (%s)", row.kind, row.name, stays, row.stays, row.reason)
+		}
+	}
+	ids, err := d.ListRun(c, backend.NetworkKind, "run1")
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("ListRun networks of run1 = %q, %v; want the one left", ids, err)
+	}
+	if errs := d.RemoveIDs(c, backend.NetworkKind, append(ids, "ffffffffffffffff")); errs[0] != nil || !errors.Is(errs[1], backend.ErrNotFound) {
+		t.Errorf("RemoveIDs = %v, want [nil, not found]", errs)
+	}
+	if ids, err := d.ListRun(c, backend.SandboxKind, "run1"); err != nil || len(ids) != 0 {
+		t.Errorf("ListRun sandboxes of run1 = %q, %v; want none (a keep-alive name is never listed)", ids, err)
+	}
+}
+
+func TestCreateRefuses(t *testing.T) {
+	d := open(t, t.TempDir())
+	c := ctx(t)
+	if _, err := d.Create(c, "box", backend.Spec{Image: "i", RunID: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Create(c, "box", backend.Spec{Image: "i", RunID: "r"}); !errors.Is(err, backend.ErrNameTaken) {
+		t.Errorf("a second Create of box = %v, want ErrNameTaken", err)
+	}
+	if _, err := d.Create(c, "box2", backend.Spec{Image: "i", RunID: "r", Networks: map[string][]string{"rz-net-00000000": nil}}); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("Create joining a network that does not exist = %v, want ErrNotFound", err)
+	}
+	for _, bad := range []string{"", "../x", "a/b", "-rf", "a b"} {
+		if _, err := d.Create(c, bad, backend.Spec{Image: "i", RunID: "r"}); err == nil {
+			t.Errorf("Create %q made a sandbox", bad)
+		}
+	}
+	s, err := d.Adopt(c, "box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MappedPort(c, "80/tcp"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("MappedPort = %v, want ErrUnsupported: nothing listens", err)
+	}
+	if err := s.Stop(c, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stop(c, 0); err != nil {
+		t.Errorf("a second Stop = %v, want nil (already gone counts)", err)
+	}
+	if _, err := d.Adopt(c, "box"); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("Adopt after Stop = %v, want ErrNotFound", err)
+	}
+}
+
+// TestBadFiles: what is not a file this backend wrote is never an object,
+// never removed, and never a wait.
+func TestBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	d := open(t, dir)
+	c := ctx(t)
+	if err := os.WriteFile(filepath.Join(dir, "sandbox.junk.json"), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Remove(c, backend.SandboxKind, "r", []string{"junk"})[0]; got == nil || errors.Is(got, backend.ErrNotFound) {
+		t.Errorf("Remove of a corrupt file = %v, want an error that keeps it listed", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sandbox.junk.json")); err != nil {
+		t.Errorf("the corrupt file went: %v", err)
+	}
+	if ids, err := d.ListRun(c, backend.SandboxKind, "r"); err != nil || len(ids) != 0 {
+		t.Errorf("ListRun over a corrupt file = %q, %v", ids, err)
+	}
+}
+
+func TestFolderMustBePrivate(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the mode bits of CheckPrivate are Unix's")
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := memory.Open(dir); err == nil {
+		t.Errorf("Open of a folder anyone can write = nil error: anyone could make the reaper remove what they choose")
+	}
+}
