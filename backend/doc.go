@@ -6,7 +6,8 @@
 // engine answers).
 //
 // One sub-package per engine registers itself here: backend/docker (on
-// testcontainers-go) and backend/msb (the microsandbox command line).
+// testcontainers-go), backend/msb (the microsandbox command line) and
+// backend/kubernetes (client-go; linked only where a program imports it).
 //
 // This package knows nothing of the ledger or of testing, and it must never
 // decide whether something may be removed: it removes what it is told to
