@@ -69,7 +69,7 @@ kube:
 # passes; a test that fails against the cluster fails the gate. It stops
 # the cluster after, unless one was up before. RIGHTSIZE_SKIP_KUBE=1 skips
 # it.
-KUBEPKGS ?= ./internal/kubetest/
+KUBEPKGS ?= ./internal/kubetest/ ./backend/kubernetes/
 KUBEBUDGET ?= 1800
 kube-gate:
 	@if [ -n "$$RIGHTSIZE_SKIP_KUBE" ]; then echo "kube gate: skipped (RIGHTSIZE_SKIP_KUBE is set)"; exit 0; fi; \

@@ -57,7 +57,7 @@ func init() {
 	// The watchdog's environment (Watchdog's plan) names the cluster and
 	// namespace; the endpoint it is handed is DOCKER_HOST's, not ours.
 	backend.RegisterEndpoint(backend.Kubernetes, func(string) (backend.Driver, error) {
-		d, err := load()
+		d, err := load(os.Getenv)
 		if err != nil {
 			return nil, err
 		}
@@ -75,6 +75,7 @@ type Driver struct {
 	// (which runs in "/"); empty in a cluster.
 	kubeconfig []string
 	lease      time.Duration
+	start      time.Duration // Create's bound on a pod's start
 
 	mu       sync.Mutex
 	runs     map[string]*runLease // by run id
@@ -86,8 +87,10 @@ type Driver struct {
 // Open opens the cluster of the kubeconfig (or the in-cluster
 // configuration) and checks that the API server answers for the
 // namespace. The error wraps backend.ErrUnreachable when it does not.
-func Open(ctx context.Context) (*Driver, error) {
-	d, err := load()
+func Open(ctx context.Context) (*Driver, error) { return open(ctx, os.Getenv) }
+
+func open(ctx context.Context, getenv func(string) string) (*Driver, error) {
+	d, err := load(getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -99,9 +102,13 @@ func Open(ctx context.Context) (*Driver, error) {
 	return d, nil
 }
 
-// load reads the configuration and makes the client, asking nothing.
-func load() (*Driver, error) {
+// load reads the configuration (the environment through getenv) and
+// makes the client, asking nothing.
+func load(getenv func(string) string) (*Driver, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if v := getenv(clientcmd.RecommendedConfigPathEnvVar); v != "" {
+		rules.Precedence = filepath.SplitList(v)
+	}
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
 	cfg, err := cc.ClientConfig()
 	if err != nil {
@@ -110,7 +117,7 @@ func load() (*Driver, error) {
 		}
 		return nil, fmt.Errorf("kubernetes: kubeconfig: %w", err)
 	}
-	ns := strings.TrimSpace(os.Getenv(EnvNamespace))
+	ns := strings.TrimSpace(getenv(EnvNamespace))
 	if ns == "" {
 		if ns, _, err = cc.Namespace(); err != nil {
 			return nil, fmt.Errorf("kubernetes: the kubeconfig context's namespace: %w", err)
@@ -119,7 +126,11 @@ func load() (*Driver, error) {
 	if !dnsLabel(ns) {
 		return nil, fmt.Errorf("kubernetes: namespace %q (%s or the kubeconfig context) is not a DNS label", ns, EnvNamespace)
 	}
-	lease, err := leaseSeconds()
+	lease, err := leaseSeconds(getenv)
+	if err != nil {
+		return nil, err
+	}
+	start, err := startTimeout(getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +142,7 @@ func load() (*Driver, error) {
 		return nil, fmt.Errorf("kubernetes: client: %w", err)
 	}
 	d := &Driver{
-		cs: cs, host: cfg.Host, ns: ns, lease: lease,
+		cs: cs, host: cfg.Host, ns: ns, lease: lease, start: start,
 		runs: map[string]*runLease{}, networks: map[string]string{}, closed: make(chan struct{}),
 	}
 	for _, p := range rules.GetLoadingPrecedence() {
@@ -139,7 +150,7 @@ func load() (*Driver, error) {
 			d.kubeconfig = append(d.kubeconfig, abs)
 		}
 	}
-	d.inCluster = os.Getenv("KUBERNETES_SERVICE_HOST") != "" && !anyExists(d.kubeconfig)
+	d.inCluster = getenv("KUBERNETES_SERVICE_HOST") != "" && !anyExists(d.kubeconfig)
 	if d.inCluster {
 		d.kubeconfig = nil
 	}
@@ -155,8 +166,8 @@ func anyExists(paths []string) bool {
 	return false
 }
 
-func leaseSeconds() (time.Duration, error) {
-	v := strings.TrimSpace(os.Getenv(EnvLeaseSeconds))
+func leaseSeconds(getenv func(string) string) (time.Duration, error) {
+	v := strings.TrimSpace(getenv(EnvLeaseSeconds))
 	if v == "" {
 		return DefaultLeaseSeconds * time.Second, nil
 	}

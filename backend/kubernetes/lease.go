@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/rightsize/rightsize-go/backend"
-	"github.com/rightsize/rightsize-go/internal/names"
 )
 
 // LeasePrefix starts the name of every run's Lease: LeasePrefix + run id.
@@ -30,10 +29,11 @@ func LeaseName(runID string) string {
 	return LeasePrefix + runID
 }
 
-// validRunID: an id of the run grammar (internal/names) that also fits a
-// Kubernetes name and label value.
+// validRunID: a run id (the ledger's grammar is wider) that fits a
+// Kubernetes name and label value; a run of another id cannot be made on
+// this backend.
 func validRunID(id string) bool {
-	return names.Valid(id) && dnsLabel(LeasePrefix+id)
+	return id != "" && dnsLabel(LeasePrefix+id) && labelValue(id)
 }
 
 // leaseRun is the run whose Lease l provably is: its name is LeasePrefix and
@@ -70,7 +70,7 @@ type runLease struct {
 func (d *Driver) owner(ctx context.Context, runID string) (metav1.OwnerReference, error) {
 	name := LeaseName(runID)
 	if name == "" {
-		return metav1.OwnerReference{}, fmt.Errorf("kubernetes: run id %q cannot name a Lease (%s)", runID, names.Rule)
+		return metav1.OwnerReference{}, fmt.Errorf("kubernetes: run id %q cannot name a Lease (lower-case letters, digits and '-')", runID)
 	}
 	d.mu.Lock()
 	rl := d.runs[runID]

@@ -68,11 +68,7 @@ func (d *Driver) Create(ctx context.Context, name string, spec backend.Spec) (ba
 	if err != nil {
 		return nil, err
 	}
-	timeout, err := startTimeout()
-	if err != nil {
-		return nil, err
-	}
-	wctx, cancel := context.WithTimeout(ctx, timeout)
+	wctx, cancel := context.WithTimeout(ctx, d.start)
 	defer cancel()
 	if err := sb.WaitRunning(wctx); err != nil {
 		return nil, err
@@ -80,7 +76,7 @@ func (d *Driver) Create(ctx context.Context, name string, spec backend.Spec) (ba
 	return sb, nil
 }
 
-func startTimeout() (time.Duration, error) {
+func startTimeout(getenv func(string) string) (time.Duration, error) {
 	v := strings.TrimSpace(getenv(EnvStartTimeout))
 	if v == "" {
 		return 120 * time.Second, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -14,8 +13,6 @@ import (
 
 	"github.com/rightsize/rightsize-go/backend"
 )
-
-var getenv = os.Getenv
 
 // Sandbox is a run's pod.
 type Sandbox struct {
