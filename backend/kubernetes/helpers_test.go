@@ -43,7 +43,7 @@ const ownerPods = 2
 
 // env points this process's backend at the test cluster and namespace ns,
 // with a Lease of leaseSeconds.
-func env(t *testing.T, ns string, leaseSeconds int) []string {
+func env(t testing.TB, ns string, leaseSeconds int) []string {
 	t.Helper()
 	kubetest.Config(t) // skips without the cluster
 	return []string{
@@ -56,7 +56,7 @@ func env(t *testing.T, ns string, leaseSeconds int) []string {
 
 // open opens the backend on namespace ns of the test cluster, in this
 // process.
-func open(t *testing.T, ns string, leaseSeconds int, extra ...string) *kubernetes.Driver {
+func open(t testing.TB, ns string, leaseSeconds int, extra ...string) *kubernetes.Driver {
 	t.Helper()
 	vars := map[string]string{}
 	for _, kv := range append(env(t, ns, leaseSeconds), extra...) {
@@ -82,7 +82,7 @@ type owner struct {
 
 // startOwner starts this test binary as an owner of a run in ns, with its
 // own cache dir, and waits until its pods are created.
-func startOwner(t *testing.T, ns string, leaseSeconds int, args ...string) *owner {
+func startOwner(t testing.TB, ns string, leaseSeconds int, args ...string) *owner {
 	t.Helper()
 	cache := t.TempDir()
 	set := append(env(t, ns, leaseSeconds), envOwner+"=1", ledger.EnvCacheDir+"="+cache, reaper.EnvReaper+"=")
@@ -155,7 +155,7 @@ func TestOwnerHelper(t *testing.T) {
 
 // waitDeleted waits until pod is gone or has a deletionTimestamp, and
 // returns how long that took from since.
-func waitDeleted(ctx context.Context, t *testing.T, cs k8s.Interface, ns, pod string, since time.Time) time.Duration {
+func waitDeleted(ctx context.Context, t testing.TB, cs k8s.Interface, ns, pod string, since time.Time) time.Duration {
 	t.Helper()
 	for {
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
@@ -170,7 +170,7 @@ func waitDeleted(ctx context.Context, t *testing.T, cs k8s.Interface, ns, pod st
 }
 
 // leaseOf returns the run's Lease, nil when there is none.
-func leaseOf(ctx context.Context, t *testing.T, cs k8s.Interface, ns, run string) *coordinationv1.Lease {
+func leaseOf(ctx context.Context, t testing.TB, cs k8s.Interface, ns, run string) *coordinationv1.Lease {
 	t.Helper()
 	l, err := cs.CoordinationV1().Leases(ns).Get(ctx, kubernetes.LeaseName(run), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -183,7 +183,7 @@ func leaseOf(ctx context.Context, t *testing.T, cs k8s.Interface, ns, run string
 }
 
 // pod returns pod name, nil when it is gone or being deleted.
-func livePod(ctx context.Context, t *testing.T, cs k8s.Interface, ns, name string) *corev1.Pod {
+func livePod(ctx context.Context, t testing.TB, cs k8s.Interface, ns, name string) *corev1.Pod {
 	t.Helper()
 	p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -204,7 +204,7 @@ func runFilesGone(cache, run string) bool {
 }
 
 // createLease creates a Lease renewed last at renewed, for 15 s.
-func createLease(ctx context.Context, t *testing.T, cs k8s.Interface, ns, name string, lb map[string]string, renewed time.Time) *coordinationv1.Lease {
+func createLease(ctx context.Context, t testing.TB, cs k8s.Interface, ns, name string, lb map[string]string, renewed time.Time) *coordinationv1.Lease {
 	t.Helper()
 	holder, seconds, at := "rightsize-test", int32(15), metav1.NewMicroTime(renewed)
 	l, err := cs.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{
@@ -218,7 +218,7 @@ func createLease(ctx context.Context, t *testing.T, cs k8s.Interface, ns, name s
 }
 
 // createPod creates a pod owned by the Lease l.
-func createPod(ctx context.Context, t *testing.T, cs k8s.Interface, ns, name string, l *coordinationv1.Lease) *corev1.Pod {
+func createPod(ctx context.Context, t testing.TB, cs k8s.Interface, ns, name string, l *coordinationv1.Lease) *corev1.Pod {
 	t.Helper()
 	no := false
 	p, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{

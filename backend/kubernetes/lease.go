@@ -62,6 +62,7 @@ type runLease struct {
 	once sync.Once
 	ref  metav1.OwnerReference
 	err  error
+	stop context.CancelFunc // ends this process's renewal
 }
 
 // owner makes run runID's Lease once (or takes the one this run made
@@ -87,7 +88,14 @@ func (d *Driver) owner(ctx context.Context, runID string) (metav1.OwnerReference
 		}
 		rl.ref = metav1.OwnerReference{APIVersion: coordinationv1.SchemeGroupVersion.String(), Kind: "Lease", Name: name, UID: uid}
 		hctx, cancel := context.WithCancel(context.Background())
-		go func() { <-d.closed; cancel() }()
+		rl.stop = cancel
+		go func() {
+			select {
+			case <-d.closed:
+				cancel()
+			case <-hctx.Done():
+			}
+		}()
 		go d.HoldRun(hctx, runID)
 	})
 	if rl.err != nil {
@@ -171,11 +179,24 @@ func (d *Driver) HoldRun(ctx context.Context, runID string) {
 }
 
 // DropRun deletes run runID's Lease, when it is the run's: the garbage
-// collector then deletes the run's pods and Services.
+// collector then deletes the run's pods and Services. This process stops
+// renewing it, and a later create of the run makes a new one.
 func (d *Driver) DropRun(ctx context.Context, runID string) error {
 	name := LeaseName(runID)
 	if name == "" {
 		return fmt.Errorf("kubernetes: run id %q cannot name a Lease", runID)
+	}
+	d.mu.Lock()
+	rl := d.runs[runID]
+	delete(d.runs, runID)
+	d.mu.Unlock()
+	if rl != nil {
+		// A create under way finishes making its Lease; one yet to start
+		// is refused rather than given no owner.
+		rl.once.Do(func() { rl.err = fmt.Errorf("kubernetes: run %s's Lease was dropped", runID) })
+		if rl.stop != nil {
+			rl.stop()
+		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
