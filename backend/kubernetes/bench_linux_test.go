@@ -3,6 +3,8 @@ package kubernetes_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/rightsize/rightsize-go/backend/kubernetes"
 	"github.com/rightsize/rightsize-go/internal/kubetest"
 	"github.com/rightsize/rightsize-go/internal/proctest"
+	"github.com/rightsize/rightsize-go/reaper"
 )
 
 // BenchmarkNoNodeFirstPod is what the first pod of a run costs: through
@@ -70,6 +73,45 @@ func BenchmarkNoNodeSIGKILLToDeletion(b *testing.B) {
 		total += slowest
 		kills++
 		proctest.WaitUntil(b, time.Minute, "the watchdog ended", func() bool { return gone(o.watchdog) })
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(kills), "ms/kill")
+}
+
+// BenchmarkNoNodeMachineGone is the owner's machine gone, watchdog too, at
+// the default lease duration: from the SIGKILL of both until the run's pods
+// have a deletionTimestamp, through a sweep from another cache dir every
+// 100 ms (what a stream of test processes elsewhere gives): ms/kill.
+func BenchmarkNoNodeMachineGone(b *testing.B) {
+	cs := kubetest.Client(b)
+	ns := kubetest.Namespace(b, cs, "rz-bench-gone-")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	elsewhere := open(b, ns, kubernetes.DefaultLeaseSeconds)
+	var total time.Duration
+	kills := 0
+	for b.Loop() {
+		o := startOwner(b, ns, kubernetes.DefaultLeaseSeconds)
+		if err := syscall.Kill(o.watchdog, syscall.SIGKILL); err != nil {
+			b.Fatal(err)
+		}
+		o.KillAndWait()
+		proctest.WaitUntil(b, time.Minute, "a sweep drops the lapsed Lease", func() bool {
+			rep, err := reaper.Sweep(ctx, elsewhere, reaper.WithCacheDir(b.TempDir()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if slices.Contains(rep.Lapsed, o.run) {
+				return true
+			}
+			time.Sleep(100 * time.Millisecond)
+			return false
+		})
+		var slowest time.Duration
+		for _, name := range o.pods {
+			slowest = max(slowest, waitDeleted(ctx, b, cs, ns, name, o.KilledAt()))
+		}
+		total += slowest
+		kills++
 	}
 	b.ReportMetric(float64(total.Milliseconds())/float64(kills), "ms/kill")
 }

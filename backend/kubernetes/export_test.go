@@ -18,3 +18,8 @@ func OpenEnv(ctx context.Context, env map[string]string) (*Driver, error) {
 func (d *Driver) PodFor(name string, spec backend.Spec) (*corev1.Pod, error) {
 	return d.podFor(name, spec)
 }
+
+// LoadEnv is OpenEnv without asking the cluster anything.
+func LoadEnv(env map[string]string) (*Driver, error) {
+	return load(func(k string) string { return env[k] })
+}
