@@ -287,6 +287,10 @@ func (d *Driver) each(ctx context.Context, k backend.Kind, runID string, names [
 }
 
 func (d *Driver) removePod(ctx context.Context, runID, name string, remove bool) error {
+	if !dnsSubdomain(name) {
+		// A ledger line no pod can be named by: nothing to remove.
+		return fmt.Errorf("kubernetes: %q is no pod name: %w", name, backend.ErrNotFound)
+	}
 	p, err := d.cs.CoreV1().Pods(d.ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("kubernetes: pod %s/%s: %w", d.ns, name, backend.ErrNotFound)
@@ -421,6 +425,9 @@ func (d *Driver) removeAnyRun(ctx context.Context, k backend.Kind, id string) er
 			return fmt.Errorf("kubernetes: network %s has no Service: %w", id, backend.ErrNotFound)
 		}
 		return d.removeNetwork(ctx, list.Items[0].Labels[backend.LabelRunID], id, true)
+	}
+	if !dnsSubdomain(id) {
+		return fmt.Errorf("kubernetes: %q is no pod name: %w", id, backend.ErrNotFound)
 	}
 	p, err := d.cs.CoreV1().Pods(d.ns).Get(ctx, id, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {

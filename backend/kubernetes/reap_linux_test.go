@@ -237,6 +237,19 @@ func TestNoNodeForeignLeasesLeftAlone(t *testing.T) {
 			t.Errorf("foreign Lease %s: %v", l.name, err)
 		}
 	}
+	// Ledger lines no pod can be named by: nothing of them exists, and a
+	// pod's name inside them is not reached.
+	hostile := []string{"../" + pods[0], pods[0] + "/log", "A;" + pods[0], ".."}
+	for i, err := range d.Remove(ctx, backend.SandboxKind, "0badc0de", hostile) {
+		if !errors.Is(err, backend.ErrNotFound) {
+			t.Errorf("remove %q: %v, want not found", hostile[i], err)
+		}
+	}
+	for i, err := range d.RemoveIDs(ctx, backend.SandboxKind, hostile) {
+		if !errors.Is(err, backend.ErrNotFound) {
+			t.Errorf("remove id %q: %v, want not found", hostile[i], err)
+		}
+	}
 	// The dropped Lease's pod is gone: the collector has seen the others,
 	// which it left.
 	for i, l := range leases {
