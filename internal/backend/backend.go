@@ -52,6 +52,19 @@ const (
 	// Memory: sandboxes that are files of this host and run nothing
 	// (backend/memory), for tests with no engine (rightsize-go only).
 	Memory = "memory"
+	// Kubernetes: pods in one namespace of a cluster (rightsize-go only).
+	Kubernetes = "kubernetes"
+)
+
+// Labels rightsize puts on what a run creates: the run id, under both
+// spellings the family uses (Kotlin and Node write runId, Rust run_id), so
+// any member's run-scoped listing finds them, and a removal for a run of
+// any member can prove what it removes is that run's.
+const (
+	LabelRunID    = "dev.rightsize.runId"
+	LabelRunIDAlt = "dev.rightsize.run_id"
+	// LabelReuse marks a keep-alive sandbox, instead of the run labels.
+	LabelReuse = "dev.rightsize.reuse"
 )
 
 // Kind is what a ledger line names; one type with the ledger's and the
@@ -122,6 +135,30 @@ type RunLister interface {
 	// own ids, which the run itself got back from its creates: one outcome
 	// per id, as Remove.
 	RemoveIDs(ctx context.Context, k Kind, ids []string) []error
+}
+
+// RunHolder is a Backend whose engine keeps a run's sandboxes and networks
+// only while a claim of the run is renewed (a Kubernetes Lease that owns
+// them): the native watchdog holds the claim while the owner lives and
+// drops it once the owner is gone, and the engine removes the rest.
+type RunHolder interface {
+	Backend
+	// HoldRun renews run runID's claim until ctx ends.
+	HoldRun(ctx context.Context, runID string)
+	// DropRun gives run runID's claim up: nil when it is gone, or never
+	// was.
+	DropRun(ctx context.Context, runID string) error
+}
+
+// LapseSweeper is a Backend whose engine holds each run's claim (RunHolder):
+// a run whose claim lapsed is dead wherever its owner ran, and a sweep from
+// any machine, with or without the run in its ledger, drops it.
+type LapseSweeper interface {
+	Backend
+	// SweepLapsed drops the claims of this engine's runs that lapsed
+	// before now (a dry run only finds them), and returns those runs'
+	// ids. A claim that is not provably a run's is never touched.
+	SweepLapsed(ctx context.Context, now time.Time, dryRun bool) (runs []string, err error)
 }
 
 // OwnershipChecker is a Backend that can tell, without touching anything,

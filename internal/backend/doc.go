@@ -6,8 +6,9 @@
 // engine answers).
 //
 // One sub-package per engine registers itself here: backend/docker (on
-// testcontainers-go), backend/msb (the microsandbox command line) and
-// backend/memory (no engine: sandboxes that are files of this host).
+// testcontainers-go), backend/msb (the microsandbox command line),
+// backend/memory (no engine: sandboxes that are files of this host), and
+// backend/kubernetes (client-go; linked only where a program imports it).
 //
 // This package knows nothing of the ledger or of testing, and it must never
 // decide whether something may be removed: it removes what it is told to

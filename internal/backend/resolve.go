@@ -92,6 +92,9 @@ func Resolve(ctx context.Context) (Driver, error) {
 	}
 	open, known := opener(name)
 	if open == nil {
+		if chosen && name == Kubernetes {
+			return nil, fmt.Errorf("%s=%q: the kubernetes backend is not linked into this binary (import _ \"github.com/rightsize/rightsize-go/backend/kubernetes\")", EnvBackend, os.Getenv(EnvBackend))
+		}
 		if chosen {
 			return nil, fmt.Errorf("%s=%q names no backend; use one of %s", EnvBackend, os.Getenv(EnvBackend), strings.Join(known, ", "))
 		}

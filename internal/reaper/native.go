@@ -93,8 +93,24 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, proce
 			debug.FreeOSMemory()
 		}
 	}
+	// An engine that holds the run's claim (a Kubernetes Lease) keeps it
+	// while the owner lives; dropped at its death, the engine removes the
+	// rest itself, and the passes below find it gone.
+	holder, _ := b.(backend.RunHolder)
+	holdCtx, stopHold := context.WithCancel(context.Background())
+	if holder != nil {
+		go holder.HoldRun(holdCtx, runID)
+	}
 	told := readTold(in, runID)
 	noticed := time.Now()
+	stopHold()
+	if holder != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout())
+		if err := holder.DropRun(ctx, runID); err != nil {
+			logger.Printf("drop the run's claim: %v", err)
+		}
+		cancel()
+	}
 	// Until now the owner held each command it told unreaped, and with it
 	// its group's number: what started in a group before now is the
 	// command's.

@@ -120,6 +120,12 @@ type Report struct {
 	// was spent, its context ended): the runs it did not reach stay for a
 	// later sweep.
 	Unfinished string
+	// Lapsed are the runs whose claim the engine held and nobody renewed
+	// (backend.LapseSweeper): dead wherever their owner ran, their claim
+	// was dropped (would be, in a dry run), and the engine removes what
+	// it owned. LapseProblem is why that could not be finished.
+	Lapsed       []string
+	LapseProblem string
 	// TempsRemoved counts temporary files of killed writers deleted.
 	TempsRemoved int
 	Took         time.Duration
@@ -184,7 +190,9 @@ func (r *Report) sortRuns() {
 
 // Clean reports whether nothing was kept back: every reapable run was
 // reaped completely, and the sweep finished.
-func (r *Report) Clean() bool { return r.Count(Kept) == r.forMember && r.Unfinished == "" }
+func (r *Report) Clean() bool {
+	return r.Count(Kept) == r.forMember && r.Unfinished == "" && r.LapseProblem == ""
+}
 
 // onlyLeftForMember reports whether all a kept run keeps is another
 // member's networks, left for that member's sweep.
@@ -206,7 +214,7 @@ func (r *Report) Count(d Decision) int { return r.counts[d] }
 // Acted reports whether the sweep removed or kept anything (what a test
 // log should hear about); false when every run was left alone.
 func (r *Report) Acted() bool {
-	return r.Count(Reaped)+r.Count(Kept)+r.Count(WouldReap) > 0 || r.Unfinished != ""
+	return r.Count(Reaped)+r.Count(Kept)+r.Count(WouldReap) > 0 || r.Unfinished != "" || len(r.Lapsed) > 0 || r.LapseProblem != ""
 }
 
 // Run returns the report for run id, if the sweep holds it.
@@ -242,6 +250,16 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	}
 	if r.Unfinished != "" {
 		fmt.Fprintf(&b, "  ! stopped early: %s; what it did not reach stays for a later sweep\n", termtext.Clean(r.Unfinished))
+	}
+	if len(r.Lapsed) > 0 {
+		verb := "dropped"
+		if r.DryRun {
+			verb = "would be dropped"
+		}
+		fmt.Fprintf(&b, "  lapsed run claims %s (the engine removes what they own): %s\n", verb, termtext.Clean(strings.Join(r.Lapsed, ", ")))
+	}
+	if r.LapseProblem != "" {
+		fmt.Fprintf(&b, "  ! lapsed run claims: %s\n", termtext.Clean(r.LapseProblem))
 	}
 	for _, rr := range r.Runs {
 		fmt.Fprintf(&b, "  %s  %s  %s\n", termtext.Clean(rr.ID), rr.Decision, termtext.Clean(rr.Reason))

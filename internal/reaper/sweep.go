@@ -70,7 +70,9 @@ func WithBudget(d time.Duration) Option { return optionFunc(func(c *config) { c.
 // ownership check still applies to every name it lists.
 func OnlyRun(id string) Option { return optionFunc(func(c *config) { c.only = id }) }
 
-// Sweep reaps the runs in the ledger whose owner is proven dead, through b:
+// Sweep reaps the runs in the ledger whose owner is proven dead, through b
+// (and, where the engine holds each run's claim, backend.LapseSweeper, the
+// runs whose claim lapsed, ledger or not):
 // their sandboxes, then their networks, then their files; only what the
 // engine shows as the run's is removed (Backend.Remove). It leaves alone
 // runs of another backend or another engine endpoint, runs whose owner is
@@ -169,6 +171,13 @@ func Sweep(ctx context.Context, b backend.Backend, opts ...Option) (*Report, err
 	}
 	close(deletes)
 	workers.Wait()
+	if ls, ok := b.(backend.LapseSweeper); ok && ctx.Err() == nil {
+		runs, lerr := ls.SweepLapsed(ctx, cfg.now(), cfg.dryRun)
+		rep.Lapsed = runs
+		if lerr != nil {
+			rep.LapseProblem = lerr.Error()
+		}
+	}
 	if err != nil {
 		rep.Unfinished = unfinished(err)
 		if !errors.Is(err, errBudget) {

@@ -20,15 +20,12 @@ import (
 	"github.com/rightsize/rightsize-go/internal/backend"
 )
 
-// Labels rightsize puts on ordinary containers and networks: the run id,
-// under both spellings the family uses (Kotlin and Node write runId, Rust
-// run_id), so any member's run-scoped listing finds them, and a removal for
-// a run of any member can prove what it removes is that run's.
+// Labels rightsize puts on ordinary containers and networks (the
+// backend's, shared by every engine that keeps labels).
 const (
-	LabelRunID    = "dev.rightsize.runId"
-	LabelRunIDAlt = "dev.rightsize.run_id"
-	// LabelReuse marks a keep-alive container, instead of the run labels.
-	LabelReuse = "dev.rightsize.reuse"
+	LabelRunID    = backend.LabelRunID
+	LabelRunIDAlt = backend.LabelRunIDAlt
+	LabelReuse    = backend.LabelReuse
 )
 
 // EnvHostOverride is testcontainers-go's variable for the host published

@@ -1,0 +1,125 @@
+package kubernetes_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/backend/kubernetes"
+	"github.com/rightsize/rightsize-go/internal/kubetest"
+	"github.com/rightsize/rightsize-go/internal/proctest"
+	"github.com/rightsize/rightsize-go/internal/reaper"
+)
+
+// BenchmarkNoNodeFirstPod is what the first pod of a run costs: through
+// the backend (the run's Lease, then the pod that it owns) and as a bare
+// create of the same pod. The difference is the Lease.
+func BenchmarkNoNodeFirstPod(b *testing.B) {
+	cs := kubetest.Client(b)
+	ns := kubetest.Namespace(b, cs, "rz-bench-")
+	d := open(b, ns, kubernetes.DefaultLeaseSeconds)
+	ctx := context.Background()
+	spec := func(run string) backend.Spec {
+		return backend.Spec{Image: never, Cmd: []string{"sleep", "3600"}, RunID: run, Ports: []string{"8080"}}
+	}
+	n := 0
+	b.Run("bare", func(b *testing.B) {
+		for b.Loop() {
+			n++
+			run := fmt.Sprintf("%08x", n)
+			pod, err := d.PodFor("rz-"+run+"-1", spec(run))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("rightsize", func(b *testing.B) {
+		for b.Loop() {
+			// A driver of its own, as a test process has: the renewals of
+			// the earlier runs would otherwise share its rate limit.
+			b.StopTimer()
+			d := open(b, ns, kubernetes.DefaultLeaseSeconds)
+			n++
+			run := fmt.Sprintf("%08x", n)
+			b.StartTimer()
+			if _, err := d.Start(ctx, "rz-"+run+"-1", spec(run)); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			d.Close()
+			b.StartTimer()
+		}
+	})
+}
+
+// BenchmarkNoNodeSIGKILLToDeletion is how long after the SIGKILL of a test
+// process its run's pods have a deletionTimestamp (or are gone), through
+// its native watchdog and the garbage collector: ms/kill.
+func BenchmarkNoNodeSIGKILLToDeletion(b *testing.B) {
+	cs := kubetest.Client(b)
+	ns := kubetest.Namespace(b, cs, "rz-bench-kill-")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var total time.Duration
+	kills := 0
+	for b.Loop() {
+		o := startOwner(b, ns, kubernetes.DefaultLeaseSeconds)
+		o.KillAndWait()
+		var slowest time.Duration
+		for _, name := range o.pods {
+			slowest = max(slowest, waitDeleted(ctx, b, cs, ns, name, o.KilledAt()))
+		}
+		total += slowest
+		kills++
+		proctest.WaitUntil(b, time.Minute, "the watchdog ended", func() bool { return gone(o.watchdog) })
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(kills), "ms/kill")
+}
+
+// BenchmarkNoNodeMachineGone is the owner's machine gone, watchdog too, at
+// the default lease duration: from the SIGKILL of both until the run's pods
+// have a deletionTimestamp, through a sweep from another cache dir every
+// 100 ms (what a stream of test processes elsewhere gives): ms/kill.
+func BenchmarkNoNodeMachineGone(b *testing.B) {
+	cs := kubetest.Client(b)
+	ns := kubetest.Namespace(b, cs, "rz-bench-gone-")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	elsewhere := open(b, ns, kubernetes.DefaultLeaseSeconds)
+	var total time.Duration
+	kills := 0
+	for b.Loop() {
+		o := startOwner(b, ns, kubernetes.DefaultLeaseSeconds)
+		if err := syscall.Kill(o.watchdog, syscall.SIGKILL); err != nil {
+			b.Fatal(err)
+		}
+		o.KillAndWait()
+		proctest.WaitUntil(b, time.Minute, "a sweep drops the lapsed Lease", func() bool {
+			rep, err := reaper.Sweep(ctx, elsewhere, reaper.WithCacheDir(b.TempDir()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if slices.Contains(rep.Lapsed, o.run) {
+				return true
+			}
+			time.Sleep(100 * time.Millisecond)
+			return false
+		})
+		var slowest time.Duration
+		for _, name := range o.pods {
+			slowest = max(slowest, waitDeleted(ctx, b, cs, ns, name, o.KilledAt()))
+		}
+		total += slowest
+		kills++
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(kills), "ms/kill")
+}

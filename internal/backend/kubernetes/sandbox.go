@@ -1,0 +1,139 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rightsize/rightsize-go/internal/backend"
+)
+
+// Sandbox is a run's pod.
+type Sandbox struct {
+	d    *Driver
+	name string
+}
+
+// Name is the pod's name.
+func (s *Sandbox) Name() string { return s.name }
+
+// ID is the pod's name too: what the watchdog and the sweep delete it by.
+func (s *Sandbox) ID() string { return s.name }
+
+// Host is the pod's address, which a process inside the cluster reaches
+// its ports on; "" until a node runs it.
+func (s *Sandbox) Host() string {
+	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
+	defer cancel()
+	p, err := s.d.cs.CoreV1().Pods(s.d.ns).Get(ctx, s.name, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	return p.Status.PodIP
+}
+
+// MappedPort is port itself, at the pod's address, inside the cluster.
+// Outside it the port would need a port-forward, which this backend does
+// not make: an error says so.
+func (s *Sandbox) MappedPort(ctx context.Context, port string) (string, error) {
+	if !s.d.inCluster {
+		return "", fmt.Errorf("kubernetes: port %s of pod %s/%s: this process is outside the cluster, and the kubernetes backend makes no port-forward", port, s.d.ns, s.name)
+	}
+	num, _, _ := strings.Cut(port, "/")
+	return num, nil
+}
+
+// Logs is what the pod's container wrote so far.
+func (s *Sandbox) Logs(ctx context.Context) (string, error) {
+	b, err := s.d.cs.CoreV1().Pods(s.d.ns).GetLogs(s.name, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+	if err != nil {
+		return "", s.d.apiError("logs of pod "+s.name, err)
+	}
+	return string(b), nil
+}
+
+// Stop deletes the pod with at most grace for its process to end, and
+// waits until the pod is gone.
+func (s *Sandbox) Stop(ctx context.Context, grace time.Duration) error {
+	cctx, cancel := context.WithTimeout(ctx, CallTimeout+grace)
+	defer cancel()
+	p, err := s.d.cs.CoreV1().Pods(s.d.ns).Get(cctx, s.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return s.d.apiError("get pod "+s.name, err)
+	}
+	if err := s.d.deletePod(cctx, p, int64(grace/time.Second)); err != nil && !errors.Is(err, backend.ErrNotFound) {
+		return err
+	}
+	for {
+		_, err := s.d.cs.CoreV1().Pods(s.d.ns).Get(cctx, s.name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if cctx.Err() != nil {
+			return fmt.Errorf("kubernetes: pod %s/%s still there after its delete: %w", s.d.ns, s.name, context.Cause(cctx))
+		}
+		select {
+		case <-cctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// WaitRunning waits until a node runs the pod, or ctx ends: the error then
+// wraps ErrNoNode and says what the cluster last said of the pod.
+func (s *Sandbox) WaitRunning(ctx context.Context) error {
+	var last *corev1.Pod
+	for {
+		p, err := s.d.cs.CoreV1().Pods(s.d.ns).Get(ctx, s.name, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			last = p
+			switch p.Status.Phase {
+			case corev1.PodRunning:
+				return nil
+			case corev1.PodSucceeded, corev1.PodFailed:
+				return fmt.Errorf("kubernetes: pod %s/%s ended (%s) before it was waited for", s.d.ns, s.name, p.Status.Phase)
+			}
+		case apierrors.IsNotFound(err):
+			return fmt.Errorf("kubernetes: pod %s/%s was deleted while it was waited for: %w", s.d.ns, s.name, backend.ErrNotFound)
+		case ctx.Err() == nil:
+			return s.d.apiError("get pod "+s.name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kubernetes: pod %s/%s: %w: %s (%v)", s.d.ns, s.name, ErrNoNode, pending(last), context.Cause(ctx))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// pending says why p is not running.
+func pending(p *corev1.Pod) string {
+	if p == nil {
+		return "the pod was never read"
+	}
+	if p.Spec.NodeName == "" {
+		why := "it was never scheduled to a node (does the cluster have a node and a scheduler?)"
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				why = "it is unscheduled: " + c.Reason + ": " + c.Message
+			}
+		}
+		return why
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil {
+			return "node " + p.Spec.NodeName + " has not started it: " + w.Reason + ": " + w.Message
+		}
+	}
+	return "node " + p.Spec.NodeName + " has not started it (phase " + string(p.Status.Phase) + ")"
+}

@@ -1,0 +1,107 @@
+package kubernetes
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rightsize/rightsize-go/internal/backend"
+)
+
+func TestLeaseRunNeedsNameAndBothLabels(t *testing.T) {
+	lb := func(a, b string) map[string]string {
+		return map[string]string{backend.LabelRunID: a, backend.LabelRunIDAlt: b}
+	}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   string
+		reason string
+	}{
+		{"rz-run-0a1b2c3d", lb("0a1b2c3d", "0a1b2c3d"), "0a1b2c3d", "a run's Lease"},
+		{"rz-run-0a1b2c3d", nil, "", "no labels: anyone's"},
+		{"rz-run-0a1b2c3d", map[string]string{backend.LabelRunID: "0a1b2c3d"}, "", "one label only"},
+		{"rz-run-0a1b2c3d", lb("0a1b2c3d", "0a1b2c3e"), "", "the labels disagree"},
+		{"other", lb("0a1b2c3d", "0a1b2c3d"), "", "the name is not the run's"},
+		{"rz-run-", lb("", ""), "", "an empty run id"},
+		{"rz-run-UPPER", lb("UPPER", "UPPER"), "", "not a Kubernetes name"},
+	} {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: c.name, Labels: c.labels}}
+		if got := leaseRun(l); got != c.want {
+			t.Errorf("%s %v: %q, want %q (%s)", c.name, c.labels, got, c.want, c.reason)
+		}
+	}
+}
+
+func TestLapsedNeedsARenewalAndADuration(t *testing.T) {
+	now := time.Now()
+	at := func(d time.Duration) *metav1.MicroTime { m := metav1.NewMicroTime(now.Add(d)); return &m }
+	secs := func(n int32) *int32 { return &n }
+	for _, c := range []struct {
+		renew  *metav1.MicroTime
+		dur    *int32
+		want   bool
+		reason string
+	}{
+		{at(-16 * time.Second), secs(15), true, "renewed 16 s ago for 15"},
+		{at(-14 * time.Second), secs(15), false, "renewed 14 s ago for 15"},
+		{nil, secs(15), false, "never renewed: cannot be judged"},
+		{at(-time.Hour), nil, false, "no duration: cannot be judged"},
+		{at(-time.Hour), secs(0), false, "a zero duration: cannot be judged"},
+	} {
+		l := &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{RenewTime: c.renew, LeaseDurationSeconds: c.dur}}
+		if got := lapsed(l, now); got != c.want {
+			t.Errorf("%s: lapsed %v", c.reason, got)
+		}
+	}
+}
+
+func TestPodForRefusesWhatItCannotDo(t *testing.T) {
+	d := &Driver{}
+	ok := backend.Spec{Image: "busybox", RunID: "0a1b2c3d"}
+	for _, c := range []struct {
+		name string
+		edit func(*backend.Spec)
+		want string
+	}{
+		{"Bad_Name", nil, "not a pod name"},
+		{"rz-x-1;rm -rf", nil, "not a pod name"},
+		{"rz-x-1", func(s *backend.Spec) { s.RunID = "" }, "keep-alive"},
+		{"rz-x-1", func(s *backend.Spec) { s.KeepAlive = "0123456789ab" }, "keep-alive"},
+		{"rz-x-1", func(s *backend.Spec) { s.RunID = "../x" }, "cannot name a Lease"},
+		{"rz-x-1", func(s *backend.Spec) { s.Image = "" }, "no image"},
+		{"rz-x-1", func(s *backend.Spec) { s.Files = []backend.File{{GuestPath: "/a"}} }, "Files"},
+		{"rz-x-1", func(s *backend.Spec) { s.Labels = map[string]string{backend.LabelRunID: "other"} }, "rightsize's own"},
+		{"rz-x-1", func(s *backend.Spec) { s.Ports = []string{"99999"} }, "port"},
+		{"rz-x-1", func(s *backend.Spec) { s.Ports = []string{"80/quic"} }, "protocol"},
+		{"rz-x-1", func(s *backend.Spec) { s.Networks = map[string][]string{"n": {"Not_A_Name"}} }, "not a Service name"},
+		{"rz-x-1", func(s *backend.Spec) { s.Networks = map[string][]string{"bad net": {"a"}} }, "label value"},
+	} {
+		s := ok
+		if c.edit != nil {
+			c.edit(&s)
+		}
+		_, err := d.podFor(c.name, s)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %+v: %v, want an error saying %q", c.name, s, err, c.want)
+		}
+	}
+	p, err := d.podFor("rz-0a1b2c3d-1", backend.Spec{Image: "busybox", RunID: "0a1b2c3d", Cmd: []string{"sleep", "1"},
+		Env: map[string]string{"B": "2", "A": "1"}, Ports: []string{"53/udp"}, MemoryLimitMB: 64, Labels: map[string]string{"team": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Spec.Containers[0]
+	if strings.Join(c.Args, " ") != "sleep 1" || len(c.Command) != 0 {
+		t.Errorf("Cmd replaces the image's command (args), not its entrypoint: command %q args %q", c.Command, c.Args)
+	}
+	if c.Env[0].Name != "A" || c.Ports[0].Protocol != "UDP" || c.Resources.Limits.Memory().Value() != 64<<20 {
+		t.Errorf("env %v, ports %v, limits %v", c.Env, c.Ports, c.Resources.Limits)
+	}
+	if p.Labels[backend.LabelRunID] != "0a1b2c3d" || p.Labels[backend.LabelRunIDAlt] != "0a1b2c3d" || p.Labels["team"] != "x" || p.Labels[LabelSandbox] != p.Name {
+		t.Errorf("labels %v", p.Labels)
+	}
+}
