@@ -113,7 +113,7 @@ func TestNoNodeRoleIsEnough(t *testing.T) {
 // docRole is the Role of docs/kubernetes.md: its first yaml block.
 func docRole(t *testing.T) *rbacv1.Role {
 	t.Helper()
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "kubernetes.md"))
+	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "kubernetes.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
