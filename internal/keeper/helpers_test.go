@@ -8,6 +8,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
@@ -225,4 +226,20 @@ func (r *rig) podman() bool {
 		}
 	}
 	return false
+}
+
+// logs is what container id wrote to stderr and stdout so far ("" when it
+// is gone).
+func (r *rig) logs(id string) string {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rc, err := r.cli.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	var out strings.Builder
+	_, _ = stdcopy.StdCopy(&out, &out, rc)
+	return out.String()
 }

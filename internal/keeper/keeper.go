@@ -221,7 +221,7 @@ func (k *Keeper) start(ctx context.Context) error {
 	case strings.HasPrefix(line, "ready"):
 		return nil
 	case strings.HasPrefix(line, "error:"):
-		return fmt.Errorf("keeper %s: %w: %s", k.Name, ErrRefused, strings.TrimSpace(strings.TrimPrefix(line, "error:")))
+		return fmt.Errorf("keeper %s: %w: %s (it mounts %s of the engine's host; %s names another)", k.Name, ErrRefused, strings.TrimSpace(strings.TrimPrefix(line, "error:")), k.Socket, EnvSocketOverride)
 	case rctx.Err() != nil:
 		return fmt.Errorf("keeper %s: it did not say it was ready within %s", k.Name, readyTimeout)
 	default:

@@ -70,6 +70,9 @@ func (r *reaper) reap() bool {
 			log.Printf("run %s: %d removed in %s; nothing of the run is left", r.run, removed, time.Since(start).Round(time.Millisecond))
 			return true
 		}
+		if len(left) > 0 {
+			log.Printf("run %s: pass %d: left for now: %s", r.run, pass, strings.Join(left, "; "))
+		}
 		if time.Now().Add(wait).After(deadline) {
 			log.Printf("run %s: %d removed; giving up after %s on: %s", r.run, removed, time.Since(start).Round(time.Millisecond), strings.Join(left, "; "))
 			return false
