@@ -28,11 +28,12 @@ func hold(t *testing.T, k *Keeper) *Lease {
 
 // The lease's end by EOF: the holder closes its connection; the run's
 // containers (under either spelling of the label) and its network go,
-// then the keeper.
+// then the keeper. The lease timeout is long: only the EOF can end it
+// within the test's wait.
 func TestCloseRemovesTheRun(t *testing.T) {
 	r := newRig(t)
 	run := newRunID(t)
-	k := r.start(run, Options{})
+	k := r.start(run, Options{LeaseTimeout: 5 * time.Minute})
 	lease := hold(t, k)
 
 	net := r.network("rz-net-"+run, runLabels(run))
@@ -102,7 +103,7 @@ func TestOnlyItsRun(t *testing.T) {
 	// The keeper is retrying the network it could not remove; by then it
 	// has been through every container it would ever remove.
 	proctest.WaitUntil(t, time.Minute, "keeper A to have tried its network", func() bool {
-		return strings.Contains(r.logs(ka.ID), "in use by 1 container")
+		return strings.Contains(r.logs(ka.ID), "left for now: network rz-net-"+runA)
 	})
 	for what, id := range left {
 		if !r.exists(id, false) {
