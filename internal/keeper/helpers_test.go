@@ -2,16 +2,17 @@ package keeper
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/backend/docker"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/testimage"
@@ -135,7 +136,7 @@ func (r *rig) exists(id string, net bool) bool {
 	switch {
 	case err == nil:
 		return true
-	case cerrdefs.IsNotFound(err):
+	case gone(err):
 		return false
 	default:
 		r.t.Fatalf("inspect %s: %v", id, err)
@@ -194,7 +195,7 @@ func (r *rig) removeAll() {
 	f := client.Filters{}.Add("label", testLabel+"="+r.id)
 	if cl, err := r.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f}); err == nil {
 		for _, c := range cl.Items {
-			if _, err := r.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			if _, err := r.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !gone(err) {
 				r.t.Errorf("cleanup: remove container %s: %v", c.ID[:12], err)
 			}
 		}
@@ -203,7 +204,7 @@ func (r *rig) removeAll() {
 	}
 	if nl, err := r.cli.NetworkList(ctx, client.NetworkListOptions{Filters: f}); err == nil {
 		for _, n := range nl.Items {
-			if _, err := r.cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+			if _, err := r.cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !gone(err) {
 				r.t.Errorf("cleanup: remove network %s: %v", n.Name, err)
 			}
 		}
@@ -243,3 +244,6 @@ func (r *rig) logs(id string) string {
 	_, _ = stdcopy.StdCopy(&out, &out, rc)
 	return out.String()
 }
+
+// gone reports whether err is the engine saying there is no such thing.
+func gone(err error) bool { return errors.Is(docker.Classify("", err), backend.ErrNotFound) }

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
 	"github.com/rightsize/rightsize-go/internal/image"
@@ -38,7 +37,7 @@ func testRepo(t *testing.T, r *rig) string {
 		}
 		for _, im := range res.Items {
 			for _, ref := range im.RepoTags {
-				if _, err := r.cli.ImageRemove(ctx, ref, client.ImageRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+				if _, err := r.cli.ImageRemove(ctx, ref, client.ImageRemoveOptions{}); err != nil && !gone(err) {
 					t.Errorf("cleanup: remove %s: %v", ref, err)
 				}
 			}

@@ -11,12 +11,13 @@ import (
 	"strings"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
+	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/backend/docker"
 	"github.com/rightsize/rightsize-go/internal/names"
 	"github.com/rightsize/rightsize-go/ledger"
 )
@@ -38,6 +39,8 @@ const (
 	// readyTimeout bounds the wait for a started keeper to say whether it
 	// reached its engine.
 	readyTimeout = 30 * time.Second
+	// removeWait bounds Remove's wait for a keeper the engine is removing.
+	removeWait = 10 * time.Second
 )
 
 // The environment of the keeper program (program/main.go reads it).
@@ -172,7 +175,7 @@ func Start(ctx context.Context, cli *client.Client, runID string, opts Options) 
 		},
 	})
 	if err != nil {
-		if cerrdefs.IsConflict(err) {
+		if errors.Is(docker.Classify("create", err), backend.ErrNameTaken) {
 			return nil, fmt.Errorf("keeper %s: %w: %v", name, ErrExists, err)
 		}
 		if client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded) {
@@ -234,16 +237,24 @@ func (k *Keeper) start(ctx context.Context) error {
 func (k *Keeper) Hold(ctx context.Context) (*Lease, error) { return Hold(ctx, k.cli, k.ID) }
 
 // Remove removes the keeper at once, without its removing anything: for a
-// keeper its starter will not use after all. A keeper already gone is not
-// an error.
+// keeper its starter will not use after all. A keeper already gone, or
+// going, is not an error.
 func (k *Keeper) Remove(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	_, err := k.cli.ContainerRemove(ctx, k.ID, client.ContainerRemoveOptions{Force: true})
-	if err != nil && !cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("keeper %s: removing it: %w", k.Name, err)
+	if err == nil || errors.Is(docker.Classify("remove", err), backend.ErrNotFound) {
+		return nil
 	}
-	return nil
+	// A keeper that has just ended is being removed by the engine
+	// (AutoRemove), and Podman refuses a second removal meanwhile: what
+	// counts is that it goes.
+	for deadline := time.Now().Add(removeWait); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(50 * time.Millisecond) {
+		if _, ierr := k.cli.ContainerInspect(ctx, k.ID, client.ContainerInspectOptions{}); errors.Is(docker.Classify("inspect", ierr), backend.ErrNotFound) {
+			return nil
+		}
+	}
+	return fmt.Errorf("keeper %s: removing it: %w", k.Name, err)
 }
 
 // Info is a keeper found on an engine.

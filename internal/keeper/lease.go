@@ -10,9 +10,11 @@ import (
 	"sync"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
+
+	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/backend/docker"
 )
 
 const (
@@ -62,7 +64,7 @@ func Hold(ctx context.Context, cli *client.Client, ref string) (*Lease, error) {
 	defer cancel()
 	res, err := cli.ContainerInspect(ictx, ref, client.ContainerInspectOptions{})
 	if err != nil {
-		if cerrdefs.IsNotFound(err) {
+		if errors.Is(docker.Classify("inspect", err), backend.ErrNotFound) {
 			return nil, fmt.Errorf("keeper %s: %w: no such container", ref, ErrNotKeeper)
 		}
 		return nil, fmt.Errorf("keeper %s: %w", ref, err)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
 	"github.com/rightsize/rightsize-go/backend/docker"
@@ -157,7 +156,7 @@ func TestStopRemovesNothing(t *testing.T) {
 	c := r.container("rz-"+run+"-1", runLabels(run))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := r.cli.ContainerStop(ctx, k.ID, client.ContainerStopOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+	if _, err := r.cli.ContainerStop(ctx, k.ID, client.ContainerStopOptions{}); err != nil && !gone(err) {
 		t.Fatal(err)
 	}
 	r.keeperGone(time.Minute, k.Name)

@@ -77,8 +77,14 @@ func TestStartRefused(t *testing.T) {
 			c.Close()
 		}
 	}()
+	// Docker refuses to mount what is not there; Podman makes a folder
+	// there, which the keeper finds.
+	missing := "does not exist"
+	if r.podman() {
+		missing = "is a folder"
+	}
 	cases := []struct{ name, socket, want string }{
-		{"no such socket", filepath.Join(dir, "none.sock"), ""},
+		{"no such socket", filepath.Join(dir, "none.sock"), missing},
 		{"a socket that is no engine's", deaf, "does not answer"},
 	}
 	if other := otherEngineSocket(t, r); other != "" {

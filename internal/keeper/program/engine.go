@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -227,6 +228,12 @@ func filterQuery(key, value string) string {
 // otherwise remove nothing, or another run's things. It returns how many
 // removals to run at once on that engine.
 func (e *engine) check(run, nonce string) (parallel int, err error) {
+	// An engine may make a folder where a bind mount's source is missing
+	// (Podman does): that is not the socket, and dialing it says only
+	// "connection refused".
+	if fi, err := os.Stat(e.socket); err == nil && fi.IsDir() {
+		return 0, fmt.Errorf("the mount at %s is a folder, not the engine's socket: the socket named for it is not on the engine's host, and the engine made a folder there in its place (remove it)", e.socket)
+	}
 	var v struct {
 		Components []struct{ Name string }
 	}
