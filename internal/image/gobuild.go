@@ -74,13 +74,16 @@ func goBuild(ctx context.Context, dir, pkg, arch string, env ...string) ([]byte,
 	return os.ReadFile(out)
 }
 
+// goRoots are where the go tool is looked for when it is not on the PATH.
+var goRoots = func() []string { return []string{os.Getenv("GOROOT"), "/usr/local/go"} }
+
 // goCommand finds the go tool. `go test` puts GOROOT/bin first on the PATH
 // of the test binaries it runs.
 func goCommand() (string, error) {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p, nil
 	}
-	for _, root := range []string{os.Getenv("GOROOT"), "/usr/local/go"} {
+	for _, root := range goRoots() {
 		if root == "" {
 			continue
 		}

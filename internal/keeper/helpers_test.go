@@ -35,13 +35,13 @@ const testLabel = "dev.rightsize.keeper-test"
 // rig is one test's engine: a client, the busybox image for the run's
 // containers, and the cleanup of all the test made.
 type rig struct {
-	t   *testing.T
+	t   testing.TB
 	cli *client.Client
 	img string
 	id  string // the test's own id, testLabel's value
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t testing.TB) *rig {
 	t.Helper()
 	img := testimage.Busybox(t) // skips under -short or RIGHTSIZE_SKIP_ENGINE_TESTS
 	cli, err := client.New(client.FromEnv)
