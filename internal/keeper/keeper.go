@@ -129,9 +129,7 @@ func Start(ctx context.Context, cli *client.Client, runID string, opts Options) 
 		}
 	}
 	if k.Socket == "" {
-		if k.Socket, err = SocketPath(ctx, cli); err != nil {
-			return nil, fmt.Errorf("keeper: the engine's socket: %w", err)
-		}
+		k.Socket = SocketPath(ctx, cli)
 	}
 	nonce := make([]byte, 8)
 	if _, err := rand.Read(nonce); err != nil {

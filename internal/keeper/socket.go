@@ -3,7 +3,6 @@ package keeper
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -29,33 +28,27 @@ const (
 
 // SocketPath returns the path, on the engine's host, of the engine's unix
 // socket, which a keeper mounts: EnvSocketOverride when set; for Podman,
-// the socket its service says it listens on; for an engine this process
-// reaches through a unix socket on Linux, that socket; otherwise
+// the socket its service says it listens on (when it says it exists); for
+// an engine this process reaches through a unix socket on Linux, that
+// socket; otherwise
 // DefaultSocket (an engine over TCP or SSH, or in the VM of Docker Desktop
 // or colima). A wrong answer is not silent: the engine refuses to mount a
 // path that does not exist, and the keeper says so when what it finds
 // there is not its own engine.
-func SocketPath(ctx context.Context, cli *client.Client) (string, error) {
+func SocketPath(ctx context.Context, cli *client.Client) string {
 	if p := os.Getenv(EnvSocketOverride); p != "" {
-		return strings.TrimPrefix(p, "unix://"), nil
+		return strings.TrimPrefix(p, "unix://")
 	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	v, err := cli.ServerVersion(ctx, client.ServerVersionOptions{})
-	if err != nil {
-		return "", fmt.Errorf("asking the engine at %s its version: %w", cli.DaemonHost(), err)
-	}
-	for _, c := range v.Components {
-		if strings.Contains(strings.ToLower(c.Name), "podman") {
-			if p, ok := podmanSocket(ctx, cli); ok {
-				return p, nil
-			}
-		}
+	// Docker answers Podman's own API with a quick 404.
+	if p, ok := podmanSocket(ctx, cli); ok {
+		return p
 	}
 	if u, err := url.Parse(cli.DaemonHost()); err == nil && u.Scheme == "unix" && runtime.GOOS == "linux" && u.Path != "" {
-		return u.Path, nil
+		return u.Path
 	}
-	return DefaultSocket, nil
+	return DefaultSocket
 }
 
 // podmanSocket asks Podman's own API where its service listens, on its

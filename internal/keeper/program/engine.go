@@ -56,10 +56,23 @@ func codeOf(err error) int {
 // the body is dropped). Any other answer is a *statusError carrying the
 // engine's message.
 func (e *engine) call(method, path string, out any) error {
-	code, body, err := e.do(method, path)
+	_, err := e.callHeaders(method, path, out)
+	return err
+}
+
+// callHeaders is call, and returns the answer's headers (keys in lower
+// case).
+func (e *engine) callHeaders(method, path string, out any) (map[string]string, error) {
+	code, hdr, body, err := e.do(method, path)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
+	return hdr, decode(method, path, code, body, out)
+}
+
+// decode makes an answer an error unless it is a 2xx, and decodes the
+// JSON of a 2xx into out (nil: the body is dropped).
+func decode(method, path string, code int, body []byte, out any) error {
 	if code < 200 || code > 299 {
 		var m struct {
 			Message string `json:"message"`
@@ -82,57 +95,62 @@ func (e *engine) call(method, path string, out any) error {
 	return nil
 }
 
-func (e *engine) do(method, path string) (int, []byte, error) {
+func (e *engine) do(method, path string) (int, map[string]string, []byte, error) {
 	conn, err := net.DialTimeout("unix", e.socket, e.timeout)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	defer conn.Close()
 	if err := conn.SetDeadline(time.Now().Add(e.timeout)); err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	req := method + " " + path + " HTTP/1.1\r\nHost: docker\r\nUser-Agent: rightsize-keeper\r\nConnection: close\r\n"
 	if method != "GET" {
 		req += "Content-Length: 0\r\n"
 	}
 	if _, err := io.WriteString(conn, req+"\r\n"); err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	return readResponse(bufio.NewReader(conn), method)
 }
 
-// readResponse reads one HTTP/1.x answer: its status and its body, sized
-// by Content-Length, chunked, or up to the connection's end.
-func readResponse(r *bufio.Reader, method string) (int, []byte, error) {
+// readResponse reads one HTTP/1.x answer: its status, its headers (keys
+// in lower case) and its body, sized by Content-Length, chunked, or up to
+// the connection's end.
+func readResponse(r *bufio.Reader, method string) (int, map[string]string, []byte, error) {
 	for {
 		line, err := readLine(r)
 		if err != nil {
-			return 0, nil, fmt.Errorf("reading the status line: %w", err)
+			return 0, nil, nil, fmt.Errorf("reading the status line: %w", err)
 		}
 		proto, rest, _ := strings.Cut(line, " ")
 		codeText, _, _ := strings.Cut(rest, " ")
 		code, err := strconv.Atoi(codeText)
 		if !strings.HasPrefix(proto, "HTTP/1.") || err != nil || code < 100 || code > 999 {
-			return 0, nil, fmt.Errorf("not an HTTP/1 answer: %q", line)
+			return 0, nil, nil, fmt.Errorf("not an HTTP/1 answer: %q", line)
 		}
+		hdr := map[string]string{}
 		chunked, length := false, int64(-1)
 		for {
 			h, err := readLine(r)
 			if err != nil {
-				return 0, nil, fmt.Errorf("reading the headers: %w", err)
+				return 0, nil, nil, fmt.Errorf("reading the headers: %w", err)
 			}
 			if h == "" {
 				break
 			}
 			k, v, _ := strings.Cut(h, ":")
-			v = strings.TrimSpace(v)
-			switch strings.ToLower(strings.TrimSpace(k)) {
+			k, v = strings.ToLower(strings.TrimSpace(k)), strings.TrimSpace(v)
+			if len(hdr) < 64 {
+				hdr[k] = v
+			}
+			switch k {
 			case "transfer-encoding":
 				chunked = strings.EqualFold(v, "chunked")
 			case "content-length":
 				n, err := strconv.ParseInt(v, 10, 64)
 				if err != nil || n < 0 {
-					return 0, nil, fmt.Errorf("bad Content-Length %q", v)
+					return 0, nil, nil, fmt.Errorf("bad Content-Length %q", v)
 				}
 				length = n
 			}
@@ -141,7 +159,7 @@ func readResponse(r *bufio.Reader, method string) (int, []byte, error) {
 			continue // an interim answer; the real one follows
 		}
 		if code == 204 || code == 304 || method == "HEAD" {
-			return code, nil, nil
+			return code, hdr, nil, nil
 		}
 		var body []byte
 		switch {
@@ -159,9 +177,9 @@ func readResponse(r *bufio.Reader, method string) (int, []byte, error) {
 			}
 		}
 		if err != nil {
-			return 0, nil, fmt.Errorf("reading the body: %w", err)
+			return 0, nil, nil, fmt.Errorf("reading the body: %w", err)
 		}
-		return code, body, nil
+		return code, hdr, body, nil
 	}
 }
 
@@ -234,10 +252,10 @@ func (e *engine) check(run, nonce string) (parallel int, err error) {
 	if fi, err := os.Stat(e.socket); err == nil && fi.IsDir() {
 		return 0, fmt.Errorf("the mount at %s is a folder, not the engine's socket: the socket named for it is not on the engine's host, and the engine made a folder there in its place (remove it)", e.socket)
 	}
-	var v struct {
-		Components []struct{ Name string }
-	}
-	if err := e.call("GET", "/version", &v); err != nil {
+	// A ping, not /version, which costs Podman a third of a second; its
+	// headers say whether the engine is Podman.
+	hdr, err := e.callHeaders("GET", "/_ping", nil)
+	if err != nil {
 		return 0, fmt.Errorf("the engine does not answer through the socket %s: %w", e.socket, err)
 	}
 	var self struct {
@@ -264,10 +282,8 @@ func (e *engine) check(run, nonce string) (parallel int, err error) {
 	// parallelism, and a few at once only hide the round trips; Podman
 	// removes in parallel (as package backend/docker finds).
 	parallel = 4
-	for _, c := range v.Components {
-		if strings.Contains(strings.ToLower(c.Name), "podman") {
-			parallel = 16
-		}
+	if hdr["libpod-api-version"] != "" {
+		parallel = 16
 	}
 	return parallel, nil
 }

@@ -19,22 +19,24 @@ func TestReadResponse(t *testing.T) {
 		code              int
 		body              string
 		bad               bool
+		hdr, hdrValue     string
 	}{
-		{"by length", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", "GET", 200, "hello", false},
-		{"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n2;x=y\r\nlo\r\n0\r\nTrailer: 1\r\n\r\n", "GET", 200, "hello", false},
-		{"to the end", "HTTP/1.0 200 OK\r\n\r\nhello", "GET", 200, "hello", false},
-		{"no content", "HTTP/1.1 204 No Content\r\n\r\n", "DELETE", 204, "", false},
-		{"an interim answer first", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\n{}", "GET", 404, "{}", false},
-		{"LF line ends", "HTTP/1.1 200 OK\nContent-Length: 2\n\nok", "GET", 200, "ok", false},
-		{"not HTTP", "SSH-2.0-OpenSSH\r\n\r\n", "GET", 0, "", true},
-		{"no status", "HTTP/1.1 OK\r\n\r\n", "GET", 0, "", true},
-		{"cut short", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello", "GET", 0, "", true},
-		{"bad chunk", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "GET", 0, "", true},
-		{"too long", "HTTP/1.1 200 OK\r\nContent-Length: 999999999999\r\n\r\n", "GET", 0, "", true},
-		{"a header longer than the buffer", "HTTP/1.1 200 OK\r\nX: " + strings.Repeat("a", 8000) + "\r\n\r\n", "GET", 0, "", true},
-		{"nothing", "", "GET", 0, "", true},
+		{"by length", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", "GET", 200, "hello", false, "", ""},
+		{"Podman's ping", "HTTP/1.1 200 OK\r\nLibpod-Api-Version:  4.3.1 \r\nContent-Length: 2\r\n\r\nOK", "GET", 200, "OK", false, "Libpod-Api-Version", "4.3.1"},
+		{"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n2;x=y\r\nlo\r\n0\r\nTrailer: 1\r\n\r\n", "GET", 200, "hello", false, "", ""},
+		{"to the end", "HTTP/1.0 200 OK\r\n\r\nhello", "GET", 200, "hello", false, "", ""},
+		{"no content", "HTTP/1.1 204 No Content\r\n\r\n", "DELETE", 204, "", false, "", ""},
+		{"an interim answer first", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\n{}", "GET", 404, "{}", false, "", ""},
+		{"LF line ends", "HTTP/1.1 200 OK\nContent-Length: 2\n\nok", "GET", 200, "ok", false, "", ""},
+		{"not HTTP", "SSH-2.0-OpenSSH\r\n\r\n", "GET", 0, "", true, "", ""},
+		{"no status", "HTTP/1.1 OK\r\n\r\n", "GET", 0, "", true, "", ""},
+		{"cut short", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello", "GET", 0, "", true, "", ""},
+		{"bad chunk", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "GET", 0, "", true, "", ""},
+		{"too long", "HTTP/1.1 200 OK\r\nContent-Length: 999999999999\r\n\r\n", "GET", 0, "", true, "", ""},
+		{"a header longer than the buffer", "HTTP/1.1 200 OK\r\nX: " + strings.Repeat("a", 8000) + "\r\n\r\n", "GET", 0, "", true, "", ""},
+		{"nothing", "", "GET", 0, "", true, "", ""},
 	} {
-		code, body, err := readResponse(bufio.NewReader(strings.NewReader(tc.raw)), tc.method)
+		code, hdr, body, err := readResponse(bufio.NewReader(strings.NewReader(tc.raw)), tc.method)
 		if tc.bad {
 			if err == nil {
 				t.Errorf("%s: read %d %q, want an error", tc.name, code, body)
@@ -43,6 +45,9 @@ func TestReadResponse(t *testing.T) {
 		}
 		if err != nil || code != tc.code || string(body) != tc.body {
 			t.Errorf("%s: %d %q %v, want %d %q", tc.name, code, body, err, tc.code, tc.body)
+		}
+		if tc.hdr != "" && hdr[strings.ToLower(tc.hdr)] != tc.hdrValue {
+			t.Errorf("%s: header %s is %q, want %q (headers %v)", tc.name, tc.hdr, hdr[strings.ToLower(tc.hdr)], tc.hdrValue, hdr)
 		}
 	}
 }
