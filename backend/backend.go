@@ -121,6 +121,18 @@ type RunLister interface {
 	RemoveIDs(ctx context.Context, k Kind, ids []string) []error
 }
 
+// OwnershipChecker is a Backend that can tell, without touching anything,
+// what Remove would decide of each name: a dry run makes the real
+// decision.
+type OwnershipChecker interface {
+	Backend
+	// CheckOwned returns one outcome per name, as Remove would, having
+	// only looked: nil when Remove would ask the engine to remove it
+	// (a network may yet prove in use), ErrNotFound, ErrNotOwned (with
+	// ErrUnlabelled), or any other error when the lookup failed.
+	CheckOwned(ctx context.Context, k Kind, runID string, names []string) []error
+}
+
 // WatchdogPlan is what a watchdog runs, as data: nothing in it is ever
 // evaluated by a shell, every word reaches a command as one argument.
 type WatchdogPlan struct {

@@ -6,13 +6,21 @@ import (
 )
 
 // GuardHook is what a backend's guard of every create asks of the run it
-// guards for: Admit before a container or network that belongs to no run
-// is created (the run id to label it with, and, when not "", the name to
-// create it under, for a create that named nothing), Created once the
-// engine made it. Both are called from many goroutines at once.
+// guards for. Admit comes before a container or network that belongs to
+// no live run is created (the run id to label it with, and, when not "",
+// the name to create it under, for a create that named nothing); Created
+// once the engine made it; Removed once the engine no longer has what
+// Admit admitted (the client removed it, or its create failed and left
+// nothing of the run's under that name), for the run to forget it. Live
+// tells whether a run id that a create's labels carry names a live run of
+// this process's ledger (its own run included): only such a create, or a
+// keep-alive sandbox's, passes unguarded. All are called from many
+// goroutines at once.
 type GuardHook interface {
 	Admit(ctx context.Context, k Kind, name string) (runID, useName string, err error)
 	Created(k Kind, name, id string)
+	Removed(k Kind, name string)
+	Live(runID string) bool
 }
 
 // AllGuard is a running guard of every create this process and its

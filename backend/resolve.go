@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Opener opens a Driver for one backend. It returns an error wrapping
@@ -74,8 +75,15 @@ func Requested() string {
 	return Canonical(strings.ToLower(strings.TrimSpace(os.Getenv(EnvBackend))))
 }
 
+// ResolveTimeout bounds Resolve: an engine that takes connections and never
+// answers costs a test process (or the command line) this, far below any
+// `go test -timeout`, and then a clear error. A pull of an image the
+// engine answered that it lacks (Ryuk's) is not counted.
+const ResolveTimeout = 15 * time.Second
+
 // Resolve opens the backend this process uses: the one RIGHTSIZE_BACKEND
-// names, else Docker. The error says what was tried and how to fix it.
+// names, else Docker, within ResolveTimeout. The error says what was tried
+// and how to fix it.
 func Resolve(ctx context.Context) (Driver, error) {
 	name := Requested()
 	chosen := name != ""
@@ -89,12 +97,21 @@ func Resolve(ctx context.Context) (Driver, error) {
 		}
 		return nil, fmt.Errorf("no %s backend is linked into this binary (import github.com/rightsize/rightsize-go/backend/%s)", name, name)
 	}
-	d, err := open(ctx)
+	octx, cancel := context.WithTimeout(ctx, ResolveTimeout)
+	defer cancel()
+	d, err := open(octx)
 	if err == nil {
 		return d, nil
 	}
+	silent := ""
+	if ctx.Err() == nil && errors.Is(octx.Err(), context.DeadlineExceeded) {
+		silent = fmt.Sprintf(" within %s (backend.ResolveTimeout): an engine that takes connections and sends nothing back counts as none", ResolveTimeout)
+	}
 	if !chosen && errors.Is(err, ErrUnreachable) {
-		return nil, fmt.Errorf("no sandbox engine answers: tried Docker (%w); start one (Docker Desktop, `systemctl start docker`, Podman's `podman system service`), point DOCKER_HOST at one, or set %s=msb to use microsandbox", err, EnvBackend)
+		return nil, fmt.Errorf("no sandbox engine answers%s: tried Docker (%w); start one (Docker Desktop, `systemctl start docker`, Podman's `podman system service`), point DOCKER_HOST at one, or set %s=msb to use microsandbox", silent, err, EnvBackend)
+	}
+	if silent != "" {
+		return nil, fmt.Errorf("%s backend: no answer%s: %w", name, silent, err)
 	}
 	return nil, fmt.Errorf("%s backend: %w", name, err)
 }

@@ -28,9 +28,10 @@
 //	12   TestRow12RandomKills            SIGKILL at a random moment of a start/stop loop
 //	13   TestRow13HostileLedger          hostile ledger files through sweep and watchdog
 //	14   TestRow14InAContainer           the test binary in a container, the socket mounted, no CLI
-//	15   TestRow15GuardAll               GuardAll: containers made by modules, the client, docker run
+//	15   TestRow15GuardAll               GuardAll: containers made by modules, the client, docker run; what the test removed is forgotten
 //	16   TestRow16Fates                  each reaper writes the run's fate; the next process tells it
 //	17   TestRow17Processes              local processes: SIGKILL, go test -timeout, one escaped, the next sweep
+//	18   TestRow18LostMarks              local processes without their mark (a title over it, env -i): SIGKILL under either watchdog, one escaped, the next sweep
 //
 // `go test ./e2e/` runs rows 8 and 12 with reduced counts (10 rounds; 3
 // kills at the first ledger write and 10 at random); `-args -full` (make

@@ -45,6 +45,13 @@ func checkFate(t *testing.T, o *owner, fates []ledger.FateFile, by string) {
 		b, _ := os.ReadFile(f.Path)
 		t.Fatalf("run %s's fate cannot be read: %v\n%s", o.run, f.Err, b)
 	}
+	// As every other file of the cache dir: a fate names the owner's
+	// command line.
+	if fi, err := os.Stat(f.Path); err != nil {
+		t.Error(err)
+	} else if fi.Mode().Perm() != 0o600 {
+		t.Errorf("the fate %s has mode %v, want 0600", f.Path, fi.Mode().Perm())
+	}
 	if f.By != by {
 		t.Errorf("the fate says by %q, want %q", f.By, by)
 	}

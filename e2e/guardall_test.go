@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
+	"github.com/rightsize/rightsize-go/ledger"
 )
 
 // guardFixture is a running guardfixture binary: what it said, and its
@@ -46,12 +48,18 @@ func (f *guardFixture) output() string {
 	return f.out.String()
 }
 
-// startGuardFixture runs the fixture binary with mode ("guard" or "off")
-// and then ("block" or "return"), in cache dir cache, and waits until it
-// is ready.
+// startGuardFixture runs the fixture binary's TestCreateEverything with
+// mode ("guard" or "off") and then ("block" or "return"), in cache dir
+// cache, and waits until it is ready.
 func startGuardFixture(t *testing.T, bin, cache, img, tag, mode, then string) *guardFixture {
 	t.Helper()
-	cmd := exec.Command(bin, "-test.v", "-test.run=^TestCreateEverything$", "-test.timeout=5m")
+	return startGuardFixtureTest(t, bin, "TestCreateEverything", cache, img, tag, mode, then)
+}
+
+// startGuardFixtureTest is startGuardFixture for the fixture's test named.
+func startGuardFixtureTest(t *testing.T, bin, test, cache, img, tag, mode, then string) *guardFixture {
+	t.Helper()
+	cmd := exec.Command(bin, "-test.v", "-test.run=^"+test+"$", "-test.timeout=5m")
 	cmd.Env = append(os.Environ(),
 		"RZ_GUARDALL_FIXTURE="+mode, "RZ_FIXTURE_IMAGE="+img, "RZ_FIXTURE_TAG="+tag, "RZ_FIXTURE_THEN="+then,
 		"RIGHTSIZE_CACHE_DIR="+cache, "RIGHTSIZE_REAPER_DEBUG=1",
@@ -246,6 +254,107 @@ func TestRow15GuardAll(t *testing.T) {
 			if l, err := left(ctx, cli, ocs, ons); err != nil || l != "" {
 				t.Errorf("after a surviving fixture ended normally, left: %s (%v)", l, err)
 			}
+		}
+	})
+
+	t.Run("removed through the guard, then killed", func(t *testing.T) {
+		tag := nonceHex(t)
+		t.Cleanup(func() { removeTagged(t, cli, tag) })
+		f := startGuardFixtureTest(t, bin, "TestCreateThenRemove", r.cache, r.img, tag, "guard", "block")
+		run := f.get("run")
+		if len(run) != 1 {
+			t.Fatalf("the fixture said run %q:\n%s", run, f.output())
+		}
+		// idName splits what the fixture said: "id name".
+		idName := func(k string) (ids, names []string) {
+			for _, v := range f.get(k) {
+				id, name, _ := strings.Cut(v, " ")
+				ids, names = append(ids, id), append(names, name)
+			}
+			return ids, names
+		}
+		keptIDs, kept := idName("container")
+		keptNetIDs, keptNets := idName("network")
+		_, gone := idName("gone")
+		_, goneNets := idName("gone_network")
+		if len(kept) != 3 || len(keptNets) != 1 || len(gone) != 2 || len(goneNets) != 1 {
+			t.Fatalf("the fixture said containers %q, networks %q, gone %q and %q:\n%s", kept, keptNets, gone, goneNets, f.output())
+		}
+
+		// The ledger lists what is up, and nothing the test removed: a
+		// sweep that removes by name (Node's) would remove whatever has
+		// that name by then.
+		rf, err := ledger.ReadRun(r.cache, run[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		lists := rf.ReadLists()
+		for _, n := range kept {
+			if !slices.Contains(lists.Sandboxes, n) {
+				t.Errorf("the run's ledger does not list %s, which is up (it lists %q)", n, lists.Sandboxes)
+			}
+		}
+		for _, n := range gone {
+			if slices.Contains(lists.Sandboxes, n) {
+				t.Errorf("the run's ledger still lists %s, which the test removed through the guard (it lists %q)", n, lists.Sandboxes)
+			}
+		}
+		if !slices.Equal(lists.Networks, keptNets) {
+			t.Errorf("the run's ledger lists networks %q, want %q (%q was removed)", lists.Networks, keptNets, goneNets)
+		}
+		// A keep-alive name without its label is refused.
+		ref := f.get("refused")
+		if len(ref) != 1 || !strings.Contains(ref[0], "keep-alive") {
+			t.Errorf("a container named as a keep-alive sandbox, without its label: %q, want refused", ref)
+		}
+		if len(ref) == 1 {
+			name, _, _ := strings.Cut(ref[0], " ")
+			if _, err := cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{}); !harness.NotFound(err) {
+				t.Errorf("the refused %s exists: %v", name, err)
+			}
+		}
+
+		if err := f.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		// Everything it kept goes, the bare label and the extra mark too.
+		poll(t, goneWithin, "the killed binary's containers and network to be gone", func() (bool, string) {
+			l, err := left(ctx, cli, keptIDs, keptNetIDs)
+			if err != nil {
+				return false, err.Error()
+			}
+			return l == "", l
+		})
+		// The fate counts what was up: nothing the test removed itself.
+		var fate ledger.FateFile
+		poll(t, goneWithin, "the run's fate", func() (bool, string) {
+			fs := r.fatesOf(run[0])
+			if len(fs) == 0 {
+				return false, "none yet"
+			}
+			fate = fs[0]
+			return true, ""
+		})
+		if fate.Err != nil {
+			t.Fatalf("the fate: %v", fate.Err)
+		}
+		var removed, others []string
+		for _, it := range fate.Items {
+			if it.Outcome == ledger.FateRemoved {
+				removed = append(removed, it.Kind+" "+it.Name)
+			} else {
+				others = append(others, fmt.Sprintf("%s %s %s: %s", it.Kind, it.ID, it.Name, it.Outcome))
+			}
+		}
+		var want []string
+		for _, n := range kept {
+			want = append(want, "sandbox "+n)
+		}
+		want = append(want, "network "+keptNets[0])
+		slices.Sort(removed)
+		slices.Sort(want)
+		if !slices.Equal(removed, want) || len(others) > 0 {
+			t.Errorf("the fate says removed %q and %q; want removed %q and nothing else (by %s)", removed, others, want, fate.By)
 		}
 	})
 

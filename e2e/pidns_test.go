@@ -88,7 +88,7 @@ func TestRow10PidNamespace(t *testing.T) {
 	// namespace and its pid as seen from here.
 	start := func(r *rig, name string) (*owner, string, int) {
 		o := r.startWith(name, harness.Plan{Containers: 2, Networks: 1}, inNS).ready()
-		b, err := os.ReadFile(harness.RunsDir(r.cache) + "/" + o.run + ledger.RecordExt)
+		b, err := os.ReadFile(ledger.OwnRecordPath(harness.RunsDir(r.cache), o.run))
 		if err != nil {
 			t.Fatal(err)
 		}

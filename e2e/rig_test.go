@@ -322,8 +322,8 @@ func (o *owner) checkAlive(who string) {
 func (o *owner) checkListed(who string, exactly bool) {
 	t := o.r.t
 	t.Helper()
-	rec, sbx, nets := ledger.Paths(harness.RunsDir(o.r.cache), o.run)
-	if _, err := os.Stat(rec); err != nil {
+	_, sbx, nets := ledger.Paths(harness.RunsDir(o.r.cache), o.run)
+	if _, err := os.Stat(ledger.OwnRecordPath(harness.RunsDir(o.r.cache), o.run)); err != nil {
 		t.Errorf("%s: the record of run %s: %v", who, o.run, err)
 	}
 	for _, l := range []struct {

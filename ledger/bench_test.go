@@ -40,6 +40,21 @@ func BenchmarkAppendRemove(b *testing.B) {
 	}
 }
 
+// A process's first sandbox, as the ledger sees it: the run made, then its
+// record and first line written.
+func BenchmarkFirstAdd(b *testing.B) {
+	cache := b.TempDir()
+	for b.Loop() {
+		r, err := ledger.NewRun(cache, ledger.Owner{Backend: "docker", Endpoint: "unix:///var/run/docker.sock"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := r.Add(ledger.SandboxKind, "rz-"+r.ID()+"-1"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // Liveness of the record of a live process (this one, as written by Go).
 func BenchmarkJudge(b *testing.B) {
 	r, err := ledger.NewRun(b.TempDir(), ledger.Owner{Backend: "docker"})

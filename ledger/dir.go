@@ -3,10 +3,12 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 )
 
 // EnvCacheDir overrides the cache directory when set to a non-empty value.
@@ -30,9 +32,35 @@ const (
 //
 // An empty RIGHTSIZE_CACHE_DIR is taken as unset: it is what a CI variable
 // that expands to nothing gives, and taking it for the current directory
-// would write a ledger into whatever package folder `go test` runs in.
+// would write a ledger into whatever package folder `go test` runs in. The
+// other members take it for the current directory (EmptyCacheDirNote).
 func Dir() (string, error) {
 	return dirFor(runtime.GOOS, os.LookupEnv)
+}
+
+// EmptyCacheDirNote is what a user whose RIGHTSIZE_CACHE_DIR is set to the
+// empty string must be told, "" otherwise: rightsize-go reads it as unset,
+// the Rust, Kotlin and Node members as the current directory, so the two
+// do not share a ledger.
+func EmptyCacheDirNote() string {
+	if v, ok := os.LookupEnv(EnvCacheDir); !ok || v != "" {
+		return ""
+	}
+	where := "its default cache dir"
+	if dir, err := Dir(); err == nil {
+		where += " " + dir
+	}
+	return fmt.Sprintf("rightsize: %s is set but empty: rightsize-go uses %s (go test runs each package in its own folder), "+
+		"while the Rust, Kotlin and Node members use the current directory, so they do not share this ledger; unset it, or set it to a folder", EnvCacheDir, where)
+}
+
+var emptyNoteOnce sync.Once
+
+// TellEmptyCacheDir writes EmptyCacheDirNote to w, once per process.
+func TellEmptyCacheDir(w io.Writer) {
+	if note := EmptyCacheDirNote(); note != "" {
+		emptyNoteOnce.Do(func() { fmt.Fprintln(w, note) })
+	}
 }
 
 func dirFor(goos string, lookup func(string) (string, bool)) (string, error) {
@@ -98,8 +126,10 @@ func (e *UnsafeDirError) Error() string {
 
 // CheckPrivate reports an *UnsafeDirError unless p is a directory (not a
 // symbolic link) owned by this process's effective user and writable by no
-// one else, as ssh requires of ~/.ssh. Where ownership cannot be read
-// cheaply (Windows), only the type is checked.
+// one else, as ssh requires of ~/.ssh: not by everyone, and by its group
+// only when that group has no member but the user (a user private group
+// under umask 002, on Linux). Where ownership cannot be read cheaply
+// (Windows), only the type is checked.
 func CheckPrivate(p string) error {
 	fi, err := os.Lstat(p)
 	if err != nil {
@@ -117,6 +147,14 @@ func describeType(m fs.FileMode) string {
 		return "a symbolic link"
 	case m.IsRegular():
 		return "a file"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
 	default:
 		return m.Type().String()
 	}

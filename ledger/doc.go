@@ -9,7 +9,10 @@
 // of the family (see the README's "Family compatibility"): records are
 // written atomically, a name is appended before its sandbox is created and
 // removed only after the backend confirmed it gone, so a line file is always
-// a superset of what is live.
+// a superset of what is live. A run's record is also kept in a file of
+// rightsize-go's own, and shown to the other members only where they judge
+// the run as Go does (FamilyJudges; the Go-only files are listed in
+// files.go).
 //
 // The package knows nothing of backends or of testing. It must never hand a
 // name that fails validation to anyone, never follow a symbolic link out of

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,7 +17,8 @@ import (
 // when, and what happened to each thing it had on the engine. Whoever
 // reaps a run writes one — a watchdog of either kind, a sweep of any
 // process, the command line — as <cache>/fates/<run>-<unix ms>.json
-// (rightsize-go's own folder: the other members never read it). Each is
+// (rightsize-go's own folder: the other members never read it), never
+// over another (a taken name moves the next millisecond on). Each is
 // told once, by the first sandbox of a later process (ClaimTell), and kept
 // until PruneFates drops it: the newest MaxFates, none older than
 // MaxFateAge.
@@ -100,7 +100,8 @@ const FateVersion = 1
 func FatesPath(cache string) string { return filepath.Join(cache, FatesDir) }
 
 // WriteFate writes f (bounded: at most MaxFateItems items, long texts cut)
-// as a new fate of cache, atomically, and returns its path.
+// as a new fate of cache, atomically, and returns its path. It never
+// replaces another fate.
 func WriteFate(cache string, f Fate, now time.Time) (string, error) {
 	if !ValidRunID(f.Run) {
 		return "", fmt.Errorf("fate: %q is not a run id", f.Run)
@@ -126,8 +127,11 @@ func WriteFate(cache string, f Fate, now time.Time) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p := filepath.Join(dir, f.Run+"-"+strconv.FormatInt(now.UnixMilli(), 10)+".json")
-	return p, writeAtomic(p, append(b, '\n'))
+	// Two fates of one run in one millisecond (a sweep and a watchdog, two
+	// sweeps) both stay: the second takes the next free millisecond.
+	return writeNew(dir, func(i int) string {
+		return f.Run + "-" + strconv.FormatInt(now.UnixMilli()+int64(i), 10) + ".json"
+	}, append(b, '\n'))
 }
 
 // ValidRunID reports whether id can name a run's files: a file stem inside
@@ -174,7 +178,7 @@ func WriteOwnerStub(cache, run string, o FateOwner) error {
 // none or it cannot be read.
 func ReadOwnerStub(cache, run string) FateOwner {
 	var o FateOwner
-	b, err := readBounded(OwnerStubPath(cache, run), 8<<10)
+	b, err := ReadFile(OwnerStubPath(cache, run), 8<<10)
 	if err == nil {
 		json.Unmarshal(b, &o)
 	}
@@ -226,7 +230,7 @@ func ReadFates(cache string) ([]FateFile, error) {
 	for i := range out {
 		ff := &out[i]
 		ff.Told = told[strings.TrimSuffix(filepath.Base(ff.Path), ".json")]
-		b, err := readBounded(ff.Path, MaxFateSize)
+		b, err := ReadFile(ff.Path, MaxFateSize)
 		if err != nil {
 			ff.Err = err
 			continue
@@ -280,7 +284,7 @@ func parseFateName(name string) (run string, written time.Time, ok bool) {
 // ClaimTell marks the fate at path told, and reports whether this call did
 // (so exactly one process tells each fate).
 func ClaimTell(path string) bool {
-	f, err := os.OpenFile(strings.TrimSuffix(path, ".json")+".told", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := OpenFile(strings.TrimSuffix(path, ".json")+".told", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return false
 	}
@@ -314,7 +318,7 @@ func PruneFates(cache string, now time.Time) {
 			if err != nil || now.Sub(info.ModTime()) < time.Hour {
 				continue
 			}
-			if _, err := os.Lstat(RecordPath(filepath.Join(cache, RunsDir), run)); errors.Is(err, os.ErrNotExist) {
+			if !HasFiles(filepath.Join(cache, RunsDir), run) {
 				os.Remove(filepath.Join(dir, name))
 			}
 		case strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-"):
@@ -345,21 +349,4 @@ func PruneFates(cache string, now time.Time) {
 			}
 		}
 	}
-}
-
-// readBounded reads at most limit bytes of path, failing past them.
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
-	}
-	return b, nil
 }

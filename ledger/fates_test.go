@@ -123,3 +123,27 @@ func TestPruneFates(t *testing.T) {
 	require.ErrorIs(t, err, os.ErrNotExist)
 	require.Equal(t, "go test", ledger.ReadOwnerStub(cache, "live0001").Command)
 }
+
+// TestFatesOfOneMillisecond: two fates of one run written in the same
+// millisecond (a watchdog's and a sweep's, two sweeps') are two fates: the
+// second never replaces the first.
+func TestFatesOfOneMillisecond(t *testing.T) {
+	cache := t.TempDir()
+	now := time.Now()
+	var paths []string
+	for _, by := range []string{"watchdog", "sweep", "rightsize sweep"} {
+		p, err := ledger.WriteFate(cache, ledger.Fate{Run: "same0001", By: by,
+			Items: []ledger.FateItem{{Kind: "sandbox", Name: "rz-same0001-1", Outcome: ledger.FateKept, Note: by}}}, now)
+		require.NoError(t, err)
+		paths = append(paths, p)
+	}
+	fates, err := ledger.ReadFates(cache)
+	require.NoError(t, err)
+	var by []string
+	for _, f := range fates {
+		require.NoError(t, f.Err)
+		by = append(by, f.By)
+	}
+	require.ElementsMatch(t, []string{"watchdog", "sweep", "rightsize sweep"}, by, "every fate written is read back: %q", paths)
+	require.Len(t, fates, 3)
+}

@@ -12,7 +12,7 @@ import (
 type Identity struct {
 	PID int
 	// Start is the process's start time, to the millisecond; zero when it
-	// could not be learnt.
+	// could not be learnt (never for Self).
 	Start time.Time
 	// StartTicks is the exact platform start time (see Record.StartTicks);
 	// zero when unknown.
@@ -39,7 +39,15 @@ var (
 	selfErr  error
 )
 
-// Self returns this process's identity, learnt once.
+// initTime is when this package was initialised, a few milliseconds after
+// the process started: its start where the platform cannot tell it.
+var initTime = time.Now()
+
+// Self returns this process's identity, learnt once. Its Start is never
+// zero: where the platform cannot tell it (no /proc), it is when this
+// package was initialised, well within StartWindow of the real start. A
+// record with no start would be judged dead by the other members while
+// this process lives.
 func Self() (Identity, error) {
 	selfOnce.Do(func() {
 		pid := os.Getpid()
@@ -48,7 +56,11 @@ func Self() (Identity, error) {
 			selfErr = err
 			return
 		}
-		self = Identity{PID: pid, Start: st.start, StartTicks: st.ticks, BootID: hostBootID(), PidNamespace: hostPidNamespace()}
+		start := st.start
+		if start.IsZero() {
+			start = initTime.Round(0).UTC().Truncate(time.Millisecond)
+		}
+		self = Identity{PID: pid, Start: start, StartTicks: st.ticks, BootID: hostBootID(), PidNamespace: hostPidNamespace()}
 	})
 	return self, selfErr
 }

@@ -70,8 +70,6 @@ func ReadLines(path string) (LineFile, error) {
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil {
 		return LineFile{}, fmt.Errorf("line file %s: %w", path, err)
-	} else if !fi.Mode().IsRegular() {
-		return LineFile{}, fmt.Errorf("line file %s is not a regular file (%s): not read", path, fi.Mode().Type())
 	} else if fi.Size() > MaxLineFileSize {
 		return LineFile{}, fmt.Errorf("line file %s is %d bytes, more than the %d a run's list can be: %w, not read", path, fi.Size(), MaxLineFileSize, ErrOversized)
 	}

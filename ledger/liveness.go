@@ -119,6 +119,9 @@ func judge(r Record, me Identity, h host) Liveness {
 		}
 		return Liveness{Dead, fmt.Sprintf("pid %d was reused: it started at %d, the owner at %d", r.PID, st.ticks, r.StartTicks)}
 	}
+	if started.IsZero() && r.StartedISO != "" {
+		return Liveness{Alive, fmt.Sprintf("pid %d runs and the record's start is the epoch (%s), which the Kotlin member writes when it cannot read its own: unknown, so taken to be the owner", r.PID, r.StartedISO)}
+	}
 	if started.IsZero() {
 		return Liveness{Alive, fmt.Sprintf("pid %d runs and the record has no start time: taken to be the owner", r.PID)}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -217,7 +218,7 @@ func TestNamespaceHelper(t *testing.T) {
 	if cache == "" {
 		t.Skip("helper process for TestJudgeOtherPidNamespace only")
 	}
-	r, err := NewRun(cache, Owner{Backend: "docker"})
+	r, err := NewRun(cache, Owner{Backend: "docker", Endpoint: "unix:///var/run/docker.sock", DefaultEngine: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		os.Exit(3)
@@ -289,6 +290,11 @@ func TestJudgeOtherPidNamespace(t *testing.T) {
 	me, _ := Self()
 	if rec.PidNamespace == "" || rec.PidNamespace == me.PidNamespace {
 		t.Fatalf("helper recorded pid namespace %q, this process is in %q: the helper did not run in a new namespace", rec.PidNamespace, me.PidNamespace)
+	}
+	// The other members record no namespace and would look the pid up in
+	// theirs: they are never shown the run (FamilyJudges).
+	if _, err := os.Lstat(RecordPath(filepath.Join(cache, RunsDir), id)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a run owned from another pid namespace has a family record (%v): the other members would judge pid %d in theirs", err, rec.PID)
 	}
 	if rec.BootID != me.BootID {
 		t.Fatalf("helper recorded boot %q, this boot is %q", rec.BootID, me.BootID)

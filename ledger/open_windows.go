@@ -2,35 +2,30 @@
 
 package ledger
 
-import (
-	"fmt"
-	"os"
-)
+import "os"
 
-// openNoFollow opens path for reading unless it is a symbolic link or
-// another reparse point. Windows has no O_NOFOLLOW; the check and the open
-// are two steps, which is acceptable for a folder only its user writes.
-func openNoFollow(path string) (*os.File, error) {
-	if err := refuseLink(path); err != nil {
-		return nil, err
+// OpenFile opens a file of the cache dir (flag and perm as os.OpenFile's),
+// unless its name is a symbolic link or another reparse point, and refuses
+// anything that is not a regular file (ErrNotRegular). Windows has no
+// O_NOFOLLOW; the check and the open are two steps, which is acceptable
+// for a folder only its user writes. Windows keeps named pipes out of the
+// file system, so nothing there blocks an open.
+func OpenFile(path string, flag int, perm os.FileMode) (*os.File, error) {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&(os.ModeSymlink|os.ModeIrregular) != 0 {
+		return nil, symlinkError(path)
 	}
-	return os.Open(path)
-}
-
-func appendNoFollow(path string) (*os.File, error) {
-	if err := refuseLink(path); err != nil {
-		return nil, err
-	}
-	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-}
-
-func refuseLink(path string) error {
-	fi, err := os.Lstat(path)
+	f, err := os.OpenFile(path, flag, perm)
 	if err != nil {
-		return nil // let the open report it
+		return nil, err
 	}
-	if fi.Mode()&(os.ModeSymlink|os.ModeIrregular) != 0 {
-		return fmt.Errorf("%s is a symbolic link or reparse point: not followed", path)
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
 	}
-	return nil
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, notRegularError(path, fi.Mode().Type())
+	}
+	return f, nil
 }

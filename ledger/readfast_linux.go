@@ -7,39 +7,23 @@ import (
 	"time"
 )
 
-// readRecordFast is readRecordFile in plain system calls: an open, a
-// stat, the reads, a close, without what an *os.File adds to each (its
+// readRecordFast is readRecordFile in plain system calls: an open and a
+// stat (openFD), the reads, a close, without what an *os.File adds to each (its
 // registration with the poller, a finalizer), which a sweep of 200,000
 // records pays for 200,000 times. It gives up (ok false) before touching
 // anything when the file cannot be opened, so that readRecordFile says why
 // as it always has; past the open, its errors are those readRecordFile
 // would give.
 func readRecordFast(path string) (data []byte, mt time.Time, ok bool, err error) {
-	var fd int
-	for {
-		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
+	fd, st, err := openFD(path, syscall.O_RDONLY, 0)
 	if err != nil {
+		if errors.Is(err, ErrNotRegular) {
+			return nil, time.Unix(st.Mtim.Unix()), true, err
+		}
 		return nil, time.Time{}, false, nil
 	}
 	defer syscall.Close(fd)
-	var st syscall.Stat_t
-	for {
-		err = syscall.Fstat(fd, &st)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		return nil, time.Time{}, true, &os.PathError{Op: "stat", Path: path, Err: err}
-	}
 	mt = time.Unix(st.Mtim.Unix())
-	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return nil, mt, true, notRegular(path)
-	}
 	if st.Size > MaxRecordSize {
 		return nil, mt, true, recordTooBig(st.Size)
 	}

@@ -337,9 +337,11 @@ func jsonNumber(v json.RawMessage) (string, bool) {
 	return string(v), true
 }
 
-// Started parses StartedISO. The zero time (and no error) means the writer
-// recorded no start time. Every ISO-8601 instant a member of the family
-// writes is read (ParseISO).
+// Started parses StartedISO. The zero time (and no error) means the start
+// is unknown: the writer recorded none, or recorded the epoch itself, which
+// is what the Kotlin member writes when the JVM cannot read its own start
+// (in any precision or offset). Every ISO-8601 instant a member of the
+// family writes is read (ParseISO).
 func (r Record) Started() (time.Time, error) {
 	if r.StartedISO == "" {
 		return time.Time{}, nil
@@ -348,8 +350,14 @@ func (r Record) Started() (time.Time, error) {
 	if err != nil {
 		return time.Time{}, fmt.Errorf(`record "startedIso" %q is not an ISO-8601 instant: %v`, clipString(r.StartedISO), err)
 	}
+	if t.Equal(unixEpoch) {
+		return time.Time{}, nil
+	}
 	return t, nil
 }
+
+// unixEpoch is Kotlin's "unknown" start (Instant.EPOCH).
+var unixEpoch = time.Unix(0, 0)
 
 func clipString(s string) string {
 	if len(s) > 64 {

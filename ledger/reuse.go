@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,10 +12,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rightsize/rightsize-go/internal/names"
 )
@@ -25,8 +28,9 @@ type ReuseIdentity struct {
 	Image   string
 	Env     map[string]string
 	Command []string
-	// ExposedPorts as "6379", "6379/tcp" (both hash as the number 6379) or
-	// "53/udp" (hashed as that string).
+	// ExposedPorts as "6379", "6379/tcp" (both hash as the number 6379 in
+	// exposedPorts), "53/udp" (the number 53 in exposedUdpPorts, as the
+	// Rust member hashes it) or anything else (hashed as that string).
 	ExposedPorts  []string
 	MemoryLimitMB int // 0: no limit
 	Copies        []ReuseCopy
@@ -40,7 +44,11 @@ type ReuseCopy struct {
 
 // CanonicalJSON is the family's canonical form: no whitespace; keys image,
 // env (sorted), command, exposedPorts (sorted), memoryLimitMb, copies
-// (sorted by guestPath); no HTML escaping.
+// (sorted by guestPath), then exposedUdpPorts (sorted) only when there are
+// any. Where the members disagree, Go follows the majority: strings are
+// escaped as JSON.stringify and serde_json do (\b, \f; U+2028 and U+2029
+// raw), not as Kotlin does (\u0008); keys are sorted by UTF-16 code units,
+// as Node and Kotlin do, not by bytes as Rust does.
 func (r ReuseIdentity) CanonicalJSON() []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"image":`)
@@ -50,7 +58,7 @@ func (r ReuseIdentity) CanonicalJSON() []byte {
 	for k := range r.Env {
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
+	slices.SortFunc(keys, compareUTF16)
 	for i, k := range keys {
 		if i > 0 {
 			b.WriteByte(',')
@@ -66,13 +74,9 @@ func (r ReuseIdentity) CanonicalJSON() []byte {
 		}
 		writeJSONString(&b, c)
 	}
+	tcp, udp := sortedPorts(r.ExposedPorts)
 	b.WriteString(`],"exposedPorts":[`)
-	for i, p := range sortedPorts(r.ExposedPorts) {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(p)
-	}
+	b.WriteString(strings.Join(tcp, ","))
 	b.WriteString(`],"memoryLimitMb":`)
 	if r.MemoryLimitMB > 0 {
 		b.WriteString(strconv.Itoa(r.MemoryLimitMB))
@@ -80,8 +84,8 @@ func (r ReuseIdentity) CanonicalJSON() []byte {
 		b.WriteString("null")
 	}
 	b.WriteString(`,"copies":[`)
-	copies := append([]ReuseCopy(nil), r.Copies...)
-	sort.Slice(copies, func(i, j int) bool { return copies[i].GuestPath < copies[j].GuestPath })
+	copies := slices.Clone(r.Copies)
+	slices.SortStableFunc(copies, func(a, b ReuseCopy) int { return compareUTF16(a.GuestPath, b.GuestPath) })
 	for i, c := range copies {
 		if i > 0 {
 			b.WriteByte(',')
@@ -92,7 +96,13 @@ func (r ReuseIdentity) CanonicalJSON() []byte {
 		writeJSONString(&b, c.SHA256)
 		b.WriteByte('}')
 	}
-	b.WriteString("]}")
+	b.WriteByte(']')
+	if len(udp) > 0 {
+		b.WriteString(`,"exposedUdpPorts":[`)
+		b.WriteString(strings.Join(udp, ","))
+		b.WriteByte(']')
+	}
+	b.WriteByte('}')
 	return b.Bytes()
 }
 
@@ -106,38 +116,103 @@ func (r ReuseIdentity) Hash() string {
 // the first 12 hex characters.
 func ReuseName(hash string) string { return "rz-reuse-" + hash[:min(12, len(hash))] }
 
-// sortedPorts renders ports as JSON values: tcp ports as numbers, in
-// numeric order, then other protocols as strings.
-func sortedPorts(ports []string) []string {
-	var nums []int
+// sortedPorts renders ports as JSON values: tcp ports as numbers in
+// numeric order, then ports of a protocol no member hashes (and ranges) as
+// strings, sorted; and, apart, udp ports as numbers in numeric order.
+func sortedPorts(ports []string) (tcp, udp []string) {
+	var nums, udps []int
 	var other []string
 	for _, p := range ports {
 		num, proto, _ := strings.Cut(p, "/")
-		if n, err := strconv.Atoi(num); err == nil && (proto == "" || proto == "tcp") {
+		n, err := strconv.Atoi(num)
+		switch {
+		case err == nil && (proto == "" || proto == "tcp"):
 			nums = append(nums, n)
-			continue
+		case err == nil && strings.EqualFold(proto, "udp"):
+			udps = append(udps, n)
+		default:
+			other = append(other, p)
 		}
-		other = append(other, p)
 	}
-	sort.Ints(nums)
-	sort.Strings(other)
-	out := make([]string, 0, len(ports))
+	slices.Sort(nums)
+	slices.Sort(udps)
+	slices.Sort(other)
 	for _, n := range nums {
-		out = append(out, strconv.Itoa(n))
+		tcp = append(tcp, strconv.Itoa(n))
 	}
 	for _, s := range other {
 		var b bytes.Buffer
 		writeJSONString(&b, s)
-		out = append(out, b.String())
+		tcp = append(tcp, b.String())
 	}
-	return out
+	for _, n := range udps {
+		udp = append(udp, strconv.Itoa(n))
+	}
+	return tcp, udp
 }
 
+// writeJSONString writes s as a JSON string the way JSON.stringify and
+// serde_json do: '"' and '\\' escaped, \b \f \n \r \t by name, every
+// other control character as \u00xx (lowercase), everything else as it is.
+// (encoding/json escapes U+2028 and U+2029 too, which no member does.)
+// Invalid UTF-8 is written as U+FFFD, as a Java or JavaScript string of
+// those bytes would hold it.
 func writeJSONString(b *bytes.Buffer, s string) {
-	enc := json.NewEncoder(b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s)       // a string always encodes
-	b.Truncate(b.Len() - 1) // Encode's newline
+	const hexDigits = "0123456789abcdef"
+	b.WriteByte('"')
+	for _, c := range s { // an invalid byte is U+FFFD
+		switch c {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		default:
+			if c < 0x20 {
+				b.WriteString(`\u00`)
+				b.WriteByte(hexDigits[c>>4])
+				b.WriteByte(hexDigits[c&0xf])
+				continue
+			}
+			b.WriteRune(c)
+		}
+	}
+	b.WriteByte('"')
+}
+
+// compareUTF16 orders strings by their UTF-16 code units, as JavaScript's
+// < and Java's compareTo do: it differs from byte order only where a
+// character above U+FFFF (a surrogate pair, 0xD800-0xDBFF first) meets one
+// from U+E000 to U+FFFF.
+func compareUTF16(a, b string) int {
+	for a != "" && b != "" {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		if ra != rb {
+			return cmp.Compare(utf16Units(ra), utf16Units(rb))
+		}
+		a, b = a[na:], b[nb:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// utf16Units is r's UTF-16 code units as one number, the first one high:
+// ordered as the units are.
+func utf16Units(r rune) int64 {
+	if r > 0xFFFF {
+		r -= 0x10000
+		return int64(0xD800+r>>10)<<16 | int64(0xDC00+r&0x3FF)
+	}
+	return int64(r) << 16
 }
 
 // ReuseEntry is the keep-alive registry entry, reuse/<hash>.json, in the

@@ -5,8 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
+	"os/exec"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -15,9 +15,13 @@ import (
 
 // Owner describes what a run's record says about its backend.
 type Owner struct {
-	Backend  string // "docker" or "msb"
+	Backend  string // "docker", "msb" or "local"
 	Endpoint string // the engine, e.g. "unix:///var/run/docker.sock"
 	MsbPath  string // msb only: absolute path of the msb binary
+	// DefaultEngine: Endpoint is the engine a process with no
+	// configuration reaches, the only one the other members' sweeps
+	// reach (backend.Backend.DefaultEndpoint).
+	DefaultEngine bool
 }
 
 // Run is this process's run: its id, its record, and the two lists. The
@@ -28,6 +32,9 @@ type Run struct {
 	dir string // the runs folder
 	id  string
 	rec Record
+	// family: the record is also written where the other members read it
+	// (FamilyJudges).
+	family bool
 
 	mu       sync.Mutex
 	recorded bool
@@ -45,8 +52,14 @@ func NewRun(cache string, o Owner) (*Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: identity of this process: %w", err)
 	}
+	if me.Start.IsZero() {
+		// Every other member reaps a record without a start while its
+		// owner lives: never write one.
+		return nil, errors.New("ledger: this process's start time is unknown, and a record without one would be reaped by the other members of the family while this process runs")
+	}
 	rec := Record{
 		PID:          me.PID,
+		StartedISO:   FormatISO(me.Start),
 		Backend:      names.CanonicalBackend(o.Backend),
 		StartTicks:   me.StartTicks,
 		BootID:       me.BootID,
@@ -54,22 +67,57 @@ func NewRun(cache string, o Owner) (*Run, error) {
 		Endpoint:     o.Endpoint,
 		Writer:       "go",
 	}
-	if !me.Start.IsZero() {
-		rec.StartedISO = FormatISO(me.Start)
-	}
 	if rec.Backend == "msb" {
 		rec.MsbPath = o.MsbPath
 	}
+	family := FamilyJudges(o)
 	for {
 		id, err := NewRunID()
 		if err != nil {
 			return nil, err
 		}
-		if !anyFileOf(dir, id) {
-			return &Run{dir: dir, id: id, rec: rec}, nil
+		if !HasFiles(dir, id) {
+			return &Run{dir: dir, id: id, rec: rec, family: family}, nil
 		}
 	}
 }
+
+// FamilyJudges reports whether the other members of the family judge a run
+// of this process owned by o as rightsize-go does, so that its record may
+// be where they read it (runs/<id>.json). They cannot when:
+//
+//   - its backend is not docker or msb (the Node member reads any other
+//     as an unparseable record, and deletes it once an hour old);
+//   - its engine is not the default one (they record no engine, and a
+//     sweep of theirs through the default one would forget its names as
+//     gone);
+//   - this process is outside the host's pid namespace (they record
+//     none, and look the pid up in theirs);
+//   - there is no ps on the PATH (the Node and Rust members learn a start
+//     time from ps, and without one judge every run dead).
+//
+// Otherwise the record is Go's own only (OwnRecordExt), which they never
+// see: Go's own sweeps and watchdogs reap such a run.
+func FamilyJudges(o Owner) bool {
+	switch names.CanonicalBackend(o.Backend) {
+	case "docker", "msb":
+	default:
+		return false
+	}
+	return o.DefaultEngine && inInitialPidNamespace() && psOnPath()
+}
+
+// psOnPath reports whether a ps command is on the PATH, looked up once.
+var psOnPath = sync.OnceValue(func() bool {
+	if runtime.GOOS == "windows" {
+		return true // the members ask the system there, not ps
+	}
+	_, err := exec.LookPath("ps")
+	return err == nil
+})
+
+// Family reports whether the run's record is also the family's.
+func (r *Run) Family() bool { return r.family }
 
 // NewRunID returns 8 lowercase hex characters from crypto/rand.
 func NewRunID() (string, error) {
@@ -122,7 +170,7 @@ func (r *Run) add(k Kind, name string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.recorded {
-		if err := writeAtomic(RecordPath(r.dir, r.id), r.rec.Marshal()); err != nil {
+		if err := writeRecords(r.dir, r.id, r.rec.Marshal(), r.family); err != nil {
 			return fmt.Errorf("ledger: %w", err)
 		}
 		r.recorded = true
@@ -175,15 +223,4 @@ func (r *Run) remove(k Kind, name string) error {
 	}
 	r.lists[k] = rest
 	return nil
-}
-
-// anyFileOf reports whether runsDir holds a record or a line file of id:
-// a new run must not take over the lines of a run whose record is gone.
-func anyFileOf(runsDir, id string) bool {
-	for _, p := range runPaths(runsDir, id) {
-		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
-			return true
-		}
-	}
-	return false
 }

@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -81,18 +82,34 @@ func TestNewRunID(t *testing.T) {
 }
 
 func TestRunLifecycle(t *testing.T) {
-	r, cache := newRun(t, ledger.Owner{Backend: "docker", Endpoint: "unix:///var/run/docker.sock", MsbPath: "/ignored/for/docker"})
+	o := ledger.Owner{Backend: "docker", Endpoint: "unix:///var/run/docker.sock", MsbPath: "/ignored/for/docker", DefaultEngine: true}
+	r, cache := newRun(t, o)
 	runs := filepath.Join(cache, ledger.RunsDir)
 	if r.RunsDir() != runs || !runIDPattern.MatchString(r.ID()) {
 		t.Fatalf("RunsDir %q ID %q", r.RunsDir(), r.ID())
 	}
-	rec, sbx, nets := ledger.Paths(runs, r.ID())
-	if exists(t, rec) || exists(t, sbx) || exists(t, nets) {
+	if r.Family() != ledger.FamilyJudges(o) {
+		t.Errorf("Family() = %v, FamilyJudges = %v", r.Family(), ledger.FamilyJudges(o))
+	}
+	_, sbx, nets := ledger.Paths(runs, r.ID())
+	rec := ledger.OwnRecordPath(runs, r.ID())
+	fam := ledger.RecordPath(runs, r.ID())
+	if exists(t, rec) || exists(t, fam) || exists(t, sbx) || exists(t, nets) {
 		t.Fatal("NewRun wrote files before the first name: a run that never starts a sandbox must leave nothing")
 	}
 
 	if err := r.Add(ledger.SandboxKind, "rz-"+r.ID()+"-1"); err != nil {
 		t.Fatal(err)
+	}
+	if r.Family() {
+		// The family's record is Go's own, byte for byte.
+		a, _ := os.ReadFile(rec)
+		b, _ := os.ReadFile(fam)
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s holds %q, %s %q: want the same record", filepath.Base(rec), a, filepath.Base(fam), b)
+		}
+	} else if exists(t, fam) {
+		t.Errorf("%s written where the other members cannot judge the run", fam)
 	}
 	got := readRecordOK(t, rec)
 	if got.PID != os.Getpid() || got.Backend != "docker" || got.Writer != "go" || got.Endpoint != "unix:///var/run/docker.sock" {
@@ -156,14 +173,14 @@ func TestRunLifecycle(t *testing.T) {
 	if exists(t, sbx) {
 		t.Error(".sandboxes still there with no sandbox left")
 	}
-	if !exists(t, rec) || !exists(t, nets) {
+	if !exists(t, rec) || !exists(t, nets) || r.Family() && !exists(t, fam) {
 		t.Error("record or .networks removed while a network is still listed")
 	}
 	if err := r.Remove(ledger.NetworkKind, "rz-net-0badcafe"); err != nil {
 		t.Fatal(err)
 	}
-	if exists(t, rec) || exists(t, sbx) || exists(t, nets) {
-		t.Error("both lists empty but files remain: all three must be pruned")
+	if exists(t, rec) || exists(t, fam) || exists(t, sbx) || exists(t, nets) {
+		t.Error("both lists empty but files remain: all must be pruned")
 	}
 	if len(r.Names(ledger.SandboxKind)) != 0 || len(r.Names(ledger.NetworkKind)) != 0 {
 		t.Errorf("in-memory lists %q %q after pruning", r.Names(ledger.SandboxKind), r.Names(ledger.NetworkKind))
@@ -175,6 +192,11 @@ func TestRunLifecycle(t *testing.T) {
 	}
 	if got := readRecordOK(t, rec); got != r.Record() {
 		t.Errorf("record after recreation %+v, want %+v", got, r.Record())
+	}
+	if r.Family() {
+		if got := readRecordOK(t, fam); got != r.Record() {
+			t.Errorf("family record after recreation %+v, want %+v", got, r.Record())
+		}
 	}
 	if n := readLinesOK(t, nets); !slices.Equal(n, []string{"rz-net-12345678"}) {
 		t.Errorf(".networks = %q", n)
@@ -202,8 +224,7 @@ func TestRunMsbRecord(t *testing.T) {
 		if err := r.Add(ledger.SandboxKind, "rz-1"); err != nil {
 			t.Fatal(err)
 		}
-		rec, _, _ := ledger.Paths(r.RunsDir(), r.ID())
-		b, _ := os.ReadFile(rec)
+		b, _ := os.ReadFile(ledger.OwnRecordPath(r.RunsDir(), r.ID()))
 		if !strings.Contains(string(b), `"backend":"`+tc.want+`","msbPath":"`+tc.path+`"`) {
 			t.Errorf("record %s: want backend %q then msbPath %q (%s)", b, tc.want, tc.path, tc.reason)
 		}
@@ -214,7 +235,7 @@ func TestRunFileModes(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("permission bits are not Windows' access control")
 	}
-	r, cache := newRun(t, ledger.Owner{Backend: "docker"})
+	r, cache := newRun(t, ledger.Owner{Backend: "docker", DefaultEngine: true})
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -226,9 +247,13 @@ func TestRunFileModes(t *testing.T) {
 	must(r.Add(ledger.NetworkKind, "rz-net-1"))
 	must(r.Add(ledger.NetworkKind, "rz-net-2"))
 	rec, sbx, nets := ledger.Paths(r.RunsDir(), r.ID())
+	files := []string{ledger.OwnRecordPath(r.RunsDir(), r.ID()), sbx, nets}
+	if r.Family() {
+		files = append(files, rec)
+	}
 	check := func(when string) {
 		t.Helper()
-		for _, p := range []string{rec, sbx, nets} {
+		for _, p := range files {
 			fi, err := os.Stat(p)
 			if err != nil {
 				t.Fatal(err)
@@ -370,7 +395,8 @@ func TestRunConcurrent(t *testing.T) {
 	}
 	slices.Sort(wantSb)
 	slices.Sort(wantNw)
-	rec, sbxPath, netsPath := ledger.Paths(r.RunsDir(), r.ID())
+	_, sbxPath, netsPath := ledger.Paths(r.RunsDir(), r.ID())
+	rec := ledger.OwnRecordPath(r.RunsDir(), r.ID())
 	sorted := func(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
 	for _, c := range []struct {
 		what      string

@@ -25,19 +25,30 @@ type RunFiles struct {
 	// RecordErr says why the record could not be used: ErrNoRecord when the
 	// run has line files but no record, else a parse or read error.
 	RecordErr error
-	// ModTime is the record file's modification time, or the newest line
-	// file's when there is no record.
+	// ModTime is the modification time of the record read, or the newest
+	// line file's when there is no record.
 	ModTime time.Time
-	// has tells which of the run's files the folder listed: the record,
-	// then one line file per Kind.
-	has [1 + len(Kinds)]bool
+	// has tells which of the run's files the folder listed, in runPaths'
+	// order: the family record, Go's own, then one line file per Kind.
+	has [firstLine + len(Kinds)]bool
 	// Problems are files of the run that were not read (a symbolic link, a
 	// directory where a file should be): reported, never followed.
 	Problems []string
 }
 
+// Indexes of RunFiles.has, and of runExts.
+const (
+	familyRecord = iota
+	ownRecord
+	firstLine
+)
+
 // Has reports whether the folder listed the line file of kind k.
-func (rf RunFiles) Has(k Kind) bool { return rf.has[1+k] }
+func (rf RunFiles) Has(k Kind) bool { return rf.has[firstLine+int(k)] }
+
+// HasRecord reports whether the folder listed a record of the run, the
+// family's or Go's own.
+func (rf RunFiles) HasRecord() bool { return rf.has[familyRecord] || rf.has[ownRecord] }
 
 // HasLines reports whether the folder listed any line file of the run.
 func (rf RunFiles) HasLines() bool {
@@ -50,7 +61,7 @@ func (rf RunFiles) HasLines() bool {
 }
 
 // RemoveFiles deletes the run's files that the folder listed: the line
-// files first, then the record. (A dead run writes no new file; deleting
+// files first, then the records. (A dead run writes no new file; deleting
 // only what is known is what keeps a sweep of many runs fast.)
 func (rf RunFiles) RemoveFiles() error {
 	var errs []error
@@ -62,8 +73,13 @@ func (rf RunFiles) RemoveFiles() error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	if rf.has[0] {
-		return removeIfExists(RecordPath(rf.Dir, rf.ID))
+	if rf.has[familyRecord] {
+		if err := removeIfExists(RecordPath(rf.Dir, rf.ID)); err != nil {
+			return err
+		}
+	}
+	if rf.has[ownRecord] {
+		return removeIfExists(OwnRecordPath(rf.Dir, rf.ID))
 	}
 	return nil
 }
@@ -181,16 +197,16 @@ func (b byRunFile) Swap(i, j int) {
 
 // runExts are the extensions of a run's files, at the index runFile gives.
 var runExts = func() []string {
-	out := make([]string, 1+len(Kinds))
-	out[0] = RecordExt
+	out := make([]string, firstLine+len(Kinds))
+	out[familyRecord], out[ownRecord] = RecordExt, OwnRecordExt
 	for _, k := range Kinds {
-		out[1+int(k)] = "." + k.Plural()
+		out[firstLine+int(k)] = "." + k.Plural()
 	}
 	return out
 }()
 
 // runFile splits a run file's name into its run id and the index of its
-// extension (0 the record, 1+Kind a line file).
+// extension (an index of RunFiles.has).
 func runFile(name string) (id string, ext int, ok bool) {
 	if strings.HasPrefix(name, ".") {
 		return "", 0, false
@@ -246,8 +262,9 @@ func (s *Scan) EachOnDisk(fn func(RunFiles) error) error {
 	if s.inos == nil || len(s.files) > math.MaxInt32 {
 		return s.Each(fn)
 	}
-	// Each run's first file is its record when it has one (the record's
-	// extension sorts first), else its first line file.
+	// Each run's first file is its family record when it has one (the
+	// record's extension sorts first), else Go's own, else its first line
+	// file.
 	var firsts []int32
 	for i := 0; i < len(s.files); {
 		firsts = append(firsts, int32(i))
@@ -280,23 +297,36 @@ func (s *Scan) runAt(i int) (RunFiles, int) {
 	return rf, i
 }
 
-// load reads the record, or the line files' times when there is none.
+// load reads the record, or the line files' times when there is none. Go's
+// own record is read first: a member that reaped a dead Go run deleted the
+// family's; the family's is read when Go's cannot be (written by another
+// member, or by rightsize-go before it wrote its own).
 func (rf *RunFiles) load() {
-	rec := RecordPath(rf.Dir, rf.ID)
-	if rf.has[0] {
-		rf.Record, rf.ModTime, rf.RecordErr = readRecord(rec)
-		if rf.RecordErr != nil {
-			if _, lerr := os.Lstat(rec); errors.Is(lerr, fs.ErrNotExist) {
-				// Deleted since the scan (reaped by a sibling): as if absent.
-				rf.RecordErr, rf.has[0] = ErrNoRecord, false
-			} else if fi, lerr := os.Lstat(rec); lerr == nil && !fi.Mode().IsRegular() {
-				rf.Problems = append(rf.Problems, fmt.Sprintf("%s is not a regular file (%s): not read", filepath.Base(rec), describeType(fi.Mode())))
-			}
+	for _, i := range []int{ownRecord, familyRecord} {
+		if !rf.has[i] {
+			continue
+		}
+		path := runPathOf(rf.Dir, rf.ID, i)
+		rec, mt, err := readRecord(path)
+		if err == nil {
+			rf.Record, rf.ModTime, rf.RecordErr = rec, mt, nil
+			return
+		}
+		if _, lerr := os.Lstat(path); errors.Is(lerr, fs.ErrNotExist) {
+			// Deleted since the scan (reaped by a sibling): as if absent.
+			rf.has[i] = false
+			continue
+		} else if fi, lerr := os.Lstat(path); lerr == nil && !fi.Mode().IsRegular() {
+			rf.Problems = append(rf.Problems, fmt.Sprintf("%s is not a regular file (%s): not read", filepath.Base(path), describeType(fi.Mode())))
+		}
+		if rf.RecordErr == nil || errors.Is(rf.RecordErr, ErrNoRecord) {
+			rf.ModTime, rf.RecordErr = mt, err
 		}
 	}
-	if rf.has[0] {
+	if rf.HasRecord() {
 		return
 	}
+	rf.RecordErr = ErrNoRecord
 	for _, k := range Kinds {
 		if !rf.Has(k) {
 			continue
@@ -305,6 +335,11 @@ func (rf *RunFiles) load() {
 			rf.ModTime = fi.ModTime()
 		}
 	}
+}
+
+// runPathOf is the path of run id's file at index i of RunFiles.has.
+func runPathOf(runsDir, id string, i int) string {
+	return filepath.Join(runsDir, id+runExts[i])
 }
 
 // Temps returns the temporary files in the folder that any member of the
@@ -325,7 +360,7 @@ func (s *Scan) Temps() []string {
 func isTemp(name string) bool {
 	base := strings.TrimPrefix(name, ".")
 	known := false
-	for _, ext := range []string{RecordExt, SandboxesExt, NetworksExt, ProcessesExt} {
+	for _, ext := range runExts {
 		if strings.Contains(base, ext) {
 			known = true
 		}
@@ -438,9 +473,6 @@ func readRecordSlow(path string) ([]byte, time.Time, error) {
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, fi.ModTime(), notRegular(path)
-	}
 	if fi.Size() > MaxRecordSize {
 		return nil, fi.ModTime(), recordTooBig(fi.Size())
 	}
@@ -450,8 +482,6 @@ func readRecordSlow(path string) ([]byte, time.Time, error) {
 	}
 	return data, fi.ModTime(), nil
 }
-
-func notRegular(path string) error { return fmt.Errorf("%s is not a regular file", path) }
 
 func recordTooBig(size int64) error {
 	return fmt.Errorf("record is %d bytes, more than the %d a record can be: not read", size, MaxRecordSize)

@@ -196,7 +196,7 @@ func TestListRunsFolder(t *testing.T) {
 }
 
 func TestRemoveRunFiles(t *testing.T) {
-	r, cache := newRun(t, ledger.Owner{Backend: "docker"})
+	r, cache := newRun(t, ledger.Owner{Backend: "docker", DefaultEngine: true})
 	if err := r.Add(ledger.SandboxKind, "rz-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -234,6 +234,7 @@ func TestScanTemps(t *testing.T) {
 	}
 	temps := []string{
 		".1a2b3c4d.json.tmp-123456", ".1a2b3c4d.sandboxes.tmp-9", // Go
+		".1a2b3c4d.gorecord.tmp-77",                   // Go's own record
 		".1a2b3c4d.sandboxes.tmp.4242",                // Go's watchdog
 		"1a2b3c4d.json.tmp", "1a2b3c4d.sandboxes.tmp", // Rust
 		".5e6f7a8b.json.tmp-4242-1764000000000", // Node
@@ -306,5 +307,76 @@ func TestWriteLinesReplaces(t *testing.T) {
 	}
 	if !exists(t, filepath.Join(d, "keep")) {
 		t.Error("the directory's content is gone")
+	}
+}
+
+// Go's own record (runs/<id>.gorecord) is the one Go reads: a member that
+// reaped a dead Go run deleted the family's .json, .sandboxes and
+// .networks (sweep.ts deleteRunRecordFiles, rightsize-node 0b3b667;
+// Sweeper.kt deleteRunFiles, rightsize-kotlin db2958f; ledger.rs
+// delete_files_locked, rightsize-rust 7fe6fa92) and left .processes: the
+// run is still whole to Go. The family's is read only where Go's cannot be.
+func TestListRunsOwnRecord(t *testing.T) {
+	cache := t.TempDir()
+	runs := filepath.Join(cache, ledger.RunsDir)
+	if err := os.Mkdir(runs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	put := func(name, data string) string { return writeFile(t, filepath.Join(runs, name), []byte(data)) }
+	goRec := `{"pid":4242,"startedIso":"2026-11-29T20:30:38.120Z","backend":"local","writer":"go"}` + "\n"
+	famRec := `{"pid":77,"startedIso":"2026-11-29T20:30:38.120Z","backend":"docker"}`
+
+	put("aaaa0001"+ledger.OwnRecordExt, goRec) // what a sibling's reap leaves of a Go run
+	put("aaaa0001"+ledger.ProcessesExt, "p1.4242\n")
+	put("aaaa0002"+ledger.OwnRecordExt, goRec) // both: Go's own wins
+	put("aaaa0002"+ledger.RecordExt, famRec)
+	put("aaaa0003"+ledger.OwnRecordExt, "{") // Go's unreadable: the family's
+	put("aaaa0003"+ledger.RecordExt, famRec)
+	put("aaaa0004"+ledger.OwnRecordExt, "{") // neither
+	put("aaaa0004"+ledger.SandboxesExt, "rz-aaaa0004-1\n")
+
+	s, err := ledger.ScanRuns(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Len() != 4 {
+		t.Fatalf("scan holds %d runs, want 4", s.Len())
+	}
+	got := map[string]ledger.RunFiles{}
+	if err := s.Each(func(rf ledger.RunFiles) error { got[rf.ID] = rf; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		id     string
+		pid    int
+		err    bool
+		reason string
+	}{
+		{"aaaa0001", 4242, false, "Go's own record and .processes are all a sibling's reap leaves: still a run, judged by its record"},
+		{"aaaa0002", 4242, false, "with both, Go's own is read"},
+		{"aaaa0003", 77, false, "the family's stands in for Go's own when that cannot be read"},
+		{"aaaa0004", 0, true, "an unreadable record is an error, never no record"},
+	} {
+		rf := got[tc.id]
+		switch {
+		case tc.err && (rf.RecordErr == nil || errors.Is(rf.RecordErr, ledger.ErrNoRecord)):
+			t.Errorf("%s: RecordErr %v, want the parse error (%s)", tc.id, rf.RecordErr, tc.reason)
+		case !tc.err && (rf.RecordErr != nil || rf.Record.PID != tc.pid):
+			t.Errorf("%s: record %+v, %v; want pid %d (%s)", tc.id, rf.Record, rf.RecordErr, tc.pid, tc.reason)
+		}
+		if !rf.HasRecord() {
+			t.Errorf("%s: HasRecord false", tc.id)
+		}
+	}
+	if !got["aaaa0001"].Has(ledger.ProcessKind) {
+		t.Error("aaaa0001: its .processes is not listed")
+	}
+	for _, id := range []string{"aaaa0001", "aaaa0002", "aaaa0003", "aaaa0004"} {
+		if err := got[id].RemoveFiles(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if left, _ := os.ReadDir(runs); len(left) != 0 {
+		t.Errorf("RemoveFiles left %d files, the records of both kinds included", len(left))
 	}
 }

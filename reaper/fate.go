@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rightsize/rightsize-go/internal/names"
+	"github.com/rightsize/rightsize-go/internal/termtext"
 	"github.com/rightsize/rightsize-go/ledger"
 )
 
@@ -150,16 +152,16 @@ func TellFates(cache, own string) []string {
 // field passes through a filter that keeps control characters out.
 func FateLine(f ledger.FateFile) string {
 	if f.Err != nil {
-		return fmt.Sprintf("rightsize: run %s ended; its fate cannot be read (%s)", safe(f.Run), safe(f.Err.Error()))
+		return fmt.Sprintf("rightsize: run %s ended; its fate cannot be read (%s)", termtext.Clean(f.Run), termtext.Clean(f.Err.Error()))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "rightsize: run %s", safe(f.Run))
+	fmt.Fprintf(&b, "rightsize: run %s", termtext.Clean(f.Run))
 	var who []string
 	if f.Owner.PID > 0 {
 		who = append(who, fmt.Sprintf("pid %d", f.Owner.PID))
 	}
 	if f.Owner.Command != "" {
-		who = append(who, safe(cutWords(f.Owner.Command, 60)))
+		who = append(who, termtext.Clean(cutWords(f.Owner.Command, 60)))
 	} else if f.Owner.Writer == "" {
 		who = append(who, "another member's run")
 	}
@@ -170,9 +172,9 @@ func FateLine(f ledger.FateFile) string {
 	if t, err := ledger.ParseISO(f.NoticedISO); err == nil {
 		when = " " + t.Local().Format("15:04:05")
 	}
-	by := "its " + safe(f.By)
+	by := "its " + termtext.Clean(f.By)
 	if f.By == BySweep || f.By == ByCommand {
-		by = "a later " + safe(f.By)
+		by = "a later " + termtext.Clean(f.By)
 	}
 	fmt.Fprintf(&b, " died; noticed%s by %s, which", when, by)
 	counts := map[string]map[string]int{}
@@ -208,11 +210,15 @@ func FateLine(f ledger.FateFile) string {
 	}
 	if len(kept) > 0 {
 		k := kept[0]
-		fmt.Fprintf(&b, " (kept %s %s: %s; the next sweep retries)", safe(k.Kind), safe(k.Name), safe(cutWords(k.Note, 80)))
+		why := ""
+		if k.Note != "" {
+			why = ": " + termtext.Clean(cutWords(k.Note, 80))
+		}
+		fmt.Fprintf(&b, " (kept %s %s%s; the next sweep retries)", termtext.Clean(k.Kind), termtext.Clean(k.Name), why)
 	}
 	if len(escaped) > 0 {
 		e := escaped[0]
-		fmt.Fprintf(&b, " (escaped: process %s %s %s; not signalled: end it yourself if it is not wanted)", safe(e.ID), safe(e.Name), safe(cutWords(e.Note, 60)))
+		fmt.Fprintf(&b, " (escaped: process %s %s %s; not signalled: end it yourself if it is not wanted)", termtext.Clean(e.ID), termtext.Clean(e.Name), termtext.Clean(cutWords(e.Note, 60)))
 	}
 	return b.String()
 }
@@ -241,28 +247,13 @@ func plural(n int, k string) string {
 	return fmt.Sprintf("%d %ss", n, k)
 }
 
+// cutWords shortens s to at most n bytes, on a character's boundary.
 func cutWords(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
 	return s[:n] + "…"
 }
-
-// safe keeps control characters (a terminal's escapes, newlines) out of a
-// line: each becomes a visible \xNN.
-func safe(s string) string {
-	if !strings.ContainsFunc(s, isControl) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if isControl(r) {
-			fmt.Fprintf(&b, `\x%02x`, r)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/internal/termtext"
 	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/reaper"
 )
@@ -106,9 +107,9 @@ func TestFateLineHostile(t *testing.T) {
 	cache := t.TempDir()
 	now := time.Now()
 	_, err := ledger.WriteFate(cache, ledger.Fate{
-		Run: "evil0001", By: "watchdog\x1b[2J\n$(rm -rf /)",
-		Owner: ledger.FateOwner{PID: 1, Command: "go test\n\x1b]0;pwned\x07 `id`", Writer: "go"},
-		Items: []ledger.FateItem{{Kind: "sandbox\n", Name: "x\x1b[31m", Outcome: ledger.FateKept, Note: "why\r\nnot"}},
+		Run: "evil\u202e0001\n", By: "watchdog\x1b[2J\n$(rm -rf /)\u2066",
+		Owner: ledger.FateOwner{PID: 1, Command: "go test\n\x1b]0;pwned\x07 `id`\u202e\u200f", Writer: "go"},
+		Items: []ledger.FateItem{{Kind: "sandbox\n", Name: "x\x1b[31m\u202etxt.exe", Outcome: ledger.FateKept, Note: "why\r\nnot\u061c\u0085"}},
 	}, now)
 	require.NoError(t, err)
 	for i := range 6 {
@@ -119,9 +120,39 @@ func TestFateLineHostile(t *testing.T) {
 	require.Len(t, lines, 4, "three fates, then how many more")
 	require.Contains(t, lines[3], "and 4 more ended runs: rightsize ls --fates")
 	for _, l := range lines {
-		for _, r := range l {
-			require.False(t, r < 0x20 || r == 0x7f, "a control character in %q", l)
-		}
+		require.Equal(t, l, termtext.Clean(l), "a control or bidirectional character reaches the terminal raw")
 	}
 	require.True(t, strings.Contains(lines[0], `\x1b`), "escapes are shown, not sent: %q", lines[0])
+	require.True(t, strings.Contains(lines[0], `x\x1b[31m\u202etxt.exe`), "a right-to-left override is shown, not obeyed: %q", lines[0])
+}
+
+// A kept item without a note (what a watchdog that could not say why
+// writes) reads as kept, with no empty reason.
+func TestFateLineKeptWithoutNote(t *testing.T) {
+	line := reaper.FateLine(ledger.FateFile{Fate: ledger.Fate{Run: "1a2b3c4d", By: reaper.ByWatchdog,
+		Items: []ledger.FateItem{{Kind: "sandbox", ID: "abc", Name: "rz-1a2b3c4d-1", Outcome: ledger.FateKept}}}})
+	require.Contains(t, line, "(kept sandbox rz-1a2b3c4d-1; the next sweep retries)")
+	require.NotContains(t, line, ": ;")
+}
+
+// TestReportHostileRunID: a run id is any file stem another member chose:
+// a newline or a right-to-left override in one forges no line of the
+// sweep's report.
+func TestReportHostileRunID(t *testing.T) {
+	cache := t.TempDir()
+	runs := runsDir(t, cache)
+	me := self(t)
+	id := "evil\n  0000dead  reaped  dead: forged\u202e"
+	writeRun(t, runs, id, recordOf(me, backend.Docker, "unix:///fake.sock").Marshal(), nil, nil)
+	rep, err := reaper.Sweep(context.Background(), newFake(nil), reaper.WithCacheDir(cache))
+	require.NoError(t, err)
+	var b strings.Builder
+	_, err = rep.WriteTo(&b)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	require.Len(t, lines, 2, "a summary and one run: %q", b.String())
+	require.True(t, strings.HasPrefix(lines[1], `  evil\n  0000dead  reaped  dead: forged\u202e  left alone  alive`), "the id, escaped: %q", lines[1])
+	for _, l := range lines {
+		require.Equal(t, l, termtext.Clean(l))
+	}
 }

@@ -57,7 +57,8 @@ func WatchdogMain() {
 // script watchdog does with the engine's API: removes what it was told by
 // id; a moment later finds what still carries the run's label and removes
 // that; deletes the run's files when nothing of it is left. Beside that,
-// it ends the run's local processes (those carrying its mark). With
+// it ends the run's local processes (those its marks, the groups of the
+// commands it was told and their descent prove: proctree.End). With
 // processesOnly it opens no engine and does only the latter.
 func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, processesOnly bool) int {
 	runtime.GOMAXPROCS(1)
@@ -93,12 +94,16 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, proce
 			debug.FreeOSMemory()
 		}
 	}
-	told := readTold(in)
+	told := readTold(in, runID)
 	noticed := time.Now()
+	// Until now the owner held each command it told unreaped, and with it
+	// its group's number: what started in a group before now is the
+	// command's.
+	scope := proctree.Scope{Marks: proctree.OfRun(runID), Commands: told.commands(), PinnedUntil: proctree.Now()}
 	// The run's local processes end beside the engine's work: their grace
 	// must not hold the first removal.
 	procs := make(chan proctree.Result, 1)
-	go func() { procs <- proctree.EndMarked(proctree.OfRun(runID), proctree.DefaultGrace, false) }()
+	go func() { procs <- proctree.End(scope, proctree.DefaultGrace, false) }()
 	cache := filepath.Dir(runsDir)
 	if processesOnly {
 		pres := <-procs
@@ -274,12 +279,12 @@ func (f *nativeFate) write(cache, runID string, noticed time.Time, logger *log.L
 // processes adds what became of the run's local processes.
 func (f *nativeFate) processes(r proctree.Result) {
 	for _, p := range r.Ended {
-		f.extra = append(f.extra, ledger.FateItem{Kind: "process", ID: strconv.Itoa(p.PID), Name: p.Command, Outcome: ledger.FateEnded})
+		f.extra = append(f.extra, ledger.FateItem{Kind: "process", ID: strconv.Itoa(p.PID), Name: p.Command, Outcome: ledger.FateEnded, Note: p.Why})
 	}
 	for _, p := range r.Escaped {
 		f.extra = append(f.extra, ledger.FateItem{Kind: "process", ID: strconv.Itoa(p.PID), Name: p.Command, Outcome: ledger.FateEscaped, Note: p.Why})
 	}
-	for _, p := range r.Left {
+	for _, p := range slices.Concat(r.Left, r.NotProven) {
 		f.extra = append(f.extra, ledger.FateItem{Kind: "process", ID: strconv.Itoa(p.PID), Name: p.Command, Outcome: ledger.FateKept, Note: p.Why})
 	}
 	if r.Unproven != nil {
@@ -289,12 +294,12 @@ func (f *nativeFate) processes(r proctree.Result) {
 
 func logProcesses(logger *log.Logger, r proctree.Result) {
 	for _, p := range r.Ended {
-		logger.Printf("process %d (%s): ended", p.PID, p.Command)
+		logger.Printf("process %d (%s): ended %s", p.PID, p.Command, p.Why)
 	}
 	for _, p := range r.Escaped {
 		logger.Printf("process %d (%s): escaped, not signalled: %s", p.PID, p.Command, p.Why)
 	}
-	for _, p := range r.Left {
+	for _, p := range slices.Concat(r.Left, r.NotProven) {
 		logger.Printf("process %d (%s): left: %s", p.PID, p.Command, p.Why)
 	}
 	if r.Unproven != nil {
@@ -302,13 +307,49 @@ func logProcesses(logger *log.Logger, r proctree.Result) {
 	}
 }
 
-// toldSet is what the owner told, per kind, in order, and the commands
-// running in its sandboxes.
+// toldSet is what the owner told, per kind, in order, the commands
+// running in its sandboxes, and its local commands, each held by a pidfd
+// on it from the moment it was told.
 type toldSet struct {
+	run   string
 	order [len(names.Kinds)][]string
 	names [len(names.Kinds)]map[string]string
 	execs []toldExec
+	procs map[string]*proctree.Command
 }
+
+// commands are the local commands the owner told and did not end itself.
+func (t *toldSet) commands() []proctree.Command {
+	var out []proctree.Command
+	for _, id := range t.order[names.ProcessKind] {
+		if c := t.procs[id]; c != nil {
+			out = append(out, *c)
+		}
+	}
+	return out
+}
+
+// process takes note of a local command: told ("+p PID.TICKS LINE"), it
+// is held at once, while the owner keeps it unreaped; untold, released.
+func (t *toldSet) process(op byte, id, line string) {
+	if c := t.procs[id]; c != nil {
+		c.Release()
+		delete(t.procs, id)
+	}
+	if op != '+' || len(t.procs) >= maxToldProcesses {
+		return
+	}
+	c, ok := proctree.ParseLine(t.run, proctree.Started(line, id))
+	if !ok || c.PID == 0 {
+		return
+	}
+	c.Hold() // a command gone already is proven by its group's members, or not at all
+	t.procs[id] = &c
+}
+
+// maxToldProcesses bounds the pidfds a watchdog holds: past it, a command
+// is proven by its mark alone.
+const maxToldProcesses = 4096
 
 // toldExec is a command running in a sandbox: its exec id and the
 // sandbox's name.
@@ -318,8 +359,8 @@ func (t *toldSet) ids(k names.Kind) []string { return t.order[k] }
 
 // readTold reads the owner's lines until EOF: "+s ID NAME" adds, "-s ID
 // NAME" removes (s, n, p for the kinds); anything else is ignored.
-func readTold(in io.Reader) *toldSet {
-	t := &toldSet{}
+func readTold(in io.Reader, run string) *toldSet {
+	t := &toldSet{run: run, procs: map[string]*proctree.Command{}}
 	for k := range t.names {
 		t.names[k] = map[string]string{}
 	}
@@ -350,6 +391,9 @@ func readTold(in io.Reader) *toldSet {
 		}
 		if !names.Valid(id) && !isEngineID(id) {
 			continue
+		}
+		if k == names.ProcessKind {
+			t.process(f[0][0], id, name)
 		}
 		switch f[0][0] {
 		case '+':

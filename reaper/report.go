@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/internal/names"
+	"github.com/rightsize/rightsize-go/internal/termtext"
 	"github.com/rightsize/rightsize-go/ledger"
 )
 
@@ -66,10 +67,12 @@ type Item struct {
 	Note string
 }
 
+// String is the item for a terminal: its name and note are cleaned
+// (termtext), so a name from a ledger file forges no line.
 func (it Item) String() string {
-	s := it.Kind.String() + " " + it.Name + ": " + string(it.Outcome)
+	s := it.Kind.String() + " " + termtext.Clean(it.Name) + ": " + string(it.Outcome)
 	if it.Note != "" {
-		s += " (" + it.Note + ")"
+		s += " (" + termtext.Clean(it.Note) + ")"
 	}
 	return s
 }
@@ -93,6 +96,10 @@ type RunReport struct {
 	RejectedCount int
 	// Problems are files of the run that were not read or not deleted.
 	Problems []string
+	// Refused are files of the run that are not regular files (a FIFO
+	// squatting its lock file's name), which the sweep did not open, and
+	// which keep it from being reaped until someone removes them.
+	Refused []string
 	// Took is how long the run took to reap.
 	Took time.Duration
 }
@@ -219,29 +226,31 @@ func (r *Report) Run(id string) (RunReport, bool) {
 }
 
 // WriteTo writes the report for people: one line per run, then one
-// indented line per sandbox or network.
+// indented line per sandbox or network. Every text that came from a file
+// or an engine is cleaned for a terminal (termtext).
 func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	var b strings.Builder
-	ep := r.Endpoint
+	ep := termtext.Clean(r.Endpoint)
 	if ep == "" {
 		ep = "-"
 	}
+	cache := termtext.Clean(r.CacheDir)
 	runs := "runs"
 	if r.Seen == 1 {
 		runs = "run"
 	}
 	if r.DryRun {
 		fmt.Fprintf(&b, "sweep of %s for %s at %s (dry run: nothing touched): %d %s, %d would be reaped, %d left alone, in %s\n",
-			r.CacheDir, r.Backend, ep, r.Seen, runs, r.Count(WouldReap), r.Count(LeftAlone), r.Took.Round(time.Millisecond))
+			cache, termtext.Clean(r.Backend), ep, r.Seen, runs, r.Count(WouldReap), r.Count(LeftAlone), r.Took.Round(time.Millisecond))
 	} else {
 		fmt.Fprintf(&b, "sweep of %s for %s at %s: %d %s, %d reaped, %d kept back, %d left alone, in %s\n",
-			r.CacheDir, r.Backend, ep, r.Seen, runs, r.Count(Reaped), r.Count(Kept), r.Count(LeftAlone), r.Took.Round(time.Millisecond))
+			cache, termtext.Clean(r.Backend), ep, r.Seen, runs, r.Count(Reaped), r.Count(Kept), r.Count(LeftAlone), r.Took.Round(time.Millisecond))
 	}
 	if r.Unfinished != "" {
-		fmt.Fprintf(&b, "  ! stopped early: %s; what it did not reach stays for a later sweep\n", r.Unfinished)
+		fmt.Fprintf(&b, "  ! stopped early: %s; what it did not reach stays for a later sweep\n", termtext.Clean(r.Unfinished))
 	}
 	for _, rr := range r.Runs {
-		fmt.Fprintf(&b, "  %s  %s  %s\n", rr.ID, rr.Decision, rr.Reason)
+		fmt.Fprintf(&b, "  %s  %s  %s\n", termtext.Clean(rr.ID), rr.Decision, termtext.Clean(rr.Reason))
 		for _, it := range rr.Removed {
 			fmt.Fprintf(&b, "      - %s\n", it)
 		}
@@ -256,13 +265,16 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 			fmt.Fprintf(&b, "      %s %s\n", mark, it)
 		}
 		for _, rj := range rr.Rejected {
-			fmt.Fprintf(&b, "      ! %s\n", rj)
+			fmt.Fprintf(&b, "      ! %s\n", termtext.Clean(rj.String()))
 		}
 		if more := rr.RejectedCount - len(rr.Rejected); more > 0 {
 			fmt.Fprintf(&b, "      ! and %d more rejected lines\n", more)
 		}
 		for _, p := range rr.Problems {
-			fmt.Fprintf(&b, "      ! %s\n", p)
+			fmt.Fprintf(&b, "      ! %s\n", termtext.Clean(p))
+		}
+		for _, p := range rr.Refused {
+			fmt.Fprintf(&b, "      ! refused: %s\n", termtext.Clean(p))
 		}
 	}
 	if r.Omitted > 0 {

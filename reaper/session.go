@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -105,7 +106,7 @@ func Open(ctx context.Context, drv backend.Driver, opts ...Option) (*Session, er
 		rep.Unfinished = err.Error()
 	}
 	s.sweep = rep
-	owner := ledger.Owner{Backend: drv.Name(), Endpoint: drv.Endpoint()}
+	owner := ledger.Owner{Backend: drv.Name(), Endpoint: drv.Endpoint(), DefaultEngine: drv.DefaultEndpoint()}
 	if m, ok := drv.(interface{ MsbPath() string }); ok {
 		owner.MsbPath = m.MsbPath()
 	}
@@ -171,8 +172,9 @@ func (s *Session) NextProcessLine(sid int) string {
 func (s *Session) Admit(k names.Kind, name string) (*WatchdogNote, error) {
 	if k == names.ProcessKind {
 		// Local processes have a watchdog of their own (the main one
-		// when it is native), and are found by their mark, not told by
-		// name before they start: the line is enough for the sweep.
+		// when it is native), and are told once started (Created): until
+		// then their mark finds them, and the line is enough for the
+		// sweep.
 		s.writeStub()
 		note := s.ensureProcessWatchdog()
 		if s.run == nil {
@@ -197,12 +199,36 @@ func (s *Session) Admit(k names.Kind, name string) (*WatchdogNote, error) {
 }
 
 // Created tells the watchdog the engine's id for name, which it removes by
-// that id the moment this process dies.
+// that id the moment this process dies. For a local process (id: its pid
+// and start, proctree.ID) the ledger line takes the id too, so that a
+// sweep can prove its process group with no watchdog left.
 func (s *Session) Created(k names.Kind, name, id string) {
 	if id == "" || (!s.labelled[k] && k != names.ProcessKind) {
 		return
 	}
 	s.tell(k, id, name)
+	if k == names.ProcessKind && s.run != nil {
+		// The started line first: the command is never without one.
+		if s.run.Add(k, proctree.Started(name, id)) == nil {
+			_ = s.run.Remove(k, name)
+		}
+	}
+}
+
+// Untell tells the watchdog to forget name, which the caller is ending
+// itself (a local process must be untold before its command is reaped:
+// the watchdog takes what it was told as still held by its owner). Its
+// ledger line stays until Forget.
+func (s *Session) Untell(k names.Kind, name string) {
+	s.mu.Lock()
+	id, told := s.ids[toldKey{k, name}]
+	delete(s.ids, toldKey{k, name})
+	s.mu.Unlock()
+	if told {
+		if wd := s.watchdogFor(k); wd != nil {
+			_ = wd.Untell(k, id, name)
+		}
+	}
 }
 
 // watchdogFor is the watchdog that serves kind k.
@@ -286,17 +312,19 @@ func (s *Session) Release(ctx context.Context, k names.Kind, list []string) []er
 // Forget removes name's ledger line, and tells the watchdog, once the
 // caller has confirmed it gone.
 func (s *Session) Forget(k names.Kind, name string) error {
-	s.mu.Lock()
-	id, told := s.ids[toldKey{k, name}]
-	delete(s.ids, toldKey{k, name})
-	s.mu.Unlock()
-	if told {
-		if wd := s.watchdogFor(k); wd != nil {
-			_ = wd.Untell(k, id, name)
-		}
-	}
+	s.Untell(k, name)
 	if s.run == nil {
 		return nil
+	}
+	if k == names.ProcessKind {
+		// Its line as written before the start, or with its id after.
+		var errs []error
+		for _, l := range s.run.Names(k) {
+			if l == name || strings.HasPrefix(l, name+".") {
+				errs = append(errs, s.run.Remove(k, l))
+			}
+		}
+		return errors.Join(errs...)
 	}
 	return s.run.Remove(k, name)
 }
@@ -315,13 +343,17 @@ func (s *Session) Close(ctx context.Context) error {
 			}
 		}
 		// Local processes still listed (their Stop failed, or was never
-		// called): whatever carries their marks.
+		// called): what their marks, groups and descent prove.
 		if lines := s.run.Names(names.ProcessKind); len(lines) > 0 {
-			marks := make([]string, len(lines))
-			for i, l := range lines {
-				marks[i] = proctree.Mark(s.runID, l)
+			var marks []string
+			var cmds []proctree.Command
+			for _, l := range lines {
+				if c, ok := proctree.ParseLine(s.runID, l); ok {
+					marks = append(marks, c.Mark)
+					cmds = append(cmds, c)
+				}
 			}
-			res := proctree.EndMarked(proctree.OfMarks(marks...), proctree.DefaultGrace, false)
+			res := proctree.End(proctree.Scope{Marks: proctree.OfMarks(marks...), Commands: cmds}, proctree.DefaultGrace, false)
 			if res.Clean() {
 				for _, l := range lines {
 					if err := s.Forget(names.ProcessKind, l); err != nil {
@@ -329,7 +361,7 @@ func (s *Session) Close(ctx context.Context) error {
 					}
 				}
 			} else {
-				err := fmt.Errorf("local processes of the run were left: %d escaped, %d not ended", len(res.Escaped), len(res.Left))
+				err := fmt.Errorf("local processes of the run were left: %d escaped, %d not ended, %d not proven the run's", len(res.Escaped), len(res.Left), len(res.NotProven))
 				errs = append(errs, errors.Join(err, res.Unproven))
 			}
 		}

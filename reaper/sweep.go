@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/gofrs/flock"
 
 	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/internal/names"
@@ -206,7 +202,7 @@ func (c *config) sweepOne(ctx context.Context, b backend.Backend, rf ledger.RunF
 func (c *config) sweepDecided(ctx context.Context, b backend.Backend, rf ledger.RunFiles, rr RunReport, t0 time.Time) RunReport {
 	if rr.Decision != LeftAlone {
 		if c.dryRun {
-			rr = c.preview(rf, rr)
+			rr = c.preview(ctx, b, rf, rr)
 		} else {
 			rr = c.reap(ctx, b, rf, rr)
 			c.sweepFate(rf, rr, t0)
@@ -321,17 +317,63 @@ func (c *config) decide(b backend.Backend, rf ledger.RunFiles) RunReport {
 	return rr
 }
 
-func (c *config) preview(rf ledger.RunFiles, rr RunReport) RunReport {
+// preview is what reaping rf would do, decided as reap decides, with the
+// engine's answers to lookups (backend.OwnershipChecker) in place of
+// removals: what is not the run's, or is left for its member, is said so.
+func (c *config) preview(ctx context.Context, b backend.Backend, rf ledger.RunFiles, rr RunReport) RunReport {
 	rr.Decision = WouldReap
 	l := rf.ReadLists()
+	checker, _ := b.(backend.OwnershipChecker)
 	for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind, names.ProcessKind} {
-		for _, n := range l.Of(k) {
-			rr.Removed = append(rr.Removed, Item{Kind: k, Name: n, Outcome: WouldRemove})
+		ns := l.Of(k)
+		var errs []error
+		if checker != nil && k != names.ProcessKind && len(ns) > 0 {
+			errs = checker.CheckOwned(ctx, k, rf.ID, ns)
+		} else {
+			errs = make([]error, len(ns))
+		}
+		for i, n := range ns {
+			it := judge(rf, k, n, outcomeAt(errs, i))
+			switch it.Outcome {
+			case Removed:
+				it.Outcome = WouldRemove
+				rr.Removed = append(rr.Removed, it)
+			case AlreadyGone:
+				rr.Removed = append(rr.Removed, it)
+			case NotOwned:
+				rr.NotOwned = append(rr.NotOwned, it)
+			default:
+				rr.Kept = append(rr.Kept, it)
+			}
 		}
 	}
 	rr.Rejected, rr.RejectedCount = l.Rejected, l.RejectedCount
 	rr.Problems = append(rr.Problems, l.Problems...)
 	return rr
+}
+
+// outcomeAt is errs[i], or a failure when the backend gave no outcome.
+func outcomeAt(errs []error, i int) error {
+	if i < len(errs) {
+		return errs[i]
+	}
+	return errors.New("the backend gave no outcome for it")
+}
+
+// judge is what the sweep makes of name n of kind k of run rf, given the
+// engine's answer err to its removal (or, in a dry run, to its lookup).
+func judge(rf ledger.RunFiles, k names.Kind, n string, err error) Item {
+	it := outcome(k, n, err)
+	if it.Outcome == NotOwned && k == names.NetworkKind && foreignWriter(rf) &&
+		names.FamilyNetwork(n) && errors.Is(err, backend.ErrUnlabelled) {
+		// The other members label their containers but not their
+		// networks: the run's own member removes it by name, so its line
+		// and the run's record stay for that member's sweep, by hand too
+		// (a run dropped from the ledger is a network no one finds again).
+		it.Outcome = LeftForMember
+		it.Note = "another member's network, which it does not label: the run's files stay for that member's sweep, which removes it by name; Go removes only what it can prove the run's (" + it.Note + ")"
+	}
+	return it
 }
 
 func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles, rr RunReport) RunReport {
@@ -340,10 +382,13 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 		return c.removeFilesOnly(rf, rr)
 	}
 	lockPath := filepath.Join(rf.Dir, rf.ID+ledger.LockExt)
-	release, why := claim(lockPath)
+	release, why, err := claim(lockPath)
 	if release == nil {
 		rr.Decision = LeftAlone
 		rr.Reason += "; " + why
+		if errors.Is(err, ledger.ErrNotRegular) {
+			rr.Refused = append(rr.Refused, err.Error())
+		}
 		return rr
 	}
 	defer release()
@@ -363,6 +408,8 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 	}
 
 	kept := map[names.Kind][]string{}
+	// here: this engine showed something of the run (namesNoEngine).
+	here := false
 	for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind} {
 		pending := l.Of(k)
 		// A network in use may be held by a container removed a moment ago
@@ -371,28 +418,19 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 			errs := b.Remove(ctx, k, rf.ID, pending)
 			var again []string
 			for i, n := range pending {
-				var err error = errors.New("the backend gave no outcome for it")
-				if i < len(errs) {
-					err = errs[i]
-				}
-				it := outcome(k, n, err)
-				switch {
-				case it.Outcome == Removed || it.Outcome == AlreadyGone:
-					rr.Removed = append(rr.Removed, it)
-				case it.Outcome == NotOwned && k == names.NetworkKind && !byHand && foreignWriter(rf) &&
-					names.FamilyNetwork(n) && errors.Is(err, backend.ErrUnlabelled):
-					// The other members label their containers but not
-					// their networks: the run's own member removes it by
-					// name, so its line stays for that member's sweep (a
-					// person's sweep of the run drops it).
-					it.Outcome = LeftForMember
-					it.Note = "another member's network, which it does not label; rightsize sweep --run " + rf.ID + " drops it from the list (" + it.Note + ")"
-					rr.Kept = append(rr.Kept, it)
-					kept[k] = append(kept[k], n)
-				case it.Outcome == NotOwned:
-					rr.NotOwned = append(rr.NotOwned, it)
-				case pass == 0 && k == names.NetworkKind && errors.Is(err, backend.ErrInUse):
+				err := outcomeAt(errs, i)
+				here = here || err == nil || errors.Is(err, backend.ErrInUse)
+				if pass == 0 && k == names.NetworkKind && errors.Is(err, backend.ErrInUse) {
 					again = append(again, n)
+					continue
+				}
+				it := judge(rf, k, n, err)
+				here = here || it.Outcome == LeftForMember
+				switch it.Outcome {
+				case Removed, AlreadyGone:
+					rr.Removed = append(rr.Removed, it)
+				case NotOwned:
+					rr.NotOwned = append(rr.NotOwned, it)
 				default:
 					rr.Kept = append(rr.Kept, it)
 					kept[k] = append(kept[k], n)
@@ -402,12 +440,15 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 		}
 	}
 	// Local processes (rightsize-go's own lines): every live process
-	// carrying one of the run's marks is ended, each proven the run's
-	// before it is signalled; what escaped or could not be proven keeps
-	// the lines. Processes are found by their mark, not by the list, so a
-	// list that could not be read does not spare them. Where no process
-	// can be proven (macOS, Windows), a person's sweep of the run forgets
-	// its lines without signalling anything; any other sweep keeps them.
+	// proven the run's is ended — carrying one of its marks, in the group
+	// of a command its lines name while something proves that group the
+	// command's (its leader, a marked member), or started by such a
+	// process; what escaped, could not be ended or is in such a group
+	// unproven keeps the lines. Marks are looked for whatever the list
+	// says, so a list that could not be read does not spare them. Where
+	// no process can be proven (macOS, Windows), a person's sweep of the
+	// run forgets its lines without signalling anything; any other sweep
+	// keeps them.
 	procsKept := false
 	if rf.Has(names.ProcessKind) {
 		lines := l.Of(names.ProcessKind)
@@ -416,15 +457,31 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 			// The sweep's budget bounds the grace too (a SIGKILL follows).
 			grace = max(0, min(grace, time.Until(dl)/2))
 		}
-		pres := proctree.EndMarked(proctree.OfRun(rf.ID), grace, byHand)
+		var cmds []proctree.Command
+		for _, line := range lines {
+			if c, ok := proctree.ParseLine(rf.ID, line); ok && c.PID != 0 {
+				cmds = append(cmds, c)
+			}
+		}
+		pres := proctree.End(proctree.Scope{Marks: proctree.OfRun(rf.ID), Commands: cmds}, grace, byHand)
 		for _, p := range pres.Ended {
-			rr.Removed = append(rr.Removed, Item{Kind: names.ProcessKind, Name: processName(p), Outcome: Removed})
+			rr.Removed = append(rr.Removed, Item{Kind: names.ProcessKind, Name: processName(p), Outcome: Removed, Note: p.Why})
 		}
 		for _, p := range pres.Escaped {
-			rr.Kept = append(rr.Kept, Item{Kind: names.ProcessKind, Name: processName(p), Outcome: Escaped, Note: p.Why + "; not signalled (rightsize sweep --run " + rf.ID + " ends it)"})
+			rr.Kept = append(rr.Kept, Item{Kind: names.ProcessKind, Name: processName(p), Outcome: Escaped, Note: p.Why + "; " + escapedHint(rf.ID, p)})
 		}
 		for _, p := range pres.Left {
 			rr.Kept = append(rr.Kept, Item{Kind: names.ProcessKind, Name: processName(p), Outcome: KeptBack, Note: p.Why})
+		}
+		notProven := !byHand && len(pres.NotProven) > 0
+		for _, p := range pres.NotProven {
+			it := Item{Kind: names.ProcessKind, Name: processName(p), Outcome: KeptBack, Note: p.Why}
+			if byHand {
+				it.Outcome, it.Note = NotOwned, p.Why+"; forgotten by hand"
+				rr.NotOwned = append(rr.NotOwned, it)
+				continue
+			}
+			rr.Kept = append(rr.Kept, it)
 		}
 		switch {
 		case errors.Is(pres.Unproven, proctree.ErrUnsupported) && byHand:
@@ -436,7 +493,7 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 			}
 			rr.Kept = append(rr.Kept, Item{Kind: names.ProcessKind, Name: "(the run's processes)", Outcome: KeptBack, Note: note})
 			procsKept = true
-		case !pres.Clean():
+		case len(pres.Escaped) > 0 || len(pres.Left) > 0 || notProven:
 			procsKept = true
 		}
 		if procsKept {
@@ -458,6 +515,7 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 				asIs = true
 				continue
 			}
+			here = here || len(ids) > 0
 			for i, err := range lister.RemoveIDs(ctx, k, ids) {
 				it := outcome(k, ids[i], err)
 				it.Note = "labelled with the run, not listed"
@@ -470,6 +528,10 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 				}
 			}
 		}
+	}
+
+	if !here && !byHand && namesNoEngine(b, rf) && l.Len() > 0 {
+		return leaveForItsEngine(b, rf, rr, procsKept || len(l.Problems) > 0)
 	}
 
 	if len(kept) == 0 && !procsKept && !asIs && (len(l.Problems) == 0 || byHand && isLabelled(b)) {
@@ -496,6 +558,37 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 	return rr
 }
 
+// namesNoEngine reports whether rf's record names no engine (as the other
+// members write it), swept through an engine whose labels tell what is the
+// run's. The other members follow DOCKER_HOST (Kotlin Docker contexts too):
+// such a run may have used another engine than this one.
+func namesNoEngine(b backend.Backend, rf ledger.RunFiles) bool {
+	return rf.RecordErr == nil && rf.Record.Endpoint == "" && backend.Canonical(rf.Record.Backend) != backend.Local &&
+		b.Endpoint() != "" && isLabelled(b)
+}
+
+// leaveForItsEngine leaves a run of which this engine showed nothing, its
+// lines as they are: "not found" from an engine the run may never have
+// used proves nothing gone. A sweep of the engine it used removes what it
+// lists; a person's sweep of the run (--run) drops it here. It is kept
+// rather than left alone when something else keeps it: an engine that did
+// not answer for a name, a list that could not be read, a local process.
+func leaveForItsEngine(b backend.Backend, rf ledger.RunFiles, rr RunReport, keptOtherwise bool) RunReport {
+	var removed []Item
+	for _, it := range rr.Removed {
+		if it.Kind == names.ProcessKind {
+			removed = append(removed, it)
+		}
+	}
+	rr.Removed, rr.NotOwned = removed, nil
+	rr.Reason += fmt.Sprintf("; it records no engine, and nothing it lists is on this one (%s): left for a sweep of the engine it used, or rightsize sweep --run %s", b.Endpoint(), rf.ID)
+	rr.Decision = LeftAlone
+	if len(rr.Kept) > 0 || len(rr.Removed) > 0 || keptOtherwise {
+		rr.Decision = Kept
+	}
+	return rr
+}
+
 func isLabelled(b backend.Backend) bool {
 	_, ok := b.(backend.RunLister)
 	return ok
@@ -505,6 +598,16 @@ func isLabelled(b backend.Backend) bool {
 // run's record (Go's records say "go"; the others' say nothing).
 func foreignWriter(rf ledger.RunFiles) bool {
 	return rf.RecordErr == nil && rf.Record.Writer != "go"
+}
+
+// escapedHint says what may be done about an escaped process: by hand, a
+// sweep finds it again by its mark; without one, once its parent is gone,
+// nothing will.
+func escapedHint(run string, p proctree.Proc) string {
+	if p.Marked {
+		return "not signalled (rightsize sweep --run " + run + " ends it)"
+	}
+	return fmt.Sprintf("not signalled, and without the mark it is not found again once its parent is gone: kill %d yourself if it is to go", p.PID)
 }
 
 // processName names a process in a report: its pid and command.
@@ -530,42 +633,24 @@ func outcome(k names.Kind, name string, err error) Item {
 
 // claim takes the claim on a run whose lock file is lockPath. It returns
 // the release, which removes the lock file and then unlocks it, or nil and
-// why the claim was not taken.
+// why the claim was not taken, with the error when the lock could not even
+// be tried (a FIFO squatting the lock file's name: ledger.ErrNotRegular).
 //
-// A holder removes the lock file before unlocking it, so a lock taken on a
-// file opened just before that removal guards nothing: the next sweeper
-// creates and locks a new file at the path. Only a lock on the file now at
-// the path is a claim, and only its holder removes it; a sibling that opens
-// it afterwards locks a fresh file and finds nothing left to do. (Windows
-// orders the two steps the other way round; see the release.)
-func claim(lockPath string) (release func(), why string) {
-	lock := flock.New(lockPath, flock.SetPermissions(0o600))
+// A holder removes the lock file before unlocking it (FileLock.Remove),
+// so a lock taken on a file opened just before that removal guards
+// nothing: FileLock locks only the file now at the path. Only its holder
+// removes it; a sibling that opens it afterwards locks a fresh file and
+// finds nothing left to do.
+func claim(lockPath string) (release func(), why string, err error) {
+	lock := ledger.NewFileLock(lockPath)
 	got, err := lock.TryLock()
 	if err != nil {
-		return nil, fmt.Sprintf("not reaped: cannot take %s: %v", lockPath, err)
+		return nil, fmt.Sprintf("not reaped: its lock cannot be taken (%v)", err), err
 	}
 	if !got {
-		return nil, "another process is reaping it"
+		return nil, "another process is reaping it", nil
 	}
-	held, herr := lock.Stat()
-	now, nerr := os.Lstat(lockPath)
-	if herr != nil || nerr != nil || !os.SameFile(held, now) {
-		lock.Unlock()
-		return nil, "another process is reaping it"
-	}
-	return func() {
-		if runtime.GOOS == "windows" {
-			// Windows deletes no file that is open, this handle's included:
-			// unlock (which closes it) first. A sibling that opens the file
-			// in between makes the deletion fail, then takes the lock and
-			// finds the run gone; its own release deletes the file.
-			lock.Unlock()
-			os.Remove(lockPath)
-			return
-		}
-		os.Remove(lockPath)
-		lock.Unlock()
-	}, ""
+	return func() { lock.Remove() }, "", nil
 }
 
 // staleLockAge is how old a lock file with no run beside it must be before
@@ -586,7 +671,7 @@ func removeStaleLocks(scan *ledger.Scan, now time.Time) {
 		if scan.HasRun(id) || runExists(ledger.RunFiles{Dir: scan.Dir, ID: id}) {
 			continue
 		}
-		if release, _ := claim(p); release != nil {
+		if release, _, _ := claim(p); release != nil {
 			release()
 		}
 	}
@@ -611,15 +696,7 @@ func removeStaleTemps(scan *ledger.Scan, now time.Time) int {
 	return n
 }
 
-func runExists(rf ledger.RunFiles) bool {
-	for _, p := range []string{ledger.RecordPath(rf.Dir, rf.ID), ledger.LinePath(rf.Dir, rf.ID, names.SandboxKind),
-		ledger.LinePath(rf.Dir, rf.ID, names.NetworkKind), ledger.LinePath(rf.Dir, rf.ID, names.ProcessKind)} {
-		if _, err := os.Lstat(p); err == nil || !errors.Is(err, fs.ErrNotExist) {
-			return true
-		}
-	}
-	return false
-}
+func runExists(rf ledger.RunFiles) bool { return ledger.HasFiles(rf.Dir, rf.ID) }
 
 func (c *config) log(rr RunReport) {
 	if c.logger == nil {

@@ -414,17 +414,20 @@ func TestSweepDecisions(t *testing.T) {
 			},
 		},
 		{
-			name:   "a Node run's unlabelled network, by hand",
-			reason: "a person's sweep of the run drops the line as not the run's, as for any unlabelled name",
+			name: "a Node run's unlabelled network, by hand",
+			reason: "a person's sweep of the run keeps the line and the record too: dropped, the network is one " +
+				"that Node's sweep, which removes it by name, never finds again",
 			prepare: func(t *testing.T, s *sweepEnv, runs, id string) {
 				s.fake.objs["rz-net-0d0e0a0d"] = fmt.Errorf("%w: %w", backend.ErrNotOwned, backend.ErrUnlabelled)
 				writeRun(t, runs, id, []byte(fmt.Sprintf(`{"pid":%d,"startedIso":"2026-11-29T20:36:06.950Z","backend":"docker"}`, s.dead.PID)), nil, []string{"rz-net-0d0e0a0d"})
 			},
-			opts:     func(id string) []reaper.Option { return []reaper.Option{reaper.OnlyRun(id)} },
-			decision: reaper.Reaped,
-			because:  []string{"dead"},
-			notOwned: []string{"network rz-net-0d0e0a0d: not this run's"},
-			asked:    [2][]string{nil, {"rz-net-0d0e0a0d"}},
+			opts:      func(id string) []reaper.Option { return []reaper.Option{reaper.OnlyRun(id)} },
+			decision:  reaper.Kept,
+			because:   []string{"dead"},
+			kept:      []string{"network rz-net-0d0e0a0d: left for its member's sweep (another member's network"},
+			cleanKept: true,
+			asked:     [2][]string{nil, {"rz-net-0d0e0a0d"}},
+			files:     []string{".json", ".networks"},
 		},
 		{
 			name:   "a Go run's unlabelled network",

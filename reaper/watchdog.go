@@ -181,7 +181,7 @@ func StartWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan) (*Wa
 		if plan.ProcessesOnly {
 			wd.Log = filepath.Join(dir, "watchdog-"+runID+"-processes.log")
 		}
-		lf, err := os.OpenFile(wd.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		lf, err := ledger.OpenFile(wd.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err == nil {
 			defer lf.Close()
 			fmt.Fprintf(lf, "owner pid %d, run %s: %s watchdog\n", os.Getpid(), runID, wd.Kind)

@@ -253,7 +253,7 @@ func (o *owner) filesGone() bool {
 
 func runPaths(runs, id string) []string {
 	rec, sbx, nets := ledger.Paths(runs, id)
-	return []string{rec, sbx, nets}
+	return []string{rec, ledger.OwnRecordPath(runs, id), sbx, nets}
 }
 
 // waitReaped waits for the run's files to be deleted and the watchdog to
@@ -645,9 +645,9 @@ func TestWatchdogEngineUnreachable(t *testing.T) {
 	o := startOwner(t, t.TempDir(), ownerOpts{plan: "docker-dead", sandboxes: sandboxes})
 	o.kill(syscall.SIGKILL)
 	proctest.WaitUntil(t, reapDeadline, "the watchdog to exit", func() bool { return !alive(o.watchdog) })
-	rec, sbx, _ := ledger.Paths(o.runs, o.id)
+	_, sbx, _ := ledger.Paths(o.runs, o.id)
 	assertFile(t, sbx, "rz-rtdead-1\nrz-rtdead-2\n")
-	if _, err := os.Stat(rec); err != nil {
+	if _, err := os.Stat(ledger.OwnRecordPath(o.runs, o.id)); err != nil {
 		t.Errorf("the record went with every name kept: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/windows"
 
+	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/reaper/scripts"
 )
 
@@ -40,7 +41,7 @@ func scriptCommand(dir, runsDir, runID string, args []string) (*exec.Cmd, string
 	}
 	name := strings.TrimSuffix(scriptName(scripts.WatchdogPs1, ".ps1"), ".ps1") + "-" + strconv.Itoa(os.Getpid()) + "-" + runID + ".ps1"
 	p := filepath.Join(dir, name)
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := ledger.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, "", err
 	}

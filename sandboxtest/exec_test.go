@@ -68,6 +68,7 @@ func TestExecOwnerKilled(t *testing.T) {
 			// Its ledger and keep-alive registry go where this test's
 			// TempDir removes them; main_test.go leaves that setting alone.
 			"RIGHTSIZE_CACHE_DIR="+t.TempDir(),
+			"TMPDIR="+t.TempDir(), // and its keep-alive use lock (ledger.UseDir)
 			"RIGHTSIZE_TEST_KEEP_ENV=1",
 		),
 	})
@@ -245,6 +246,7 @@ func TestExecGuardStop(t *testing.T) {
 	img := testimage.Busybox(t)
 	d := execDriver(t)
 	t.Setenv(sandboxtest.EnvReuse, "1")
+	t.Setenv("TMPDIR", t.TempDir()) // the keep-alive use lock (ledger.UseDir): the test's own
 	spec := keepAliveSpec(img, fmt.Sprintf("stop-%d-%d", os.Getpid(), time.Now().UnixNano()))
 	name := ledger.ReuseName(sandboxtest.ReuseIdentity(spec).Hash())
 	t.Cleanup(func() { execRemove(t, d, name) })

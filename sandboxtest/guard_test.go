@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -156,7 +157,7 @@ func TestStartHostOverride(t *testing.T) {
 	if got := h.Expect("body"); got != strconv.Quote(serverBody) {
 		t.Errorf("GET through the overridden host = %s, want %q", got, serverBody)
 	}
-	if got := h.Expect("files-while-running"); !strings.Contains(got, ".sandboxes") || !strings.Contains(got, ".json") {
+	if got := h.Expect("files-while-running"); !strings.Contains(got, ".sandboxes") || !strings.Contains(got, ledger.OwnRecordExt) {
 		t.Errorf("while the sandbox runs, runs/ holds %q, want its record and line file", got)
 	}
 	if got := h.Expect("files-after-stop"); got != "" {
@@ -266,10 +267,45 @@ func TestStartMissingImage(t *testing.T) {
 	}
 }
 
+// silentEngine listens on a unix socket of its own, accepts every
+// connection and never answers on it: an engine that hangs. It returns its
+// DOCKER_HOST.
+func silentEngine(t *testing.T) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "silent.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never read nor written
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return "unix://" + sock
+}
+
 // TestStartResolutionErrors needs fresh processes: the backend is resolved
 // once per process.
 func TestStartResolutionErrors(t *testing.T) {
 	t.Parallel()
+	silent := silentEngine(t)
 	tests := []struct {
 		name string
 		env  []string
@@ -285,11 +321,18 @@ func TestStartResolutionErrors(t *testing.T) {
 			env:  []string{"DOCKER_HOST=unix:///nonexistent.sock"},
 			want: []string{"no sandbox engine answers", "/nonexistent.sock", "systemctl start docker", "DOCKER_HOST", backend.EnvBackend + "=msb"},
 		},
+		{
+			name: "an engine that takes connections and never answers",
+			env:  []string{"DOCKER_HOST=" + silent},
+			want: []string{"no sandbox engine answers within " + backend.ResolveTimeout.String() + " (backend.ResolveTimeout)", strings.TrimPrefix(silent, "unix://")},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			h := startHelper(t, "resolve-error", t.TempDir(), tt.env...)
+			// Far below any -timeout: the resolution must be bounded.
+			h.Within = backend.ResolveTimeout + 30*time.Second
 			msg, _ := strconv.Unquote(h.Expect("fatal"))
 			t.Logf("the failure: %s", msg)
 			for _, w := range tt.want {
@@ -572,7 +615,8 @@ func (r *rig) lines(cache, run string) ledgerLines {
 		}
 		*f.dst = lf.Names
 	}
-	l.record, l.sandboxFile, l.networkFile = exists(rec), exists(sbx), exists(nets)
+	own := ledger.OwnRecordPath(filepath.Join(cache, ledger.RunsDir), run)
+	l.record, l.sandboxFile, l.networkFile = exists(rec) || exists(own), exists(sbx), exists(nets)
 	return l
 }
 
@@ -699,6 +743,7 @@ var helperRoles = map[string]func(*testing.T){
 	"bench-first":   helperBenchFirst,
 	"first-start":   helperFirstStart,
 	"process-alone": helperProcessAlone,
+	"volume-owner":  helperVolumeOwner,
 }
 
 // TestGuardHelper is the helper process's entry point; it does nothing in

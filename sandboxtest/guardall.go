@@ -6,11 +6,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/internal/names"
+	"github.com/rightsize/rightsize-go/ledger"
 )
 
 // GuardAll makes Main guard every container and network the test binary
@@ -23,12 +24,16 @@ import (
 // Before anything reaches the engine, Main starts a proxy of the engine's
 // API on a socket in a private folder and points DOCKER_HOST at it, for
 // this process and the children that inherit its environment. Every
-// create through it that no run owns yet is written to the run's ledger
-// and labelled with the run before the engine sees it; the watchdog is
-// told its id; at the end of Main, or when the binary dies, it goes like
-// any other sandbox of the run. Everything else (logs, exec and attach,
-// copies, events) passes through unchanged. Keep-alive sandboxes and what
-// another run creates are left as they are.
+// container and network create through it (Docker's API, or Podman's own)
+// is written to the run's ledger and labelled with the run before the
+// engine sees it; the watchdog is told its id; at the end of Main, or when
+// the binary dies, it goes like any other sandbox of the run. What the
+// engine removes through it is forgotten by the run. Everything else
+// (logs, exec and attach, copies, events) passes through unchanged. A
+// create passes as it came only when its run label names a live run of
+// this ledger, or it carries the keep-alive label. Refused, with a reason:
+// a keep-alive name without that label, Podman pods, play kube, restores
+// from a checkpoint.
 //
 // testcontainers-go's Ryuk is turned off for the binary, since every
 // container it makes is guarded. GuardAll fails Main, with one line
@@ -42,9 +47,7 @@ func GuardAll() Option {
 
 // allHook admits the creates the proxy sees into this process's run.
 type allHook struct {
-	mu       sync.Mutex
-	admitted map[names.Kind]map[string]bool
-	noted    bool
+	noted atomic.Bool
 }
 
 func (h *allHook) Admit(ctx context.Context, k names.Kind, name string) (string, string, error) {
@@ -69,14 +72,7 @@ func (h *allHook) Admit(ctx context.Context, k names.Kind, name string) (string,
 	if err != nil {
 		return "", "", err
 	}
-	h.mu.Lock()
-	if h.admitted[k] == nil {
-		h.admitted[k] = map[string]bool{}
-	}
-	h.admitted[k][name] = true
-	first := !h.noted
-	h.noted = true
-	h.mu.Unlock()
+	first := !h.noted.Swap(true)
 	if msg := watchdogNote(s, note); msg != "" && first && verbose() {
 		fmt.Fprintln(stdout(), msg)
 	}
@@ -84,15 +80,39 @@ func (h *allHook) Admit(ctx context.Context, k names.Kind, name string) (string,
 }
 
 func (h *allHook) Created(k names.Kind, name, id string) {
-	h.mu.Lock()
-	ours := h.admitted[k][name]
-	h.mu.Unlock()
-	if !ours {
-		return
-	}
 	if s, err := getSession(context.Background()); err == nil {
 		s.Created(k, name, id)
 	}
+}
+
+func (h *allHook) Removed(k names.Kind, name string) {
+	s, err := getSession(context.Background())
+	if err != nil {
+		return
+	}
+	if err := s.Forget(k, name); err != nil {
+		warnf("sandboxtest: GuardAll: %s %s is gone from the engine, but the ledger still lists it: %v", k, name, err)
+	}
+}
+
+// Live: this process's run, or a run whose record in this process's
+// ledger names a live owner.
+func (h *allHook) Live(runID string) bool {
+	s, err := getSession(context.Background())
+	if err != nil {
+		return false
+	}
+	return liveRun(s.CacheDir(), s.RunID(), runID)
+}
+
+// liveRun reports whether id is own, or a run of the ledger in cache
+// whose record names an owner that is alive.
+func liveRun(cache, own, id string) bool {
+	if id == own {
+		return true
+	}
+	rf, err := ledger.ReadRun(cache, id)
+	return err == nil && rf.RecordErr == nil && ledger.Judge(rf.Record).State == ledger.Alive
 }
 
 // guardDirPrefix names the private folders of GuardAll's proxy sockets,
@@ -109,7 +129,7 @@ func startGuardAll(ctx context.Context) (backend.AllGuard, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("GuardAll: a private folder for the proxy's socket: %w", err)
 	}
-	g, err := backend.StartAllGuard(ctx, dir, &allHook{admitted: map[names.Kind]map[string]bool{}})
+	g, err := backend.StartAllGuard(ctx, dir, &allHook{})
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, fmt.Errorf("GuardAll: %w", err)

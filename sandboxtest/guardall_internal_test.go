@@ -2,9 +2,13 @@ package sandboxtest
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rightsize/rightsize-go/ledger"
 )
 
 // GuardAll refuses, with one line and exit 1, where it cannot guard: the
@@ -57,5 +61,49 @@ func TestGuardAllRefuses(t *testing.T) {
 				t.Errorf("DOCKER_HOST is %q after the refusal, want it as it was (%q)", got, before)
 			}
 		})
+	}
+}
+
+// A create's run label passes it unguarded only when it names this
+// process's run, or a run of this ledger whose owner lives: the judgement
+// of the ledger's real records, against real processes.
+func TestLiveRun(t *testing.T) {
+	cache := t.TempDir()
+	live, err := ledger.NewRun(cache, ledger.Owner{Backend: "docker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := live.Add(sandboxKind, "rz-"+live.ID()+"-1"); err != nil { // writes its record
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { live.Remove(sandboxKind, "rz-"+live.ID()+"-1") })
+	ended := exec.Command("true")
+	if err := ended.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := ledger.Record{PID: ended.Process.Pid, StartedISO: ledger.FormatISO(time.Now()), Backend: "docker"}
+	if err := os.WriteFile(ledger.RecordPath(live.RunsDir(), "deadbeef"), dead.Marshal(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ledger.RecordPath(live.RunsDir(), "0badf00d"), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const own = "0123abcd"
+	for _, tc := range []struct {
+		id     string
+		want   bool
+		reason string
+	}{
+		{own, true, "this process's own run"},
+		{live.ID(), true, "a record of this ledger whose owner (this process) lives"},
+		{"deadbeef", false, "a record whose owner has exited"},
+		{"0badf00d", false, "a record that cannot be read names no owner"},
+		{"feedf00d", false, "no record of that run in this ledger"},
+		{"", false, "an empty run id"},
+		{"../" + live.ID(), false, "not a run id: a path"},
+	} {
+		if got := liveRun(cache, own, tc.id); got != tc.want {
+			t.Errorf("liveRun(%q) = %v, want %v: %s", tc.id, got, tc.want, tc.reason)
+		}
 	}
 }

@@ -110,7 +110,7 @@ func assertRunEmpty(t *testing.T, s *reaper.Session, d *docker.Driver) {
 		t.Errorf("ledger still lists networks %q", l)
 	}
 	rec, sbx, nts := ledger.Paths(s.Ledger().RunsDir(), s.RunID())
-	for _, p := range []string{rec, sbx, nts} {
+	for _, p := range []string{rec, ledger.OwnRecordPath(s.Ledger().RunsDir(), s.RunID()), sbx, nts} {
 		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("ledger file %s is still there (%v)", p, err)
 		}

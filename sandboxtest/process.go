@@ -33,6 +33,7 @@ type Process struct {
 	sys processSys // what the system needs to end the tree (a Job Object on Windows)
 
 	exited   chan struct{} // closed when the command itself has exited
+	told     chan struct{} // closed once the watchdog and the ledger have its id
 	exitErr  error         // its exit status, set before exited closes
 	exitOnce sync.Once
 
@@ -56,6 +57,10 @@ const outputLimit = 1 << 20
 // within about a second, and the next test process's sweep is the
 // backstop. Nothing else is ever signalled: see the README's "Local
 // processes" for the rules.
+//
+// The command is the Process's from then on: wait for it with the
+// Process's Wait, never cmd.Wait, which would reap it while its group's
+// number must stay pinned.
 //
 // Unless cmd sets them, its stdout and stderr are kept (Output; the last
 // part is logged when the test ends, which go test shows for a failed test
@@ -86,7 +91,7 @@ func startProcess(o owner, cmd *exec.Cmd) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Process{o: o, cmd: cmd, s: s, exited: make(chan struct{})}
+	p := &Process{o: o, cmd: cmd, s: s, exited: make(chan struct{}), told: make(chan struct{})}
 	p.line = s.NextProcessLine(proctree.SessionID())
 	p.mark = proctree.Mark(s.RunID(), p.line)
 	o.addCleanup(p.cleanup)
@@ -131,7 +136,12 @@ func startProcess(o owner, cmd *exec.Cmd) (*Process, error) {
 		// exec.CommandContext: the context's end ends the whole tree, not
 		// only the command.
 		cmd.Cancel = func() error {
-			go p.Stop(context.Background())
+			go func() {
+				// Not before its id is told: an id told after the
+				// command's reap would pass for a pinned group.
+				<-p.told
+				p.Stop(context.Background())
+			}()
 			return nil
 		}
 	}
@@ -150,6 +160,7 @@ func startProcess(o owner, cmd *exec.Cmd) (*Process, error) {
 	}
 	p.afterStart()
 	s.Created(processKind, p.line, processID(cmd.Process.Pid))
+	close(p.told)
 	go p.watch()
 	return p, nil
 }
@@ -209,6 +220,9 @@ func (p *Process) stop(ctx context.Context) error {
 		grace = min(grace, time.Until(d))
 	}
 	ended := p.endGroup(grace)
+	// The watchdog takes a command it was told as unreaped by its owner:
+	// it forgets it before the reap.
+	p.s.Untell(processKind, p.line)
 	// Reaped only now: until the group was ended, the command's zombie
 	// kept its number from passing to another process.
 	p.markExited(p.cmd.Wait())

@@ -13,8 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gofrs/flock"
-
 	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/ledger"
 )
@@ -78,24 +76,33 @@ const (
 	reuseStartWait = 30 * time.Second
 )
 
-// uses holds, for each keep-alive identity this process has adopted or
-// created, a shared lock on reuse/<hash>.use for the life of the process:
-// while any process holds one, none replaces the sandbox (for a stale
-// image) under it.
+// uses holds, for each keep-alive sandbox this process has adopted or
+// created, a shared hold on its use lock (ledger.KeepAliveUseLock) for the
+// life of the process: while any process on the host holds one, neither
+// `rightsize reuse prune` nor a process replacing it for a stale image
+// removes the sandbox under it, whatever cache dir each one uses.
 var (
 	usesMu sync.Mutex
-	uses   = map[string]*flock.Flock{}
+	uses   = map[string]*ledger.FileLock{}
 )
 
-func useLock(dir, hash string) *flock.Flock {
+// useLock is the use lock of keep-alive name on drv's engine.
+func useLock(drv backend.Driver, name string) (*ledger.FileLock, error) {
 	usesMu.Lock()
 	defer usesMu.Unlock()
-	if l := uses[hash]; l != nil {
-		return l
+	dir, err := ledger.UseDir("")
+	if err != nil {
+		return nil, err
 	}
-	l := flock.New(filepath.Join(dir, hash+".use"), flock.SetPermissions(0o600))
-	uses[hash] = l
-	return l
+	l, err := ledger.KeepAliveUseLock(dir, drv.Name(), drv.Endpoint(), name)
+	if err != nil {
+		return nil, err
+	}
+	if held := uses[l.Path()]; held != nil {
+		return held, nil
+	}
+	uses[l.Path()] = l
+	return l, nil
 }
 
 // startReuse adopts the running keep-alive sandbox of this identity, or
@@ -110,15 +117,34 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	lock := flock.New(filepath.Join(dir, hash+".lock"), flock.SetPermissions(0o600))
 	lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	// In use from before the adoption: a prune that holds the use lock
+	// removes the sandbox before this process can adopt it, and none can
+	// remove it once this process might. Taken before the creation lock,
+	// which a prune takes while it holds the use lock.
+	use, err := useLock(g.s.Driver(), g.name)
+	if err != nil {
+		return "", fmt.Errorf("keep-alive %s: %w", g.name, err)
+	}
+	held := use.Held()
+	if ok, err := use.TryRLockContext(lctx, 20*time.Millisecond); err != nil || !ok {
+		return "", fmt.Errorf("keep-alive %s: use lock %s: %v", g.name, use.Path(), err)
+	}
+	adopted := false
+	if !held {
+		defer func() {
+			if !adopted {
+				_ = use.Unlock()
+			}
+		}()
+	}
+	lock := ledger.NewFileLock(filepath.Join(dir, hash+".lock"))
 	ok, err := lock.TryLockContext(lctx, 20*time.Millisecond)
 	if err != nil || !ok {
 		return "", fmt.Errorf("keep-alive %s: lock %s: %v", g.name, lock.Path(), err)
 	}
 	defer lock.Unlock()
-	use := useLock(dir, hash)
 
 	drv := g.s.Driver()
 	ka, _ := drv.(backend.KeepAliver)
@@ -140,7 +166,7 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 			if !replace {
 				break
 			}
-			if !tryExclusive(use) {
+			if !tryExclusive(lctx, use) {
 				notes = append(notes, fmt.Sprintf("sandboxtest: keep-alive %s: %s, but another process is using it: adopted as it is", g.name, why))
 				break
 			}
@@ -149,6 +175,9 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 			_ = use.Unlock()
 			if rerr != nil && !errors.Is(rerr, backend.ErrNotFound) {
 				return "", fmt.Errorf("keep-alive %s: remove it to replace it: %w", g.name, rerr)
+			}
+			if ok, err := use.TryRLockContext(lctx, 20*time.Millisecond); err != nil || !ok {
+				return "", fmt.Errorf("keep-alive %s: use lock %s: %v", g.name, use.Path(), err)
 			}
 			sbx = nil
 		case errors.Is(err, backend.ErrStarting) && startingSince.IsZero():
@@ -174,7 +203,7 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 				break
 			}
 			if !errors.Is(err, backend.ErrNameTaken) {
-				return "", err
+				return "", g.removeUnready(ka, mark, err)
 			}
 			sbx, startingSince = nil, time.Time{}
 		default:
@@ -189,7 +218,7 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 		case <-time.After(reusePoll):
 		}
 	}
-	_ = use.RLock() // in use by this process from now on
+	adopted = true // in use by this process from now on
 	g.setSandbox(sbx)
 	if created {
 		g.writeRegistry(ctx, hash, sbx, ka)
@@ -197,6 +226,29 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 		notes = append(notes, "sandboxtest: adopted keep-alive "+g.name)
 	}
 	return strings.Join(notes, "\n"), nil
+}
+
+// removeUnready removes the keep-alive this process failed to create
+// (created, then never ready: its wait strategy failed) and returns the
+// creation's error. Its registry entry is written only once it is ready,
+// so left running it would be a keep-alive with no entry: the next Go
+// test would adopt it unready, and the other members remove it on sight.
+// The name is this process's under the creation lock; one another process
+// holds is ErrNameTaken, never here.
+func (g *Guard) removeUnready(ka backend.KeepAliver, mark string, cerr error) error {
+	if ka == nil {
+		return cerr
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	switch err := ka.RemoveKeepAlive(ctx, g.name, mark); {
+	case err == nil:
+		return fmt.Errorf("%w (the keep-alive %s, which never became ready, was removed)", cerr, g.name)
+	case errors.Is(err, backend.ErrNotFound):
+		return cerr
+	default:
+		return fmt.Errorf("%w (the keep-alive %s never became ready, and could not be removed: %v; rightsize reuse rm %s)", cerr, g.name, err, g.name)
+	}
 }
 
 // checkAdopted decides whether an adopted keep-alive sandbox is the one
@@ -250,11 +302,11 @@ func shortImage(id string) string {
 // tryExclusive takes the use lock exclusively when no other process holds
 // it, giving up this process's own shared hold for the attempt; false when
 // another process uses the sandbox (and this process's hold is back).
-func tryExclusive(use *flock.Flock) bool {
+func tryExclusive(ctx context.Context, use *ledger.FileLock) bool {
 	_ = use.Unlock()
 	ok, err := use.TryLock()
 	if err != nil || !ok {
-		_ = use.RLock()
+		_, _ = use.TryRLockContext(ctx, 20*time.Millisecond)
 		return false
 	}
 	return true

@@ -101,7 +101,7 @@ func TestReuseIdentity(t *testing.T) {
 		},
 		{
 			name: "udp instead of tcp", a: base, b: with(func(s *sandboxtest.Spec) { s.Ports = []string{"6379/udp"} }),
-			reason: "a udp port hashes as the string \"6379/udp\", not the number",
+			reason: "a udp port hashes in exposedUdpPorts, as the Rust member hashes it, never as the tcp port of that number",
 		},
 		{
 			name: "a memory limit", a: base, b: with(func(s *sandboxtest.Spec) { s.MemoryLimitMB = 64 }),
@@ -379,7 +379,9 @@ func (r *rig) reuseHelpers(extra ...string) keepAlive {
 	k.hash = sandboxtest.ReuseIdentity(reuseSpec(k.img, n)).Hash()
 	k.name = ledger.ReuseName(k.hash)
 	r.t.Cleanup(func() { r.remove(k.name) })
-	k.env = append([]string{sandboxtest.EnvReuse + "=1", "RZ_TEST_REUSE_NONCE=" + n}, extra...)
+	// A temporary folder of the test's own: the helpers' keep-alive use
+	// locks (ledger.UseDir) are left there, not in the host's.
+	k.env = append([]string{sandboxtest.EnvReuse + "=1", "RZ_TEST_REUSE_NONCE=" + n, "TMPDIR=" + r.t.TempDir()}, extra...)
 	return k
 }
 
@@ -401,7 +403,7 @@ func TestReuseStaleImage(t *testing.T) {
 	t.Cleanup(func() { r.cli.ImageRemove(context.Background(), tag, client.ImageRemoveOptions{}) })
 	name := ledger.ReuseName(sandboxtest.ReuseIdentity(reuseSpec(tag, n)).Hash())
 	t.Cleanup(func() { r.remove(name) })
-	env := []string{sandboxtest.EnvReuse + "=1", "RZ_TEST_REUSE_NONCE=" + n, "RZ_TEST_REUSE_IMAGE=" + tag}
+	env := []string{sandboxtest.EnvReuse + "=1", "RZ_TEST_REUSE_NONCE=" + n, "RZ_TEST_REUSE_IMAGE=" + tag, "TMPDIR=" + t.TempDir()}
 
 	first := startHelper(t, "reuse", cache, env...)
 	id := first.Expect("id")

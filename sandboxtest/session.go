@@ -12,6 +12,8 @@ import (
 	_ "github.com/rightsize/rightsize-go/backend/msb"    // registers the msb backend
 	"github.com/rightsize/rightsize-go/internal/names"
 	"github.com/rightsize/rightsize-go/internal/probe"
+	"github.com/rightsize/rightsize-go/internal/termtext"
+	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/reaper"
 )
 
@@ -55,6 +57,7 @@ func getSession(ctx context.Context) (*reaper.Session, error) {
 	if sess != nil || sessErr != nil {
 		return sess, sessErr
 	}
+	ledger.TellEmptyCacheDir(stderr())
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sessionTimeout)
 	defer cancel()
 	drv, err := backend.Resolve(ctx)
@@ -94,8 +97,17 @@ func tellSweep(s *reaper.Session) {
 			warnf("%s", l)
 		}
 	}
-	if rep := s.Sweep(); rep != nil && rep.Unfinished != "" {
+	rep := s.Sweep()
+	if rep == nil {
+		return
+	}
+	if rep.Unfinished != "" {
 		warnf("rightsize: the sweep of dead runs stopped early (%s); what it did not reach stays for a later sweep", rep.Unfinished)
+	}
+	for _, rr := range rep.Runs {
+		for _, why := range rr.Refused {
+			warnf("rightsize: run %s was not reaped: %s", termtext.Clean(rr.ID), termtext.Clean(why))
+		}
 	}
 }
 

@@ -63,6 +63,7 @@ func TestReuseRefusalsWithReuseOnAndOff(t *testing.T) {
 func TestReuseExtraMismatch(t *testing.T) {
 	testimage.Engine(t)
 	t.Setenv(EnvReuse, "1")
+	t.Setenv("TMPDIR", t.TempDir()) // the keep-alive use locks (ledger.UseDir): the test's own
 	spec := Spec{
 		Image:    testimage.Busybox(t),
 		Cmd:      []string{"sleep", "3600"},

@@ -240,7 +240,7 @@ func leftovers(t *testing.T, d *docker.Driver, cache, runID string) string {
 		left = append(left, "network "+n)
 	}
 	rec, sbx, nts := ledger.Paths(filepath.Join(cache, ledger.RunsDir), runID)
-	for _, p := range []string{rec, sbx, nts} {
+	for _, p := range []string{rec, ledger.OwnRecordPath(filepath.Join(cache, ledger.RunsDir), runID), sbx, nts} {
 		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
 			left = append(left, "ledger file "+filepath.Base(p))
 		}

@@ -57,6 +57,12 @@ var (
 		"active endpoints",
 		"has associated containers with it", "network is being used",
 	}}
+	// ambiguous: a lookup by a name several networks have, which Docker
+	// allows (a create without CheckDuplicate, the default of API 1.41):
+	// 400 "network x is ambiguous (2 matches found based on name)" from a
+	// removal, "2 matches found based on name: network x is ambiguous"
+	// from an inspect. Podman refuses a second network of a name.
+	ambiguous = answer{nil, []string{"is ambiguous"}}
 	// noShell: an exec whose /bin/sh is not in the image; the engine writes
 	// it into the exec's output, and records 126 (Docker) or 127 (Podman).
 	// Docker: `OCI runtime exec failed: exec failed: unable to start

@@ -127,14 +127,18 @@ func answerCases() []answerCase {
 	})
 	add("docker", "inUse", []string{"active endpoints"}, backend.ErrInUse, networkInUse)
 	add("podman", "inUse", []string{"has associated containers with it", "network is being used"}, backend.ErrInUse, networkInUse)
+	add("docker", "ambiguous", []string{"is ambiguous"}, nil, func(t *testing.T, d *Driver) error {
+		_, err := d.cli.NetworkInspect(context.Background(), sameNamedNetworks(t, d, 2), client.NetworkInspectOptions{})
+		return err
+	})
 	add("docker", "noShell", []string{`exec: "/bin/sh"`}, ErrNoShell, execNoShell)
 	add("podman", "noShell", []string{"command that was not found"}, ErrNoShell, execNoShell)
 
 	// The watchdog's: a docker command line's output, through either
 	// engine.
-	add("podman", "goneTexts sandboxes", []string{"no such container"}, nil, cliGone("rm", "-f"))
-	add("docker", "goneTexts sandboxes", []string{"No such container"}, nil, cliGone("rm", "-f"))
-	add("podman", "goneTexts sandboxes", []string{"no container with name or ID"}, nil, cliGone("rm", "-f"))
+	add("podman", "goneTexts sandboxes", []string{"no such container"}, nil, cliGone("rm", "-f", "-v"))
+	add("docker", "goneTexts sandboxes", []string{"No such container"}, nil, cliGone("rm", "-f", "-v"))
+	add("podman", "goneTexts sandboxes", []string{"no container with name or ID"}, nil, cliGone("rm", "-f", "-v"))
 	add("docker,podman", "goneTexts networks", []string{"not found"}, nil, cliGone("network", "rm"))
 	add("docker CLI 20.10", "goneTexts networks", []string{"No such network"}, nil, nil)
 	return cases
@@ -191,6 +195,7 @@ func TestClassifyTableCovered(t *testing.T) {
 		"nameTaken":           nameTaken.texts,
 		"inUse":               inUse.texts,
 		"noShell":             noShell.texts,
+		"ambiguous":           ambiguous.texts,
 		"goneTexts sandboxes": goneTexts[backend.SandboxKind],
 		"goneTexts networks":  goneTexts[backend.NetworkKind],
 	}
@@ -252,6 +257,31 @@ func networkInUse(t *testing.T, d *Driver) error {
 	apiCreate(t, d, uniqueTestName(t), &container.HostConfig{NetworkMode: container.NetworkMode(net)})
 	_, err := d.cli.NetworkRemove(ctx, net, client.NetworkRemoveOptions{})
 	return err
+}
+
+// sameNamedNetworks creates n networks of one name (Docker allows it: a
+// create without CheckDuplicate, the default of API 1.41), each labelled
+// with labels[i] when given, and returns the name; they are removed by id
+// when the test ends.
+func sameNamedNetworks(t *testing.T, d *Driver, n int, labels ...map[string]string) string {
+	t.Helper()
+	ctx := context.Background()
+	name := uniqueTestName(t)
+	for i := range n {
+		opts := client.NetworkCreateOptions{Driver: "bridge"}
+		if i < len(labels) {
+			opts.Labels = labels[i]
+		}
+		res, err := d.cli.NetworkCreate(ctx, name, opts)
+		if err != nil {
+			if i > 0 {
+				t.Skipf("the engine refuses a second network named %s (Podman does): %v", name, err)
+			}
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = d.cli.NetworkRemove(context.Background(), res.ID, client.NetworkRemoveOptions{}) })
+	}
+	return name
 }
 
 // removalRace removes one running container three times at once: Podman

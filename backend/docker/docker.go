@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -87,7 +88,21 @@ var _ backend.RunLister = (*Driver)(nil)
 // When none answers, the error wraps backend.ErrUnreachable and says what
 // was tried.
 func Open(ctx context.Context) (*Driver, error) {
-	note := prepareRyuk(ctx)
+	note, pulled := prepareRyuk(ctx)
+	if pulled {
+		// The engine answered, then a registry took its time: what waits
+		// on the engine next has backend.ResolveTimeout afresh, and still
+		// ends when the caller cancels.
+		fresh, cancel := context.WithTimeout(context.WithoutCancel(ctx), backend.ResolveTimeout)
+		defer cancel()
+		stop := context.AfterFunc(ctx, func() {
+			if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+				cancel()
+			}
+		})
+		defer stop()
+		ctx = fresh
+	}
 	tc, err := testcontainers.NewDockerClientWithOpts(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", backend.ErrUnreachable, err)
@@ -253,7 +268,8 @@ func (d *Driver) Watchdog(runID string) (backend.WatchdogPlan, error) {
 	}
 	plan.Steps = []backend.WatchdogStep{
 		{Kind: backend.SandboxKind, Find: true, Command: []string{docker, "ps", "-a", "--no-trunc", "--format", format("Names"), "--filter", filterArg(runID)}},
-		{Kind: backend.SandboxKind, Batch: true, Gone: goneTexts[backend.SandboxKind], Command: []string{docker, "rm", "-f"}},
+		// -v: with its anonymous volumes, as every other removal does.
+		{Kind: backend.SandboxKind, Batch: true, Gone: goneTexts[backend.SandboxKind], Command: []string{docker, "rm", "-f", "-v"}},
 		{Kind: backend.NetworkKind, Find: true, Command: []string{docker, "network", "ls", "--no-trunc", "--format", format("Name"), "--filter", filterArg(runID)}},
 		{Kind: backend.NetworkKind, Batch: true, Gone: goneTexts[backend.NetworkKind], Command: []string{docker, "network", "rm"}},
 	}

@@ -42,7 +42,7 @@ func init() {
 	}
 }
 
-func openDocker(t *testing.T) *docker.Driver {
+func openDocker(t testing.TB) *docker.Driver {
 	t.Helper()
 	testimage.Engine(t)
 	d, err := docker.Open(context.Background())
@@ -171,7 +171,7 @@ func TestOpen(t *testing.T) {
 	if want := []string{"sandboxes find", "sandboxes act", "networks find", "networks act"}; !slices.Equal(kinds, want) {
 		t.Fatalf("watchdog steps %q, want %q", kinds, want)
 	}
-	if got := plan.Steps[1].Command[1:]; !slices.Equal(got, []string{"rm", "-f"}) || !plan.Steps[1].Batch {
+	if got := plan.Steps[1].Command[1:]; !slices.Equal(got, []string{"rm", "-f", "-v"}) || !plan.Steps[1].Batch {
 		t.Errorf("sandboxes step: %q batch %v, want one `docker rm -f` for all", got, plan.Steps[1].Batch)
 	}
 	if !d.DefaultEndpoint() && os.Getenv("DOCKER_HOST") == "" {

@@ -40,3 +40,14 @@ func (d *Driver) Reach() (host, bind, why string) {
 
 // IsPodman reports whether the engine says it is Podman.
 func (d *Driver) IsPodman() bool { return d.isPodman() }
+
+// StartGuard starts the guard of every create in front of the engine at
+// upstream, its socket under dir, without pointing the process at it: it
+// returns the proxy's address and what stops it.
+func StartGuard(ctx context.Context, upstream, dir string, h backend.GuardHook) (addr string, stop func() error, err error) {
+	g, err := newAllGuard(ctx, upstream, dir, h)
+	if err != nil {
+		return "", nil, err
+	}
+	return g.px.Addr(), g.Close, nil
+}

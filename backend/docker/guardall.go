@@ -37,16 +37,17 @@ func init() {
 // through it with the run's labels after the hook admitted it.
 type allGuard struct {
 	px   *apiproxy.Proxy
+	cli  *client.Client // the engine itself, for the hook's checks
 	note string
-	// saved is the environment before the guard, restored by Close.
+	// saved is the environment before the guard, restored by Close; nil
+	// when the guard did not change it.
 	saved map[string]*string
 	once  sync.Once
 }
 
 // startAllGuard finds the engine (without asking testcontainers-go, which
-// would keep its answer for the life of the process), checks that it
-// answers, starts the proxy on dir/docker.sock and points this process at
-// it.
+// would keep its answer for the life of the process), starts the guard in
+// front of it and points this process at it.
 func startAllGuard(ctx context.Context, dir string, h backend.GuardHook) (backend.AllGuard, error) {
 	if runtime.GOOS == "windows" {
 		return nil, errors.New("guarding every create needs a unix socket for its proxy: not on Windows")
@@ -55,22 +56,11 @@ func startAllGuard(ctx context.Context, dir string, h backend.GuardHook) (backen
 	if err != nil {
 		return nil, err
 	}
-	cli, err := client.New(client.WithHost(up))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", backend.ErrUnreachable, up, err)
-	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, err = cli.Ping(pctx, client.PingOptions{})
-	cancel()
-	cli.Close()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", backend.ErrUnreachable, up, err)
-	}
-	px, err := apiproxy.Start(filepath.Join(dir, "docker.sock"), up, proxyHook{h})
+	g, err := newAllGuard(ctx, up, dir, h)
 	if err != nil {
 		return nil, err
 	}
-	g := &allGuard{px: px, saved: map[string]*string{}}
+	g.saved = map[string]*string{}
 	for _, k := range guardEnv {
 		if v, ok := os.LookupEnv(k); ok {
 			g.saved[k] = &v
@@ -78,7 +68,7 @@ func startAllGuard(ctx context.Context, dir string, h backend.GuardHook) (backen
 			g.saved[k] = nil
 		}
 	}
-	os.Setenv("DOCKER_HOST", px.Addr())
+	os.Setenv("DOCKER_HOST", g.px.Addr())
 	os.Unsetenv("DOCKER_CONTEXT")
 	os.Setenv(EnvUpstream, up)
 	if v := os.Getenv(envRyukDisabled); v != "true" {
@@ -88,12 +78,35 @@ func startAllGuard(ctx context.Context, dir string, h backend.GuardHook) (backen
 	return g, nil
 }
 
+// newAllGuard checks that the engine at up answers, and starts the proxy
+// in front of it on dir/docker.sock. The environment is left as it is.
+func newAllGuard(ctx context.Context, up, dir string, h backend.GuardHook) (*allGuard, error) {
+	cli, err := client.New(client.WithHost(up))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", backend.ErrUnreachable, up, err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = cli.Ping(pctx, client.PingOptions{})
+	cancel()
+	if err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("%w: %s: %v", backend.ErrUnreachable, up, err)
+	}
+	px, err := apiproxy.Start(filepath.Join(dir, "docker.sock"), up, newProxyHook(h, cli))
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	return &allGuard{px: px, cli: cli}, nil
+}
+
 func (g *allGuard) Note() string { return g.note }
 
 func (g *allGuard) Close() error {
 	var err error
 	g.once.Do(func() {
 		err = g.px.Close()
+		g.cli.Close()
 		for k, v := range g.saved {
 			if v == nil {
 				os.Unsetenv(k)
@@ -170,42 +183,165 @@ func dockerContext() string {
 }
 
 // proxyHook decides, for each create through the proxy, whether it is
-// already someone's (a run's labels, a keep-alive mark: it goes as it
-// came) or the guarded run's to admit and label.
-type proxyHook struct{ h backend.GuardHook }
+// already someone's (a live run's labels, a keep-alive sandbox's mark: it
+// goes as it came) or the guarded run's to admit and label. It keeps what
+// it admitted, by name and id, so that what the engine no longer has is
+// forgotten by the run: a name left in the ledger after the test removed
+// its container would be removed by a sweep that goes by names (Node's)
+// once another container has it, and counted in the run's fate.
+type proxyHook struct {
+	h   backend.GuardHook
+	cli *client.Client
 
-func (p proxyHook) Admit(ctx context.Context, kind, name string, labels map[string]string) (map[string]string, string, error) {
-	if ownedAlready(labels) {
+	// mu is held across the hook's calls that change the run (its ledger,
+	// its watchdog), so that they come in the order the engine saw.
+	mu    sync.Mutex
+	runID string                       // the run's, from its first Admit
+	objs  map[string]map[string]*admit // by apiproxy kind, then name
+}
+
+// admit is a name the run admitted: listed in its ledger once, whatever
+// the number of creates under it.
+type admit struct {
+	id      string // the engine's, once created
+	pending int    // its creates under way
+}
+
+func newProxyHook(h backend.GuardHook, cli *client.Client) *proxyHook {
+	return &proxyHook{h: h, cli: cli, objs: map[string]map[string]*admit{apiproxy.KindContainer: {}, apiproxy.KindNetwork: {}}}
+}
+
+// checkTimeout bounds the engine calls that check what a removal left.
+const checkTimeout = 10 * time.Second
+
+func (p *proxyHook) Admit(ctx context.Context, kind, name string, labels map[string]string) (map[string]string, string, error) {
+	if why, marked := keepAlive(name, labels); marked {
 		return nil, "", nil
+	} else if why != "" {
+		return nil, "", fmt.Errorf("rightsize: the %s %s is not created: its name is a keep-alive sandbox's, which no run removes, and it carries no %s label, which every keep-alive sandbox has (without it no rightsize command removes it either): choose another name", kind, name, LabelReuse)
+	}
+	for _, k := range []string{LabelRunID, LabelRunIDAlt} {
+		if v := labels[k]; v != "" && p.h.Live(v) {
+			return nil, "", nil
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if a := p.objs[kind][name]; name != "" && a != nil {
+		a.pending++ // listed already
+		return runLabels(p.runID), "", nil
 	}
 	runID, useName, err := p.h.Admit(ctx, proxyKind(kind), name)
 	if err != nil {
 		return nil, "", fmt.Errorf("rightsize: this %s cannot be guarded, so it is not created: %v", kind, err)
 	}
+	p.runID = runID
+	if useName != "" {
+		name = useName
+	}
+	if name != "" {
+		p.objs[kind][name] = &admit{pending: 1}
+	}
 	return runLabels(runID), useName, nil
 }
 
-// Created tells the hook of every create, its own or not: the hook knows
-// which names it admitted.
-func (p proxyHook) Created(kind, name, id string) {
-	if name != "" && id != "" {
+// Created tells the hook of the creates it admitted.
+func (p *proxyHook) Created(kind, name, id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a := p.objs[kind][name]
+	if a == nil {
+		return
+	}
+	a.pending--
+	if id != "" {
+		a.id = id
 		p.h.Created(proxyKind(kind), name, id)
 	}
 }
 
-func (p proxyHook) Failed(kind, name string) {}
+// Failed: a create the engine answered with a failure left nothing under
+// that name, or something that is not the run's (the name was taken):
+// either way the run's ledger must not go on naming it. One that got no
+// answer may exist: it stays.
+func (p *proxyHook) Failed(kind, name string, status int) {
+	p.mu.Lock()
+	a := p.objs[kind][name]
+	check := false
+	if a != nil {
+		a.pending--
+		check = status != 0 && a.pending == 0 && a.id == ""
+	}
+	p.mu.Unlock()
+	if check {
+		p.forgetGone(kind, name, a)
+	}
+}
 
-// ownedAlready: labels that say a run, or a keep-alive sandbox, owns what
-// is being created (a Start of this process, which its ledger already
-// holds; a child rightsize process's own; a keep-alive sandbox, which no
-// run may own).
-func ownedAlready(labels map[string]string) bool {
-	for k := range labels {
-		if k == LabelRunID || k == LabelRunIDAlt || k == LabelReuse || strings.HasPrefix(k, LabelReuse+".") {
-			return true
+// Removed checks, of what the run admitted of that kind and ref may name
+// (its name, its id, an id prefix; anything when ref is ""), what the
+// engine no longer has, and tells the hook.
+func (p *proxyHook) Removed(kind, ref string) {
+	type cand struct {
+		name string
+		a    *admit
+	}
+	var cands []cand
+	p.mu.Lock()
+	for name, a := range p.objs[kind] {
+		if a.pending == 0 && (ref == "" || ref == name || ref == "/"+name || a.id != "" && strings.HasPrefix(a.id, ref)) {
+			cands = append(cands, cand{name, a})
 		}
 	}
-	return false
+	p.mu.Unlock()
+	for _, c := range cands {
+		p.forgetGone(kind, c.name, c.a)
+	}
+}
+
+// forgetGone tells the hook name is gone when the engine shows it is: no
+// object has its id (or, before its create was answered, its name), or
+// what has its name is not the run's.
+func (p *proxyHook) forgetGone(kind, name string, a *admit) {
+	p.mu.Lock()
+	id, runID := a.id, p.runID
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	ref := id
+	if ref == "" {
+		ref = name
+	}
+	var realName string
+	var labels map[string]string
+	var err error
+	if kind == apiproxy.KindNetwork {
+		var res client.NetworkInspectResult
+		if res, err = p.cli.NetworkInspect(ctx, ref, client.NetworkInspectOptions{}); err == nil {
+			realName, labels = res.Network.Name, res.Network.Labels
+		}
+	} else {
+		var res client.ContainerInspectResult
+		if res, err = p.cli.ContainerInspect(ctx, ref, client.ContainerInspectOptions{}); err == nil {
+			realName = trimSlash(res.Container.Name)
+			if res.Container.Config != nil {
+				labels = res.Container.Config.Labels
+			}
+		}
+	}
+	switch {
+	case err != nil && !errors.Is(classify("inspect", err), backend.ErrNotFound):
+		return // it may be there: the run keeps it
+	case err == nil && (id != "" || notOwnedWhy(runID, realName, labels) == ""):
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.objs[kind][name] != a || a.pending > 0 || a.id != id {
+		return // created again meanwhile
+	}
+	delete(p.objs[kind], name)
+	p.h.Removed(proxyKind(kind), name)
 }
 
 func proxyKind(kind string) backend.Kind {

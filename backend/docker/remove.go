@@ -34,6 +34,9 @@ func (d *Driver) Remove(ctx context.Context, k backend.Kind, runID string, names
 	}
 	return forEach(names, d.removeParallel(), func(n string) error {
 		id, attached, err := d.owned(ctx, k, runID, n)
+		if k == backend.NetworkKind && ambiguous.says(err) {
+			return d.removeSameNamed(ctx, runID, n)
+		}
 		if err != nil {
 			return err
 		}
@@ -41,6 +44,18 @@ func (d *Driver) Remove(ctx context.Context, k backend.Kind, runID string, names
 			return d.removeNetwork(ctx, id, n, attached)
 		}
 		return d.removeID(ctx, k, id, n)
+	})
+}
+
+// CheckOwned is Remove's lookup and ownership check alone: nothing is
+// removed (a dry run).
+func (d *Driver) CheckOwned(ctx context.Context, k backend.Kind, runID string, names []string) []error {
+	if runID == "" {
+		return d.Remove(ctx, k, runID, names) // every name: no run id to check against
+	}
+	return forEach(names, d.removeParallel(), func(n string) error {
+		_, _, err := d.owned(ctx, k, runID, n)
+		return err
 	})
 }
 
@@ -75,14 +90,58 @@ func (d *Driver) owned(ctx context.Context, k backend.Kind, runID, name string) 
 	return id, attached, nil
 }
 
+// removeSameNamed removes, of the networks named name (Docker allows
+// several), those that carry run runID's label, each by its id; the others
+// are left, and said to be not the run's. It returns nil when every one of
+// that name was the run's and is gone.
+func (d *Driver) removeSameNamed(ctx context.Context, runID, name string) error {
+	lctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	nl, err := d.cli.NetworkList(lctx, client.NetworkListOptions{Filters: client.Filters{}.Add("name", name)})
+	cancel()
+	if err != nil {
+		return classify("list networks named "+name, err)
+	}
+	var removed, others []string
+	var errs []error
+	unlabelled := true
+	for _, n := range nl.Items {
+		if n.Name != name { // the filter matches parts of names too
+			continue
+		}
+		if why := notOwnedWhy(runID, n.Name, n.Labels); why != "" {
+			others = append(others, shortID(n.ID))
+			unlabelled = unlabelled && why == unlabelledWhy
+			continue
+		}
+		if err := d.removeID(ctx, backend.NetworkKind, n.ID, name+" ("+shortID(n.ID)+")"); err != nil && !errors.Is(err, backend.ErrNotFound) {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, shortID(n.ID))
+	}
+	switch {
+	case len(errs) > 0:
+		return errors.Join(errs...)
+	case len(others) == 0 && len(removed) == 0:
+		return fmt.Errorf("network %s: %w", name, backend.ErrNotFound)
+	case len(others) == 0:
+		return nil
+	}
+	what := fmt.Sprintf("%d other network(s) named %s (%s) without the run's label", len(others), name, strings.Join(others, ", "))
+	if len(removed) > 0 {
+		what = fmt.Sprintf("the run's %d network(s) of that name (%s) removed; %s", len(removed), strings.Join(removed, ", "), what)
+	}
+	if unlabelled {
+		return fmt.Errorf("network %s: %s: %w: %w", name, what, backend.ErrNotOwned, backend.ErrUnlabelled)
+	}
+	return fmt.Errorf("network %s: %s: %w", name, what, backend.ErrNotOwned)
+}
+
 // notOwnedWhy says why a container or network named name with labels is
 // not run runID's to remove, or "" when it is.
 func notOwnedWhy(runID, name string, labels map[string]string) string {
-	if v, ok := labels[LabelReuse]; ok {
-		return fmt.Sprintf("a keep-alive sandbox (%s=%s), never removed by a run", LabelReuse, v)
-	}
-	if strings.HasPrefix(name, backend.KeepAlivePrefix) {
-		return "named as a keep-alive sandbox, never removed by a run"
+	if why, _ := keepAlive(name, labels); why != "" {
+		return why
 	}
 	a, hasA := labels[LabelRunID]
 	b, hasB := labels[LabelRunIDAlt]
@@ -94,6 +153,20 @@ func notOwnedWhy(runID, name string, labels map[string]string) string {
 	default:
 		return unlabelledWhy
 	}
+}
+
+// keepAlive is the rule of what is a keep-alive sandbox's, which no run
+// ever removes: why, or "" when it is not one; marked when it carries the
+// keep-alive label (whatever its value), rather than a keep-alive name
+// alone.
+func keepAlive(name string, labels map[string]string) (why string, marked bool) {
+	if v, ok := labels[LabelReuse]; ok {
+		return fmt.Sprintf("a keep-alive sandbox (%s=%s), never removed by a run", LabelReuse, v), true
+	}
+	if strings.HasPrefix(name, backend.KeepAlivePrefix) {
+		return "named as a keep-alive sandbox, never removed by a run", false
+	}
+	return "", false
 }
 
 // unlabelledWhy is notOwnedWhy's answer for what carries no run label.

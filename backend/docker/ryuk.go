@@ -34,18 +34,22 @@ const envRyukDisabled = "TESTCONTAINERS_RYUK_DISABLED"
 // need it: the watchdog and the sweep remove them. Where Ryuk can start,
 // nothing changes; it may remove a guarded container before rightsize does,
 // and whoever comes second finds it gone.
-func prepareRyuk(ctx context.Context) (note string) {
+//
+// pulled says whether a pull was tried: the engine answered, and what
+// waits on it next is given time afresh (backend.ResolveTimeout does not
+// count the pull).
+func prepareRyuk(ctx context.Context) (note string, pulled bool) {
 	if v, ok := os.LookupEnv(envRyukDisabled); ok && v != "" {
 		if _, err := strconv.ParseBool(v); err == nil {
-			return "" // the user's choice, either way
+			return "", false // the user's choice, either way
 		}
 	}
 	if ryukInProperties() {
-		return ""
+		return "", false
 	}
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
-		return ""
+		return "", false
 	}
 	defer cli.Close()
 	ref := os.Getenv("TESTCONTAINERS_HUB_IMAGE_NAME_PREFIX") + ryukImage
@@ -53,9 +57,9 @@ func prepareRyuk(ctx context.Context) (note string) {
 	_, err = cli.ImageInspect(ictx, ref)
 	cancel()
 	if err == nil || !notFound.says(err) {
-		return "" // there, or the engine cannot say: let testcontainers-go decide
+		return "", false // there, or the engine cannot say: let testcontainers-go decide
 	}
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	pull, err := cli.ImagePull(pctx, ref, client.ImagePullOptions{})
 	if err == nil {
@@ -63,7 +67,7 @@ func prepareRyuk(ctx context.Context) (note string) {
 		pull.Close()
 		if err == nil {
 			if _, ierr := cli.ImageInspect(pctx, ref); ierr == nil {
-				return ""
+				return "", true
 			} else {
 				err = ierr
 			}
@@ -71,9 +75,9 @@ func prepareRyuk(ctx context.Context) (note string) {
 	}
 	os.Setenv(envRyukDisabled, "true")
 	if !testcontainers.ReadConfig().RyukDisabled {
-		return fmt.Sprintf("testcontainers-go's Ryuk cannot start here (its image %s is not on the engine and could not be pulled: %v), and testcontainers-go read its configuration before rightsize could turn Ryuk off: set %s=true", ref, oneLine(err), envRyukDisabled)
+		return fmt.Sprintf("testcontainers-go's Ryuk cannot start here (its image %s is not on the engine and could not be pulled: %v), and testcontainers-go read its configuration before rightsize could turn Ryuk off: set %s=true", ref, oneLine(err), envRyukDisabled), true
 	}
-	return fmt.Sprintf("testcontainers-go's Ryuk cannot start here (its image %s is not on the engine and could not be pulled: %v): turned off for this process (%s=true); rightsize removes its own sandboxes without it", ref, oneLine(err), envRyukDisabled)
+	return fmt.Sprintf("testcontainers-go's Ryuk cannot start here (its image %s is not on the engine and could not be pulled: %v): turned off for this process (%s=true); rightsize removes its own sandboxes without it", ref, oneLine(err), envRyukDisabled), true
 }
 
 // ryukInProperties reports whether ~/.testcontainers.properties says

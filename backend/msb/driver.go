@@ -144,6 +144,21 @@ func (d *Driver) Watchdog(runID string) (backend.WatchdogPlan, error) {
 // every network name is reported removed, so that a ledger line naming one
 // does not stay for ever.
 func (d *Driver) Remove(ctx context.Context, k backend.Kind, runID string, names []string) []error {
+	out := d.CheckOwned(ctx, k, runID, names)
+	if k != backend.SandboxKind {
+		return out
+	}
+	for i, name := range names {
+		if out[i] == nil {
+			out[i] = d.remove(ctx, name)
+		}
+	}
+	return out
+}
+
+// CheckOwned is what Remove would decide, by name alone as msb keeps no
+// marks: every name but a keep-alive one is the run's. Nothing is asked.
+func (d *Driver) CheckOwned(_ context.Context, k backend.Kind, _ string, names []string) []error {
 	out := make([]error, len(names))
 	if k != backend.SandboxKind {
 		return out
@@ -151,9 +166,7 @@ func (d *Driver) Remove(ctx context.Context, k backend.Kind, runID string, names
 	for i, name := range names {
 		if strings.HasPrefix(name, backend.KeepAlivePrefix) {
 			out[i] = fmt.Errorf("msb sandbox %s: %w: a keep-alive sandbox, never removed by a run", name, backend.ErrNotOwned)
-			continue
 		}
-		out[i] = d.remove(ctx, name)
 	}
 	return out
 }

@@ -4,697 +4,433 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
 	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/backend/docker"
 	"github.com/rightsize/rightsize-go/internal/envlist"
+	"github.com/rightsize/rightsize-go/internal/image"
+	"github.com/rightsize/rightsize-go/internal/names"
+	"github.com/rightsize/rightsize-go/internal/termtext"
 	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/reaper"
 )
 
 const (
-	// envRyukDisabled is testcontainers-go's switch for Ryuk, whose image
-	// cannot be pulled without a registry; rightsize does not need it.
-	envRyukDisabled = "TESTCONTAINERS_RYUK_DISABLED"
-	// readyTimeout bounds a test process's start-up (two containers and a
-	// network on a slow engine).
-	readyTimeout = 60 * time.Second
-	// goneTimeout bounds the wait for the watchdog or the sweep.
-	goneTimeout = 30 * time.Second
-	// leftoverPause is how long the demo shows that, without a watchdog,
-	// nothing reacts to the kill.
-	leftoverPause = time.Second
-	// pollEvery is how often the engine is asked whether something is gone.
-	pollEvery = 10 * time.Millisecond
+	envRyukDisabled = "TESTCONTAINERS_RYUK_DISABLED" // Ryuk's image cannot be pulled without a registry, and rightsize needs no Ryuk
+	demoLabel       = "dev.rightsize.demo"           // on the demo's containers, for whoever shares the engine
+	readyTimeout    = 60 * time.Second               // a test process's start, and its exit once told
+	goneTimeout     = 30 * time.Second               // each wait for the watchdog or a sweep
+	// A demo killed outright leaves its cache dir, holding its record, to the next demo's sweep.
+	demoDirPrefix, demoRecordFile = "rightsize-demo-", "demo.json"
 )
 
-// demo is one run of `rightsize demo`.
+// demo is one run of `rightsize demo`. It creates and removes nothing itself:
+// its test processes create through the reaper's session, the watchdog and the
+// sweep remove, and it looks at the engine through the backend's listing of a run.
 type demo struct {
-	c     *cli
-	id    string // the demo's id: value of demoLabel on its containers
-	exe   string
-	drv   *docker.Driver
-	api   *client.Client
-	ref   string
-	cache string
-	start time.Time
-
-	interrupted atomic.Bool
-	// cancel stops the steps; outputGone: stdout was closed under the demo
-	// (`rightsize demo | head`), which then stops and cleans up.
-	cancel     context.CancelFunc
-	outputGone atomic.Bool
-	// killedEarly: a test process was killed before it said it was ready
-	// (interrupted or failed): the engine may still be creating what it
-	// asked for, so the clean-up looks twice.
-	killedEarly bool
-	owners      []*ownerProc
+	c              *cli
+	id, ref, cache string
+	drv            *docker.Driver
+	stop           context.CancelFunc
+	outputGone     bool // printf runs on the demo's goroutine only
+	owners         []*owner
 }
 
 func (c *cli) demo(args []string) error {
-	fs := newFlags("demo")
-	if stop, err := c.parse("demo", fs, args, 0); stop {
+	if stop, err := c.parse("demo", newFlags("demo"), args, 0); stop {
 		return err
 	}
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return err
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("demo: cannot find this program to run it as the test process: %w", err)
-	}
-	d := &demo{c: c, id: hex.EncodeToString(b[:]), exe: exe, start: time.Now()}
-	return d.main()
-}
-
-func (d *demo) main() error {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	d.cancel = cancel
-	// A closed stdout must not kill the demo before it has cleaned up (Go's
-	// default for a broken pipe on stdout): printf notices instead.
+	start := time.Now()
+	// printf notices a closed stdout and stops the steps: Go's default would skip the clean-up.
 	signal.Ignore(syscall.SIGPIPE)
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-	go func() {
-		select {
-		case <-sigs:
-			d.interrupted.Store(true)
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	defer func() {
-		if d.drv != nil {
-			d.drv.Close()
-		}
-	}()
-
+	sig, unnotify := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer unnotify()
+	ctx, stop := context.WithCancel(sig)
+	defer stop()
+	d := &demo{c: c, id: fmt.Sprintf("%08x", rand.Uint32()), stop: stop}
 	err := d.steps(ctx)
-	removed, cerr := d.cleanup()
-	left, verr := d.verify()
+	did, left := d.cleanup()
+	msg := or(did, "nothing was started yet") + or(left, "; nothing is left")
 	switch {
-	case d.outputGone.Load():
-		return fmt.Errorf("demo: its output was closed; stopped, %s", firstNonEmpty(removed, "nothing to clean up"))
-	case d.interrupted.Load():
-		msg := "demo interrupted: " + firstNonEmpty(removed, "nothing was started yet")
-		if cerr != nil {
-			msg += "; cleaning up: " + cerr.Error()
-		}
-		if verr != nil || left != "" {
-			msg += "; but " + firstNonEmpty(left, fmt.Sprint(verr))
-		} else {
-			msg += "; nothing is left"
-		}
-		return &exitError{code: exitInterrupted, msg: msg}
-	case err != nil:
-		if left != "" {
-			return fmt.Errorf("demo: %v; and %s", err, left)
-		}
-		if removed != "" {
-			return fmt.Errorf("demo: %v (cleaned up: %s)", err, removed)
-		}
-		return fmt.Errorf("demo: %w", err)
-	case cerr != nil:
-		return fmt.Errorf("demo: cleaning up: %w", cerr)
-	case verr != nil:
-		return fmt.Errorf("demo: checking that nothing is left: %w", verr)
-	case left != "":
-		return fmt.Errorf("demo: %s", left)
+	case d.outputGone:
+		return fmt.Errorf("demo: its output was closed; stopped, %s", msg)
+	case sig.Err() != nil:
+		return &exitError{code: exitInterrupted, msg: "demo interrupted: " + msg}
+	case err != nil && did+left != "":
+		return fmt.Errorf("demo: %w (cleaned up: %s)", err, msg)
+	case err != nil || left != "":
+		return fmt.Errorf("demo: %w%s", or(err, errors.New("cleaning up")), left)
 	}
-	d.printf("\n%s the engine lists no container or network labelled %s=%s, and the demo's cache dir is removed (%s in all).\n",
-		d.c.paint(sgrGreen, "Everything is gone:"), demoLabel, d.id, seconds(time.Since(d.start)))
+	d.printf("\n%s the engine lists nothing of runs %s and %s, and the demo's cache dir is removed (%s in all).\n",
+		c.paint(sgrGreen, "Everything is gone:"), d.owners[0].run, d.owners[1].run, seconds(time.Since(start)))
 	return nil
 }
 
-func (d *demo) steps(ctx context.Context) error {
+func (d *demo) steps(ctx context.Context) (err error) {
 	d.printf("%s\n\n", d.c.paint(sgrBold, "rightsize demo: whatever kills a test process, its sandboxes go away"))
-
-	octx, cancel := context.WithTimeout(ctx, resolveTimeout)
-	drv, err := docker.Open(octx)
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("no Docker engine answers (%v); run `make engine` (as root on Debian it installs and starts dockerd), or point DOCKER_HOST at one", err)
+	if _, ok := os.LookupEnv(envRyukDisabled); !ok {
+		os.Setenv(envRyukDisabled, "true") // for this process and its test processes
 	}
-	d.drv, d.api = drv, drv.Client()
-
-	t := time.Now()
-	ref, built, err := demoImage(ctx, d.api)
-	if err != nil {
+	octx, cancel := context.WithTimeout(ctx, backend.ResolveTimeout)
+	defer cancel()
+	if d.drv, err = docker.Open(octx); err != nil {
+		return or(ctx.Err(), fmt.Errorf("no Docker engine answers (%v); run `make engine` (as root on Debian it installs and starts dockerd), or point DOCKER_HOST at one", err))
+	}
+	t0 := time.Now()
+	if d.ref, err = demoImage(ctx, d.drv.Client()); err != nil {
+		return fmt.Errorf("the demo's image: %w", err)
+	}
+	took, earlier := time.Since(t0), d.sweepEarlier(ctx)
+	if d.cache, err = os.MkdirTemp("", demoDirPrefix+d.id+"-"); err != nil {
 		return err
 	}
-	d.ref = ref
-	how := "already on the engine"
-	if built {
-		how = "imported in " + ms(time.Since(t))
-	}
-	earlier, err := d.sweepEarlier(ctx)
-	if err != nil {
-		return fmt.Errorf("sweeping what earlier demos left: %w", err)
-	}
-	if err := d.makeCacheDir(); err != nil {
+	// The demo's record tells a later demo whether this one still runs.
+	if run, err := ledger.NewRun(d.cache, ledger.Owner{Backend: d.drv.Name()}); err != nil {
+		return err
+	} else if err := os.WriteFile(filepath.Join(d.cache, demoRecordFile), run.Record().Marshal(), 0o600); err != nil {
 		return err
 	}
-	tw := d.table("  ")
-	fmt.Fprintf(tw, "engine\t%s\n", quoteIfNeeded(drv.Endpoint()))
-	fmt.Fprintf(tw, "image\t%s (FROM scratch: a static busybox; %s)\n", ref, how)
-	fmt.Fprintf(tw, "ledger\t%s (a cache dir of its own, removed at the end)\n", quoteIfNeeded(d.cache))
-	fmt.Fprintf(tw, "label\t%s=%s (on the containers the demo starts)\n", demoLabel, d.id)
-	if earlier != "" {
-		fmt.Fprintf(tw, "before\t%s\n", earlier)
-	}
-	tw.Flush()
+	d.printf("  engine  %s\n  image   %s (FROM scratch: a static busybox; ready in %s)\n", termtext.Quote(d.drv.Endpoint()), d.ref, ms(took))
+	d.printf("  ledger  %s (a cache dir of its own, removed at the end)\n  label   %s=%s (on the containers the demo starts)\n%s",
+		termtext.Quote(d.cache), demoLabel, d.id, earlier)
 
-	// Part one: the watchdog.
 	d.step(1, "A test process starts two guarded containers and a network (watchdog on)")
 	p, err := d.startOwner(ctx, reaper.On)
 	if err != nil {
 		return err
 	}
-	if err := d.list(ctx, p.runID); err != nil {
-		return err
-	}
-	d.step(2, fmt.Sprintf("SIGKILL the test process (pid %d): none of its own cleanup can run", p.pid()))
-	killed := d.kill(p)
+	d.show(ctx, p)
+	d.step(2, fmt.Sprintf("SIGKILL the test process (pid %d): none of its own cleanup can run", p.pid))
+	killed := p.kill()
 	d.step(3, "Its watchdog sees its pipe close, and removes everything")
-	lastCtr, lastNet, err := d.waitGone(ctx, p.runID, killed)
+	gone, err := d.waitGone(ctx, p.run, killed)
 	if err != nil {
 		return err
 	}
-	d.printf("   last container gone %s after the kill, the network %s after\n", d.c.paint(sgrGreen, ms(lastCtr)), ms(lastNet))
-	if err := d.list(ctx, p.runID); err != nil {
-		return err
-	}
-	if err := d.waitWatchdog(ctx, p); err != nil {
-		return err
-	}
-	if _, err := ledger.ReadRun(d.cache, p.runID); errors.Is(err, fs.ErrNotExist) {
-		d.printf("   and its ledger files are deleted\n")
-	} else {
-		d.printf("   (its ledger files are still there: %s)\n", oneLine(fmt.Sprint(err)))
-	}
-	d.tellFate(p.runID)
+	d.printf("   last container gone %s after the kill, the network %s after\n", d.c.paint(sgrGreen, ms(gone[0])), ms(gone[1]))
+	d.show(ctx, p)
+	d.printf("   and its ledger files are deleted\n")
 
-	// Part two: no watchdog, the next process's sweep.
 	d.step(4, "Again with the watchdog off (RIGHTSIZE_REAPER=sweep in the test process's environment)")
-	p, err = d.startOwner(ctx, reaper.SweepOnly)
-	if err != nil {
+	if p, err = d.startOwner(ctx, reaper.SweepOnly); err != nil {
 		return err
 	}
-	if err := d.list(ctx, p.runID); err != nil {
+	d.show(ctx, p)
+	// Killed before it is announced: a demo killed at that line leaves these to the next demo.
+	killed = p.kill()
+	d.step(5, fmt.Sprintf("SIGKILL it (pid %d): this time nothing is watching", p.pid))
+	if err := poll(ctx, "", func() bool { return time.Since(killed) >= time.Second }); err != nil {
 		return err
 	}
-	// Killed before it is announced: a demo that dies at this line (a
-	// test kills it there) leaves these leftovers to the next demo's
-	// sweep, rather than racing the test process's own removal, which
-	// its stdin's end of file would start.
-	d.kill(p)
-	d.step(5, fmt.Sprintf("SIGKILL it (pid %d): this time nothing is watching", p.pid()))
-	if err := sleep(ctx, leftoverPause); err != nil {
-		return err
-	}
-	d.printf("   %s later the leftovers are still there:\n", seconds(leftoverPause))
-	if err := d.list(ctx, p.runID); err != nil {
-		return err
-	}
-	if rf, err := ledger.ReadRun(d.cache, p.runID); err == nil {
-		r := describeRun(rf, time.Now())
-		d.printf("   the ledger lists run %s: owner %s (%s), %d %s, %d %s\n", quoteIfNeeded(r.ID),
-			d.c.paint(statusColour(r.Status), r.Status), oneLine(r.Reason),
-			len(r.Sandboxes), plural(len(r.Sandboxes), "sandbox", "sandboxes"), len(r.Networks), plural(len(r.Networks), "network", "networks"))
+	d.printf("   1.0 s later the leftovers are still there:\n")
+	d.show(ctx, p)
+	if rf, err := ledger.ReadRun(d.cache, p.run); err == nil {
+		r := describeRun(rf, time.Now()) // as `rightsize ls` shows it
+		d.printf("   the ledger lists run %s: owner %s (%s), %s, %s\n", r.ID, d.c.paint(statusColour(r.Status), r.Status),
+			oneLine(r.Reason), backend.SandboxKind.Noun(len(r.Sandboxes)), backend.NetworkKind.Noun(len(r.Networks)))
 	}
 	d.step(6, "The next process's sweep removes them (every test process sweeps at its first sandbox)")
-	t = time.Now()
-	rep, err := reaper.Sweep(ctx, d.drv, reaper.WithCacheDir(d.cache))
-	took := time.Since(t)
-	if rep != nil {
-		var b bytes.Buffer
-		rep.WriteTo(&b)
-		d.printf("%s", indent(termSafe(b.String()), "   "))
+	t0 = time.Now()
+	rep, err := reaper.Sweep(ctx, d.drv, reaper.WithCacheDir(d.cache)) // what reaper.Open does first
+	if took = time.Since(t0); err != nil || !rep.Clean() {
+		return or(err, fmt.Errorf("the sweep kept %s back", keptSummary(rep)))
 	}
-	if err != nil {
-		return fmt.Errorf("sweep: %w", err)
-	}
-	if !rep.Clean() {
-		return fmt.Errorf("the sweep kept %s back", keptSummary(rep))
-	}
-	if _, _, err := d.waitGone(ctx, p.runID, t); err != nil {
-		return err
-	}
-	d.printf("   leftovers removed by the sweep in %s\n", d.c.paint(sgrGreen, ms(took)))
-	d.tellFate(p.runID)
-	return d.list(ctx, p.runID)
-}
-
-// tellFate prints the fate of run, as the next test process would tell it
-// (and marks it told, so that none does again).
-func (d *demo) tellFate(run string) {
-	fates, err := ledger.ReadFates(d.cache)
-	if err != nil {
-		return
-	}
-	for _, f := range fates {
-		if f.Run == run {
-			ledger.ClaimTell(f.Path)
-			d.printf("   what the next test process tells on stderr (rightsize ls --fates lists them all):\n     %s\n", termSafe(reaper.FateLine(f)))
-			return
-		}
-	}
-}
-
-// ownerProc is a running test process of the demo.
-type ownerProc struct {
-	cmd      *exec.Cmd
-	stdin    *os.File // the write end: closing it tells the process the demo is gone
-	lines    chan string
-	stderr   lockedBuffer
-	done     chan struct{}
-	waitErr  error
-	runID    string
-	watchdog int
-	ready    bool
-}
-
-func (p *ownerProc) pid() int { return p.cmd.Process.Pid }
-
-func (p *ownerProc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// startOwner starts a test process in mode (the watchdog on, or sweep
-// only) and waits until its sandboxes run.
-func (d *demo) startOwner(ctx context.Context, mode reaper.Mode) (*ownerProc, error) {
-	cmd := exec.Command(d.exe, demoOwnerCommand, "--image", d.ref, "--demo", d.id)
-	// Keep the name this program was run by: a test binary standing in
-	// for rightsize (testscript) dispatches on it.
-	cmd.Args[0] = os.Args[0]
-	cmd.Env = ownerEnv(os.Environ(),
-		ledger.EnvCacheDir+"="+d.cache,
-		backend.EnvBackend+"="+backend.Docker,
-		reaper.EnvReaper+"="+mode.String())
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return nil, err
-	}
-	p := &ownerProc{cmd: cmd, stdin: inW, lines: make(chan string, 8), done: make(chan struct{})}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, &p.stderr
-	started := time.Now()
-	err = cmd.Start()
-	inR.Close()
-	outW.Close()
-	if err != nil {
-		inW.Close()
-		outR.Close()
-		return nil, fmt.Errorf("starting the test process %s: %w", d.exe, err)
-	}
-	d.owners = append(d.owners, p)
-	go func() {
-		defer close(p.lines)
-		defer outR.Close()
-		sc := bufio.NewScanner(outR)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-	}()
-	go func() {
-		p.waitErr = cmd.Wait()
-		close(p.done)
-	}()
-
-	timeout := time.NewTimer(readyTimeout)
-	defer timeout.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-timeout.C:
-			return nil, fmt.Errorf("the test process (pid %d) was not ready after %s", p.pid(), readyTimeout)
-		case line, ok := <-p.lines:
-			if !ok {
-				<-p.done
-				return nil, fmt.Errorf("the test process failed (%v): %s", p.waitErr, firstNonEmpty(lastLine(p.stderr.String()), "no output"))
-			}
-			if p.read(line) {
-				wd := "no watchdog"
-				if p.watchdog != 0 {
-					wd = fmt.Sprintf("watchdog pid %d", p.watchdog)
-				}
-				d.printf("   pid %d, run %s, %s: ready in %s\n", p.pid(), quoteIfNeeded(p.runID), wd, ms(time.Since(started)))
-				return p, nil
-			}
-		}
-	}
-}
-
-// read takes in a line of the test process's protocol; true for "ready".
-func (p *ownerProc) read(line string) bool {
-	word, arg, _ := strings.Cut(line, " ")
-	switch word {
-	case "run":
-		p.runID = arg
-	case "watchdog":
-		p.watchdog, _ = strconv.Atoi(arg)
-	case "ready":
-		p.ready = true
-	}
-	return p.ready
-}
-
-// drain reads what an exited test process wrote that the demo had not
-// read yet: interrupted while it started, the demo may not have seen its
-// run id, which is how its network is found. The lines end with the
-// process; a descendant holding its stdout does not hold the demo up.
-func (p *ownerProc) drain() {
-	t := time.NewTimer(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case line, ok := <-p.lines:
-			if !ok {
-				return
-			}
-			p.read(line)
-		case <-t.C:
-			return
-		}
-	}
-}
-
-// ownerEnv is the test process's environment: this one, with set applied,
-// and Ryuk off unless the user chose otherwise.
-func ownerEnv(base []string, set ...string) []string {
-	if _, ok := os.LookupEnv(envRyukDisabled); !ok {
-		set = append(set, envRyukDisabled+"=true")
-	}
-	return envlist.Merge(base, set...)
-}
-
-// kill SIGKILLs the process, waits until it is reaped (so that its pid is
-// free, as after a real crash), and returns when the signal was sent.
-func (d *demo) kill(p *ownerProc) time.Time {
-	t := time.Now()
-	if !p.exited() {
-		_ = p.cmd.Process.Kill()
-	}
-	<-p.done
-	p.stdin.Close()
-	return t
-}
-
-// waitGone polls the engine until nothing of run id is left, and returns
-// how long after since the last container and the last network went.
-func (d *demo) waitGone(ctx context.Context, runID string, since time.Time) (lastCtr, lastNet time.Duration, err error) {
-	deadline := time.Now().Add(goneTimeout)
-	ctrGone, netGone := false, false
-	for {
-		ctrs, nets, err := d.resources(ctx, runLabel(runID))
-		if err != nil {
-			return 0, 0, err
-		}
-		now := time.Since(since)
-		if len(ctrs) == 0 && !ctrGone {
-			ctrGone, lastCtr = true, now
-		}
-		if len(nets) == 0 && !netGone {
-			netGone, lastNet = true, now
-		}
-		if ctrGone && netGone {
-			return lastCtr, lastNet, nil
-		}
-		if time.Now().After(deadline) {
-			return 0, 0, fmt.Errorf("%s after, the engine still lists %d containers and %d networks of run %s", goneTimeout, len(ctrs), len(nets), runID)
-		}
-		if err := sleep(ctx, pollEvery); err != nil {
-			return 0, 0, err
-		}
-	}
-}
-
-// waitWatchdog waits until the watchdog process has exited: it deletes the
-// run's ledger files after its last removal.
-func (d *demo) waitWatchdog(ctx context.Context, p *ownerProc) error {
-	if p.watchdog == 0 {
-		return nil
-	}
-	deadline := time.Now().Add(goneTimeout)
-	for time.Now().Before(deadline) {
-		if _, alive, err := ledger.Lookup(p.watchdog); err == nil && !alive {
-			return nil
-		}
-		if err := sleep(ctx, pollEvery); err != nil {
-			return err
-		}
-	}
-	return fmt.Errorf("the watchdog (pid %d) still runs %s after its owner died", p.watchdog, goneTimeout)
-}
-
-// resources lists the containers (running or not) and networks carrying
-// any of labels ("key=value"), each once.
-func (d *demo) resources(ctx context.Context, labels ...string) (ctrs []container.Summary, nets []network.Summary, err error) {
-	seen := map[string]bool{}
-	fresh := func(id string) bool {
-		was := seen[id]
-		seen[id] = true
-		return !was
-	}
-	for _, l := range labels {
-		// The engine ANDs label filters: one request per label.
-		f := client.Filters{}.Add("label", l)
-		cl, err := d.api.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
-		if err != nil {
-			return nil, nil, fmt.Errorf("listing containers: %w", err)
-		}
-		for _, c := range cl.Items {
-			if fresh(c.ID) {
-				ctrs = append(ctrs, c)
-			}
-		}
-		nl, err := d.api.NetworkList(ctx, client.NetworkListOptions{Filters: f})
-		if err != nil {
-			return nil, nil, fmt.Errorf("listing networks: %w", err)
-		}
-		for _, n := range nl.Items {
-			if fresh(n.ID) {
-				nets = append(nets, n)
-			}
-		}
-	}
-	return ctrs, nets, nil
-}
-
-// runLabel selects what sandboxtest started for run id.
-func runLabel(runID string) string { return docker.LabelRunID + "=" + runID }
-
-// labels select everything of this demo on the engine: its containers by
-// the demo's label, its networks (which carry only their run's labels) by
-// the runs its test processes announced.
-func (d *demo) labels() []string {
-	out := []string{demoLabel + "=" + d.id}
-	for _, p := range d.owners {
-		if p.runID != "" {
-			out = append(out, runLabel(p.runID))
-		}
-	}
-	return out
-}
-
-// list prints what the engine has of run id, as `docker ps` and `docker
-// network ls` would.
-func (d *demo) list(ctx context.Context, runID string) error {
-	ctrs, nets, err := d.resources(ctx, runLabel(runID))
-	if err != nil {
-		return err
-	}
-	if len(ctrs)+len(nets) == 0 {
-		d.printf("   the engine lists nothing of run %s\n", quoteIfNeeded(runID))
-		return nil
-	}
-	tw := d.table("   ")
-	if len(ctrs) > 0 {
-		fmt.Fprintln(tw, "CONTAINER ID\tIMAGE\tCOMMAND\tSTATUS\tNAMES")
-		for _, c := range ctrs {
-			name := c.ID
-			if len(c.Names) > 0 {
-				name = strings.TrimPrefix(c.Names[0], "/")
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", short(c.ID), quoteIfNeeded(c.Image), strconv.Quote(c.Command), quoteIfNeeded(c.Status), quoteIfNeeded(name))
-		}
-	}
-	tw.Flush()
-	tw = d.table("   ")
-	if len(nets) > 0 {
-		fmt.Fprintln(tw, "NETWORK ID\tNAME\tDRIVER")
-		for _, n := range nets {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", short(n.ID), quoteIfNeeded(n.Name), quoteIfNeeded(n.Driver))
-		}
-	}
-	tw.Flush()
+	var b bytes.Buffer
+	rep.WriteTo(&b)
+	d.printf("   %s\n   leftovers removed by the sweep in %s\n", strings.ReplaceAll(strings.TrimSpace(termtext.CleanText(b.String())), "\n", "\n   "), d.c.paint(sgrGreen, ms(took)))
+	d.show(ctx, p)
 	return nil
 }
 
-// cleanup runs whatever happened: it kills a test process still running,
-// removes everything labelled with the demo's id, waits for the watchdogs,
-// and deletes the cache dir. It says what it removed.
-func (d *demo) cleanup() (string, error) {
-	var errs []error
-	var did []string
+// show prints what the backend finds of p's run by its label, as the watchdog does.
+func (d *demo) show(ctx context.Context, p *owner) {
+	row := func(c ...any) string {
+		return strings.TrimRight(fmt.Sprintf("   %-14s%-9s%-17s%-37s%s", c...), " ") + "\n"
+	}
+	out := row("ENGINE ID", "KIND", "NAME", "IMAGE", "STATUS")
+	for _, k := range []backend.Kind{backend.SandboxKind, backend.NetworkKind} {
+		ids, err := d.drv.ListRun(ctx, k, p.run)
+		if err != nil {
+			d.printf("   (the engine cannot be listed: %s)\n", oneLine(err.Error()))
+			return
+		}
+		for _, id := range ids {
+			name, image, status := names.NetworkPrefix+p.run, "", ""
+			if k == backend.SandboxKind {
+				name, status = "?", "not running"
+				sb, err := d.drv.Adopt(ctx, id) // a running one; the engine takes an id for a name
+				if dsc, ok := sb.(backend.Describer); ok && err == nil {
+					if desc, err := dsc.Describe(ctx); err == nil {
+						name, image, status = desc.Name, desc.Image, "running, created "+seconds(time.Since(desc.Created))+" ago"
+					}
+				}
+			}
+			out += row(id[:12], k, name, image, status)
+		}
+	}
+	if strings.Count(out, "\n") == 1 {
+		out = "   the engine lists nothing of run " + p.run + "\n"
+	}
+	d.printf("%s", out)
+}
+
+// waitGone polls the backend's listing of run, then the ledger (emptied last), until nothing
+// is left; it returns how long after since the run's last container, then its network, went.
+func (d *demo) waitGone(ctx context.Context, run string, since time.Time) (gone [2]time.Duration, err error) {
+	for i, k := range []backend.Kind{backend.SandboxKind, backend.NetworkKind} {
+		err = or(err, poll(ctx, "the engine still lists "+k.Plural()+" of run "+run, func() bool {
+			ids, err := d.drv.ListRun(ctx, k, run)
+			return err == nil && len(ids) == 0
+		}))
+		gone[i] = time.Since(since)
+	}
+	return gone, or(err, poll(ctx, "the ledger still lists run "+run, func() bool {
+		_, err := ledger.ReadRun(d.cache, run)
+		return errors.Is(err, fs.ErrNotExist)
+	}))
+}
+
+// poll asks done every 10 ms until it says yes, for at most goneTimeout.
+func poll(ctx context.Context, what string, done func() bool) error {
+	for deadline := time.Now().Add(goneTimeout); !done(); {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s after, %s", goneTimeout, what)
+		}
+	}
+	return nil
+}
+
+// cleanup undoes what the steps got to: test processes close their sessions, their
+// watchdogs finish, the demo's ledger is swept. It says what it did, and what is left.
+func (d *demo) cleanup() (did, left string) {
+	var dids, lefts []string
+	ctx, cancel := context.WithTimeout(context.Background(), goneTimeout)
+	defer cancel()
 	for _, p := range d.owners {
-		if !p.exited() {
-			d.killedEarly = d.killedEarly || !p.ready
-			d.kill(p)
-			did = append(did, fmt.Sprintf("killed the test process (pid %d)", p.pid()))
+		if p.cmd.ProcessState == nil { // it closes its session, as a test binary does at its end
+			p.end()
+			_ = p.cmd.Wait()
+			dids = append(dids, strings.TrimSpace(fmt.Sprintf("the test process (pid %d) closed its session (%v) %s", p.pid, p.cmd.ProcessState, oneLine(p.stderr.String()))))
 		}
-		p.stdin.Close()
-		p.drain()
-	}
-	if d.api != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), goneTimeout)
-		nc, nn, err := d.removeLabelled(ctx, d.labels(), d.killedEarly)
-		cancel()
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if nc+nn > 0 {
-			did = append(did, fmt.Sprintf("removed %d %s and %d %s", nc, plural(nc, "container", "containers"), nn, plural(nn, "network", "networks")))
+		if err := poll(ctx, fmt.Sprintf("the watchdog (pid %d) still runs", p.watchdog), func() bool {
+			_, alive, err := ledger.Lookup(p.watchdog) // it exits after its last removal
+			return p.watchdog == 0 || err == nil && !alive
+		}); err != nil {
+			lefts = append(lefts, err.Error())
 		}
 	}
-	for _, p := range d.owners {
-		if err := d.waitWatchdog(context.Background(), p); err != nil {
-			errs = append(errs, err)
-		}
+	if d.cache == "" {
+		return "", "" // nothing was started
 	}
-	if d.cache != "" {
-		if err := os.RemoveAll(d.cache); err != nil {
-			errs = append(errs, err)
-		} else {
-			did = append(did, "deleted the cache dir")
+	if len(lefts) == 0 {
+		n, err := d.sweepDir(ctx, d.cache)
+		if err == nil {
+			return strings.Join(append(dids, "the sweep removed "+backend.SandboxKind.Noun(n[backend.SandboxKind])+" and "+backend.NetworkKind.Noun(n[backend.NetworkKind]), "deleted the cache dir"), ", "), ""
 		}
+		lefts = append(lefts, err.Error())
 	}
-	return strings.Join(did, ", "), errors.Join(errs...)
+	return strings.Join(dids, ", "), "; but " + strings.Join(lefts, "; ") + "; the cache dir " + termtext.Quote(d.cache) + " stays for the next demo's sweep"
 }
 
-// removeLabelled removes every container, then every network, carrying
-// any of labels. When a test process was killed while it was still
-// creating them (lookTwice), the engine may finish a creation after the
-// first pass: it looks again until two passes in a row find nothing. A
-// removal that fails (one the watchdog or an interrupted sweep has in
-// progress, a network a container still holds) is tried again at the next
-// pass, until ctx ends; its error is returned only if it is still there.
-func (d *demo) removeLabelled(ctx context.Context, labels []string, lookTwice bool) (containers, networks int, err error) {
-	quiet := 0
-	var last error
-	for quiet < 2 {
-		ctrs, nets, err := d.resources(ctx, labels...)
-		if err != nil {
-			return containers, networks, errors.Join(last, err)
-		}
-		if len(ctrs)+len(nets) == 0 {
-			if !lookTwice {
-				return containers, networks, nil
+// sweepDir sweeps the ledger in dir, deletes dir when nothing stays listed, and counts what it removed.
+func (d *demo) sweepDir(ctx context.Context, dir string) (removed map[backend.Kind]int, err error) {
+	rep, err := reaper.Sweep(ctx, d.drv, reaper.WithCacheDir(dir))
+	if err == nil && (!rep.Clean() || rep.Count(reaper.LeftAlone) > 0) {
+		err = fmt.Errorf("the sweep of %s left %d runs alone and kept %s back", dir, rep.Count(reaper.LeftAlone), or(keptSummary(rep), "nothing"))
+	}
+	removed = map[backend.Kind]int{}
+	for i := 0; err == nil && i < len(rep.Runs); i++ {
+		for _, it := range rep.Runs[i].Removed {
+			if it.Outcome == reaper.Removed {
+				removed[it.Kind]++
 			}
-			quiet++
-		} else {
-			quiet = 0
 		}
-		last = nil
-		var names []string
-		for _, c := range ctrs {
-			names = append(names, c.ID)
+	}
+	return removed, or(err, os.RemoveAll(dir))
+}
+
+// sweepEarlier sweeps the cache dirs of earlier demos that died, as the
+// next test process sweeps a dead run's, and says what it did.
+func (d *demo) sweepEarlier(ctx context.Context) string {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), demoDirPrefix+"*"))
+	var demos, containers, networks int
+	for _, dir := range dirs {
+		data, rerr := ledger.ReadFile(filepath.Join(dir, demoRecordFile), ledger.MaxRecordSize) // a FIFO planted there blocks nothing
+		rec, perr := ledger.ParseRecord(data)
+		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() || rerr != nil || perr != nil || ledger.Judge(rec).State != ledger.Dead {
+			continue // alive, being made, not ours to judge, or a link planted in a shared folder
 		}
-		for i, err := range d.drv.RemoveIDs(ctx, backend.SandboxKind, names) {
+		if n, err := d.sweepDir(ctx, dir); err == nil { // else something may still run: its dir keeps it listed
+			containers, networks, demos = containers+n[backend.SandboxKind], networks+n[backend.NetworkKind], demos+1
+		}
+	}
+	if demos == 0 {
+		return ""
+	}
+	return fmt.Sprintf("  before  %d killed %s had left %d %s and %d %s: removed, and %s\n",
+		demos, plural(demos, "demo", "demos"), containers, plural(containers, "container", "containers"),
+		networks, plural(networks, "network", "networks"), plural(demos, "its cache dir", "their cache dirs"))
+}
+
+// owner is the demo's side of a test process (see demoOwner).
+type owner struct {
+	cmd           *exec.Cmd
+	end           context.CancelFunc // closes its stdin: it closes its session, or is killed readyTimeout later
+	stderr        bytes.Buffer       // read once it has exited
+	run           string
+	pid, watchdog int
+}
+
+// startOwner starts a test process in mode and reads its lines until its sandboxes run.
+func (d *demo) startOwner(ctx context.Context, mode reaper.Mode) (*owner, error) {
+	exe, err := os.Executable()
+	octx, end := context.WithCancel(ctx)
+	p := &owner{end: end, cmd: exec.CommandContext(octx, exe, demoOwnerCommand, d.ref, d.id)}
+	p.cmd.Args[0] = os.Args[0] // a test binary standing in for rightsize (testscript) dispatches on it
+	p.cmd.Env = envlist.Merge(os.Environ(), ledger.EnvCacheDir+"="+d.cache,
+		backend.EnvBackend+"="+backend.Docker, reaper.EnvReaper+"="+mode.String())
+	stdin, ierr := p.cmd.StdinPipe()
+	out, oerr := p.cmd.StdoutPipe()
+	if err = errors.Join(err, ierr, oerr); err != nil {
+		return nil, fmt.Errorf("the test process: %w", err)
+	}
+	p.cmd.Stderr, p.cmd.Cancel, p.cmd.WaitDelay = &p.stderr, stdin.Close, readyTimeout
+	started := time.Now()
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the test process %s: %w", exe, err)
+	}
+	p.pid, d.owners = p.cmd.Process.Pid, append(d.owners, p)
+	for sc := bufio.NewScanner(out); sc.Scan(); {
+		switch f := strings.Fields(sc.Text()); {
+		case len(f) == 2 && f[0] == "run":
+			p.run = f[1]
+		case len(f) == 2 && f[0] == "watchdog":
+			p.watchdog, _ = strconv.Atoi(f[1])
+		case len(f) == 1 && f[0] == "ready" && octx.Err() == nil:
+			wd := "no watchdog"
+			if p.watchdog != 0 {
+				wd = fmt.Sprintf("watchdog pid %d", p.watchdog)
+			}
+			d.printf("   pid %d, run %s, %s: ready in %s\n", p.pid, p.run, wd, ms(time.Since(started)))
+			return p, nil
+		}
+	}
+	_ = p.cmd.Wait()
+	return nil, or(ctx.Err(), fmt.Errorf("the test process failed (%v): %s", p.cmd.ProcessState, oneLine(p.stderr.String())))
+}
+
+// kill SIGKILLs p and waits until it is reaped, so that its pid is free,
+// as after a real crash; it returns when the signal was sent.
+func (p *owner) kill() time.Time {
+	t := time.Now()
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+	return t
+}
+
+// demoOwner is the test process (__demo-owner): through the reaper's session and the
+// backend's driver, as sandboxtest does for a test, it creates a network and two
+// containers ("run ID", "watchdog PID", "ready" on stdout), and closes its session
+// when its stdin ends.
+func demoOwner(args []string, stdout io.Writer) (err error) {
+	// Ctrl-C is the demo's; a write to a demo that is gone must not kill this process.
+	signal.Ignore(os.Interrupt, syscall.SIGPIPE)
+	if len(args) != 2 || args[0] == "" || len(args[1]) != 8 || !names.LowerHex(args[1]) {
+		return &usageError{msg: demoOwnerCommand + " is internal to `rightsize demo` (it wants IMAGE DEMO-ID)"}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout) // a silent engine fails the start
+	defer cancel()
+	drv, err := backend.Resolve(ctx) // RIGHTSIZE_BACKEND=docker, from the demo
+	if err != nil {
+		return err
+	}
+	defer drv.Close()
+	s, err := reaper.Open(ctx, drv)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, s.Close(context.WithoutCancel(ctx))) }()
+	fmt.Fprintln(stdout, "run", s.RunID())
+	net := names.NetworkPrefix + s.RunID() // the demo shows it by that name
+	for i := 0; i <= 2 && err == nil; i++ {
+		k, name := backend.NetworkKind, net
+		if i > 0 {
+			k, name = backend.SandboxKind, s.NextName()
+		}
+		spec := backend.Spec{Image: args[0], Cmd: []string{"sleep", "3600"}, RunID: s.RunID(),
+			Labels: map[string]string{demoLabel: args[1]}, Networks: map[string][]string{net: {"sandbox-" + strconv.Itoa(i)}}}
+		var note *reaper.WatchdogNote
+		note, err = s.Create(ctx, k, name, func(ctx context.Context) (string, error) {
+			if k == backend.NetworkKind {
+				return drv.CreateNetwork(ctx, name, s.RunID())
+			}
+			sb, err := drv.Create(ctx, name, spec)
+			if err != nil {
+				return "", err
+			}
+			return sb.ID(), nil
+		})
+		if note != nil && note.Started {
+			fmt.Fprintln(stdout, "watchdog", note.PID)
+		} else if note != nil {
+			err = or(err, note.Err) // the demo's first part needs one
+		}
+	}
+	if err == nil {
+		fmt.Fprintln(stdout, "ready")
+		_, _ = io.Copy(io.Discard, os.Stdin)
+	}
+	return err
+}
+
+// demoImage returns the demo's image, a static busybox FROM scratch tagged
+// with a hash of what goes in, made by package image as the test images are.
+func demoImage(ctx context.Context, cli *client.Client) (ref string, err error) {
+	bb, err := image.FindBusybox(ctx, func() (*client.Client, error) { return cli, nil })
+	if err == nil {
+		sum := sha256.Sum256(append([]byte("layout 2\n"), bb.Content...)) // a new layout when what goes in changes
+		ref = "rightsize-demo/busybox:" + hex.EncodeToString(sum[:])[:12]
+		_, err = image.Ensure(ctx, cli, ref, filepath.Join(os.TempDir(), "rightsize-demo-image.lock"), func(ctx context.Context) error {
+			arch, err := image.EngineArch(ctx, cli)
 			if err == nil {
-				containers++
-			} else if !errors.Is(err, backend.ErrNotFound) {
-				last = fmt.Errorf("removing container %s: %w", short(names[i]), err)
+				err = bb.CheckArch(arch)
 			}
-		}
-		names = names[:0]
-		for _, n := range nets {
-			names = append(names, n.ID)
-		}
-		for i, err := range d.drv.RemoveIDs(ctx, backend.NetworkKind, names) {
-			if err == nil {
-				networks++
-			} else if !errors.Is(err, backend.ErrNotFound) {
-				last = fmt.Errorf("removing network %s: %w", short(names[i]), err)
+			rootfs, terr := image.Tarball(append([]image.Entry{{Name: "tmp", Mode: 0o1777, Dir: true}}, bb.Entries([]string{"sh", "sleep"})...))
+			if err = errors.Join(err, terr); err != nil {
+				return err
 			}
-		}
-		if err := sleep(ctx, 250*time.Millisecond); err != nil {
-			return containers, networks, errors.Join(last, err)
-		}
+			return image.Import(ctx, cli, ref, rootfs, []string{"LABEL dev.rightsize.demo-image=1", image.PathEnv, `CMD ["sleep", "3600"]`}, "rightsize demo")
+		})
 	}
-	return containers, networks, nil
-}
-
-// verify checks, from the engine and the file system, that nothing of the
-// demo is left; left says what is.
-func (d *demo) verify() (left string, err error) {
-	var parts []string
-	if d.api != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), goneTimeout)
-		defer cancel()
-		labels := d.labels()
-		ctrs, nets, err := d.resources(ctx, labels...)
-		if err != nil {
-			return "", err
-		}
-		if len(ctrs)+len(nets) > 0 {
-			parts = append(parts, fmt.Sprintf("the engine still lists %d containers and %d networks labelled %s", len(ctrs), len(nets), strings.Join(labels, " or ")))
-		}
-	}
-	if d.cache != "" {
-		if _, err := os.Lstat(d.cache); !errors.Is(err, fs.ErrNotExist) {
-			parts = append(parts, fmt.Sprintf("the cache dir %s is still there", quoteIfNeeded(d.cache)))
-		}
-	}
-	return strings.Join(parts, "; "), nil
-}
-
-// Write writes to stdout, as printf does.
-func (d *demo) Write(p []byte) (int, error) {
-	d.printf("%s", p)
-	return len(p), nil
+	return ref, err
 }
 
 func (d *demo) printf(format string, a ...any) {
-	if _, err := fmt.Fprintf(d.c.stdout, format, a...); err != nil && !d.outputGone.Swap(true) {
-		d.cancel()
+	if _, err := fmt.Fprintf(d.c.stdout, format, a...); err != nil {
+		d.outputGone = true
+		d.stop()
 	}
 }
 
@@ -702,95 +438,14 @@ func (d *demo) step(n int, title string) {
 	d.printf("\n%s\n", d.c.paint(sgrBold, fmt.Sprintf("%d. %s", n, title)))
 }
 
-// table is a tabwriter whose lines start with prefix.
-func (d *demo) table(prefix string) *tabwriter.Writer {
-	return tabwriter.NewWriter(&prefixWriter{w: d, prefix: prefix, atStart: true}, 0, 4, 3, ' ', 0)
-}
-
-// prefixWriter starts every line with prefix.
-type prefixWriter struct {
-	w       io.Writer
-	prefix  string
-	atStart bool
-}
-
-func (p *prefixWriter) Write(b []byte) (int, error) {
-	var out bytes.Buffer
-	for _, c := range b {
-		if p.atStart {
-			out.WriteString(p.prefix)
-		}
-		out.WriteByte(c)
-		p.atStart = c == '\n'
-	}
-	if _, err := p.w.Write(out.Bytes()); err != nil {
-		return 0, err
-	}
-	return len(b), nil
-}
-
-func indent(s, prefix string) string {
-	lines := strings.SplitAfter(s, "\n")
-	var b strings.Builder
-	for _, l := range lines {
-		if l != "" {
-			b.WriteString(prefix + l)
-		}
-	}
-	return b.String()
-}
-
-func short(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
-}
-
-func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + " ms" }
-
+func ms(d time.Duration) string      { return strconv.FormatInt(d.Milliseconds(), 10) + " ms" }
 func seconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s" }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
+// or is a, or b when a is the zero value.
+func or[T comparable](a, b T) T {
+	var zero T
+	if a != zero {
+		return a
 	}
-}
-
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
-}
-
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
-}
-
-// lockedBuffer collects a process's stderr, written by exec's copying
-// goroutine and read by the demo.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	return b
 }

@@ -21,7 +21,9 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/testimage"
+	"github.com/rightsize/rightsize-go/ledger"
 )
 
 var built struct {
@@ -123,9 +125,9 @@ func TestDemo(t *testing.T) {
 		`(?m)^rightsize demo: whatever kills a test process, its sandboxes go away$`,
 		`(?m)^  image +rightsize-demo/busybox:[0-9a-f]{12} \(FROM scratch`,
 		`(?m)^1\. A test process starts two guarded containers and a network \(watchdog on\)$`,
-		`(?m)^   CONTAINER ID +IMAGE +COMMAND +STATUS +NAMES$`,
-		`(?m)^   [0-9a-f]{12} +rightsize-demo/busybox:[0-9a-f]{12} +"sleep 3600" +Up .* +rz-` + run1 + `-[12]$`,
-		`(?m)^   [0-9a-f]{12} +rz-net-[0-9a-f]{8} +bridge$`,
+		`(?m)^   ENGINE ID +KIND +NAME +IMAGE +STATUS$`,
+		`(?m)^   [0-9a-f]{12} +sandbox +rz-` + run1 + `-[12] +rightsize-demo/busybox:[0-9a-f]{12} +running, created \d+\.\d s ago$`,
+		`(?m)^   [0-9a-f]{12} +network +rz-net-` + run1 + `$`,
 		`(?m)^2\. SIGKILL the test process \(pid ` + runs[0][1] + `\): none of its own cleanup can run$`,
 		`(?m)^3\. Its watchdog sees its pipe close, and removes everything$`,
 		reWatched.String(),
@@ -134,14 +136,15 @@ func TestDemo(t *testing.T) {
 		`(?m)^4\. Again with the watchdog off \(RIGHTSIZE_REAPER=sweep in the test process's environment\)$`,
 		`(?m)^5\. SIGKILL it \(pid ` + runs[1][1] + `\): this time nothing is watching$`,
 		`(?m)^   1\.0 s later the leftovers are still there:$`,
-		`(?m)^   [0-9a-f]{12} +rightsize-demo/busybox:[0-9a-f]{12} +"sleep 3600" +Up .* +rz-` + run2 + `-[12]$`,
+		`(?m)^   [0-9a-f]{12} +sandbox +rz-` + run2 + `-[12] +rightsize-demo/busybox:[0-9a-f]{12} +running, created \d+\.\d s ago$`,
+		`(?m)^   [0-9a-f]{12} +network +rz-net-` + run2 + `$`,
 		`(?m)^   the ledger lists run ` + run2 + `: owner dead \(no process has pid ` + runs[1][1] + `\), 2 sandboxes, 1 network$`,
 		`(?m)^6\. The next process's sweep removes them`,
 		`(?m)^     ` + run2 + `  reaped  dead: no process has pid ` + runs[1][1] + `$`,
 		`(?m)^         - sandbox rz-` + run2 + `-1: removed$`,
 		`(?m)^   leftovers removed by the sweep in \d+ ms$`,
 		`(?m)^   the engine lists nothing of run ` + run2 + `$`,
-		`(?m)^Everything is gone: the engine lists no container or network labelled ` + demoLabel + `=` + id + `, and the demo's cache dir is removed \(\d+\.\d s in all\)\.$`,
+		`(?m)^Everything is gone: the engine lists nothing of runs ` + run1 + ` and ` + run2 + `, and the demo's cache dir is removed \(\d+\.\d s in all\)\.$`,
 	}
 	rest := out
 	for _, w := range want {
@@ -223,6 +226,134 @@ func TestDemoInterrupted(t *testing.T) {
 			}
 			checkNothingLeft(t, api, id, cache, tmp, runIDs...)
 		})
+	}
+}
+
+// TestDemoOutputClosed closes the demo's stdout under it, as `rightsize
+// demo | head` does: while its first test process runs (its watchdog on),
+// and once the second one is killed with its leftovers there. The demo
+// must notice, stop, clean up through the watchdog and the sweep, and say
+// so in one line with exit code 1.
+func TestDemoOutputClosed(t *testing.T) {
+	for _, c := range []struct {
+		name, at string
+	}{
+		{"with a test process running", `^   pid \d+, run [0-9a-f]{8}, watchdog pid \d+: ready`},
+		{"with leftovers and no watchdog", `^5\. `},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bin, env, tmp, api := demoSetup(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, "demo")
+			cmd.Env = env
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			pipe, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			at := regexp.MustCompile(c.at)
+			var out strings.Builder
+			sc := bufio.NewScanner(pipe)
+			for sc.Scan() {
+				out.WriteString(sc.Text() + "\n")
+				if at.MatchString(sc.Text()) {
+					break
+				}
+			}
+			pipe.Close()
+			err = cmd.Wait()
+			t.Logf("stdout until it was closed:\n%s\nstderr:\n%s", out.String(), stderr.String())
+			if !at.MatchString(lastLineOf(out.String())) {
+				t.Fatalf("the demo never printed a line matching %s", c.at)
+			}
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+				t.Errorf("rightsize demo with its output closed: %v; want exit code 1", err)
+			}
+			if !regexp.MustCompile(`^rightsize: demo: its output was closed; stopped, .*; nothing is left\n$`).MatchString(stderr.String()) {
+				t.Errorf("stderr %q; want one line saying the output was closed and nothing is left", stderr.String())
+			}
+			var runIDs []string
+			for _, m := range reRun.FindAllStringSubmatch(out.String(), -1) {
+				runIDs = append(runIDs, m[2])
+			}
+			checkNothingLeft(t, api, submatch(t, reDemoID, out.String(), 1), submatch(t, reCache, out.String(), 1), tmp, runIDs...)
+		})
+	}
+}
+
+func lastLineOf(s string) string {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	return lines[len(lines)-1]
+}
+
+// TestDemoOwnerClosesItsSession runs the demo's test process alone, with
+// no demo and no sweep after it: once it is ready, the engine has its two
+// containers and its network; when its stdin ends, its session's Close
+// must remove them all, and its ledger files, before it exits 0.
+func TestDemoOwnerClosesItsSession(t *testing.T) {
+	bin, env, _, api := demoSetup(t)
+	cache := t.TempDir()
+	id := randomHex()
+	t.Cleanup(func() { removeLabelled(t, api, demoLabel+"="+id) })
+	cmd := exec.Command(bin, demoOwnerCommand, testimage.Busybox(t), id)
+	cmd.Env = append(env, "RIGHTSIZE_CACHE_DIR="+cache, "RIGHTSIZE_BACKEND=docker", "RIGHTSIZE_REAPER=on")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := map[string]string{}
+	for sc := bufio.NewScanner(stdout); sc.Scan() && sc.Text() != "ready"; {
+		k, v, _ := strings.Cut(sc.Text(), " ")
+		lines[k] = v
+	}
+	run, wd := lines["run"], lines["watchdog"]
+	if run == "" || wd == "" {
+		t.Fatalf("the test process said %q before it was ready (stderr %q); want its run and its watchdog", lines, stderr.String())
+	}
+	count := func() (ctrs, nets int) {
+		f := client.Filters{}.Add("label", docker.LabelRunID+"="+run)
+		cl, err := api.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nl, err := api.NetworkList(context.Background(), client.NetworkListOptions{Filters: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(cl.Items), len(nl.Items)
+	}
+	if c, n := count(); c != 2 || n != 1 {
+		t.Fatalf("ready, the engine lists %d containers and %d networks of run %s; want 2 and 1", c, n, run)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the test process, its stdin closed: %v; stderr %q", err, stderr.String())
+	}
+	if c, n := count(); c != 0 || n != 0 {
+		t.Errorf("after the test process closed its session, the engine lists %d containers and %d networks of run %s", c, n, run)
+	}
+	if _, err := ledger.ReadRun(cache, run); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after the test process closed its session, its ledger files: %v; want none", err)
+	}
+	pid, _ := strconv.Atoi(wd)
+	if !proctest.Poll(30*time.Second, func() bool { _, alive, err := ledger.Lookup(pid); return err == nil && !alive }) {
+		t.Errorf("its watchdog (pid %d) still runs 30 s after the test process exited", pid)
 	}
 }
 

@@ -79,11 +79,12 @@
 //	rightsize demo
 //
 // The first thing to run (`make demo`): a child process (this binary,
-// re-executed, a program on sandboxtest.Run) starts two guarded containers
-// and a network on the local Docker engine, is SIGKILLed, and its watchdog
-// removes everything; then the same with the watchdog off
-// (RIGHTSIZE_REAPER=sweep), where the leftovers stay until the next
-// process's sweep removes them. Every step is listed from the engine and
+// re-executed, creating through the reaper's session and the backend's
+// driver, as a test does) starts two guarded containers and a network on
+// the local Docker engine, is SIGKILLed, and its watchdog removes
+// everything; then the same with the watchdog off (RIGHTSIZE_REAPER=sweep),
+// where the leftovers stay until the next process's sweep removes them.
+// Every step is listed through the backend's listing of the run, and
 // timed. It builds its own image FROM scratch from a static busybox
 // (RIGHTSIZE_BUSYBOX, /bin/busybox, or a copy out of busybox:1.37.0-musl
 // where a registry answers), uses a cache

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/rightsize/rightsize-go/internal/termtext"
 	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/reaper"
 )
@@ -43,21 +44,22 @@ func lsFates(w *bufio.Writer, cache string, asJSON bool) error {
 		return enc.Encode(out)
 	}
 	if len(fates) == 0 {
-		fmt.Fprintf(w, "no fates in %s: no run has ended badly since they were last pruned\n", termSafe(ledger.FatesPath(cache)))
+		fmt.Fprintf(w, "no fates in %s: no run has ended badly since they were last pruned\n", termtext.Clean(ledger.FatesPath(cache)))
 		return nil
 	}
 	for _, f := range fates {
 		fmt.Fprintf(w, "%s  %s\n", f.Written.Local().Format("2006-01-02 15:04:05"), reaper.FateLine(f))
 		for _, it := range f.Items {
-			line := fmt.Sprintf("    %s %s", it.Kind, it.Name)
+			// Field by field: a newline in a name must not start a line.
+			line := fmt.Sprintf("    %s %s", termtext.Clean(it.Kind), termtext.Clean(it.Name))
 			if it.ID != "" && it.ID != it.Name {
-				line += " (" + shortID(it.ID) + ")"
+				line += " (" + termtext.Clean(shortID(it.ID)) + ")"
 			}
-			line += ": " + it.Outcome
+			line += ": " + termtext.Clean(it.Outcome)
 			if it.Note != "" {
-				line += " (" + it.Note + ")"
+				line += " (" + termtext.Clean(it.Note) + ")"
 			}
-			fmt.Fprintln(w, termSafe(line))
+			fmt.Fprintln(w, line)
 		}
 		if f.ItemsOmitted > 0 {
 			fmt.Fprintf(w, "    … and %d more\n", f.ItemsOmitted)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/rightsize/rightsize-go/internal/termtext"
 )
 
 const usageText = `rightsize: see and clean up what test processes left behind.
@@ -133,7 +135,9 @@ JSON of --keep-alive --json: an object (all fields always present):
 Removes what dead runs left behind, now, as every test process does at its
 first use of a backend: for each run whose owner is dead, its sandboxes,
 then its networks, then its ledger files. Runs that are alive, that cannot
-be judged, or that belong to another backend or engine are left alone. A
+be judged, or that belong to another backend or engine are left alone, and
+so is another member's run none of whose names this engine has (it records
+no engine, and may have used another). A
 name leaves the ledger only once the engine confirmed it gone. Only what
 the engine shows carries the run's label is removed: a listed name that is
 not the run's (no label of it, a keep-alive sandbox) is left running and
@@ -147,7 +151,8 @@ its record) or its owner cannot be judged from here: use it for a run you
 know is dead.
 
 Flags:
-  --dry-run          say what would be removed, touching nothing
+  --dry-run          say what the sweep would decide, touching nothing (names
+                     are looked up: what is not the run's is said so)
   --backend NAME     docker or msb, as RIGHTSIZE_BACKEND would choose it
   --cache DIR        sweep DIR instead of the cache dir
   -v                 log each decision and removal to stderr
@@ -180,8 +185,11 @@ cache dir). rightsize ls lists them.
                registry entries whose sandbox is gone.
   prune        removes the keep-alive sandboxes older than D: by the
                createdIso of their registry entry, else by when the engine
-               created them. One a rightsize-go test process is using (it
-               holds reuse/<hash>.use) is kept. Then deletes every registry
+               created them. One a rightsize-go test process of yours on
+               this host is using, whatever its cache dir (it holds the
+               sandbox's use lock in $TMPDIR/rightsize-<uid>/), is kept;
+               the lock is held around the check and the removal, so no
+               test adopts it in between. Then deletes every registry
                entry whose sandbox the engine no longer has, whatever its
                age. 0s prunes every one not in use.
 
@@ -203,9 +211,9 @@ answers; 2 usage error.
 
 Shows rightsize at work on the local Docker engine, with timings:
 
-  1. a test process (this binary, re-executed, a program on
-     sandboxtest.Run) starts two guarded containers and a network,
-     listed from the engine;
+  1. a test process (this binary, re-executed, creating through the
+     reaper's session and the backend's driver, as a test does) starts
+     two guarded containers and a network, listed by the backend;
   2. it is SIGKILLed, so none of its own cleanup can run;
   3. its watchdog removes everything;
   4-6. the same with the watchdog off (RIGHTSIZE_REAPER=sweep): the
@@ -250,7 +258,7 @@ func (c *cli) help(args []string) error {
 		name = "help"
 	}
 	if _, ok := commandHelps[name]; !ok {
-		return &usageError{msg: fmt.Sprintf("no help for %s: no such command", quoteIfNeeded(args[0]))}
+		return &usageError{msg: fmt.Sprintf("no help for %s: no such command", termtext.Quote(args[0]))}
 	}
 	c.commandHelp(c.stdout, name)
 	return nil

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/internal/termtext"
 	"github.com/rightsize/rightsize-go/ledger"
 )
 
@@ -335,10 +336,10 @@ func (c *cli) lsKeepAlive(w *bufio.Writer, cache string, asJSON bool) error {
 // cannot be asked is said, never an error: ls works without one.
 func (c *cli) lsKeepAliveTable(w io.Writer, cache string) error {
 	rep := gatherKeepAlives(cache)
-	reg := termSafe(filepath.Join(cache, ledger.ReuseDir))
+	reg := termtext.Clean(filepath.Join(cache, ledger.ReuseDir))
 	engine := "the engine could not be asked: " + oneLine(rep.EngineError)
 	if rep.EngineError == "" {
-		engine = fmt.Sprintf("%s engine at %s", quoteIfNeeded(rep.Backend), quoteIfNeeded(dash(rep.Endpoint)))
+		engine = fmt.Sprintf("%s engine at %s", termtext.Quote(rep.Backend), termtext.Quote(dash(rep.Endpoint)))
 	}
 	if rep.RegistryError != "" {
 		fmt.Fprintf(w, "keep-alive registry not read: %s\n", oneLine(rep.RegistryError))
@@ -355,7 +356,7 @@ func (c *cli) lsKeepAliveTable(w io.Writer, cache string) error {
 		if r.known {
 			age = formatDuration(r.age)
 		}
-		t.row(quoteIfNeeded(r.Name), quoteIfNeeded(dash(r.Image)), age, quoteIfNeeded(formatPorts(r.Ports, r.UDPPorts)),
+		t.row(termtext.Quote(r.Name), termtext.Quote(dash(r.Image)), age, termtext.Quote(formatPorts(r.Ports, r.UDPPorts)),
 			c.paint(engineColour(r.Engine), r.Engine), oneLine(r.Note))
 	}
 	return t.write(w)

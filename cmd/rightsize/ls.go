@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rightsize/rightsize-go/internal/termtext"
 	"github.com/rightsize/rightsize-go/ledger"
 )
 
@@ -108,7 +109,7 @@ func (c *cli) lsRuns(w *bufio.Writer, cache string, asJSON, verbose bool) error 
 		return err
 	}
 	if t.len() == 1 {
-		fmt.Fprintf(w, "no runs in %s\n", termSafe(cache))
+		fmt.Fprintf(w, "no runs in %s\n", termtext.Clean(cache))
 	} else if err := t.write(w); err != nil {
 		return err
 	}
@@ -222,7 +223,7 @@ func (c *cli) runRow(t *table, r lsRun) {
 	if r.Status == statusUnreadable {
 		why = r.Error
 	}
-	t.row(quoteIfNeeded(r.ID), quoteIfNeeded(r.Writer), quoteIfNeeded(backend), quoteIfNeeded(dash(r.Endpoint)), pid,
+	t.row(termtext.Quote(r.ID), termtext.Quote(r.Writer), termtext.Quote(backend), termtext.Quote(dash(r.Endpoint)), pid,
 		c.paint(statusColour(r.Status), r.Status), formatAge(r), strconv.Itoa(len(r.Sandboxes)), strconv.Itoa(len(r.Networks)), oneLine(why))
 }
 
@@ -249,19 +250,19 @@ func (c *cli) lsNames(w io.Writer, rows []lsRun) {
 
 // runNames writes one run's part of lsNames.
 func runNames(w io.Writer, r lsRun) {
-	fmt.Fprintf(w, "\n%s\n", quoteIfNeeded(r.ID))
+	fmt.Fprintf(w, "\n%s\n", termtext.Quote(r.ID))
 	if len(r.Sandboxes)+len(r.Networks)+len(r.Rejected)+len(r.Problems) == 0 {
 		fmt.Fprintln(w, "  (no names)")
 	}
 	for _, n := range r.Sandboxes {
-		fmt.Fprintf(w, "  sandbox  %s\n", quoteIfNeeded(n))
+		fmt.Fprintf(w, "  sandbox  %s\n", termtext.Quote(n))
 	}
 	for _, n := range r.Networks {
-		fmt.Fprintf(w, "  network  %s\n", quoteIfNeeded(n))
+		fmt.Fprintf(w, "  network  %s\n", termtext.Quote(n))
 	}
 	for _, rj := range r.Rejected {
 		// The excerpt is already quoted by the ledger.
-		fmt.Fprintf(w, "  rejected %s:%d: %d-byte line %s\n", quoteIfNeeded(rj.File), rj.Line, rj.Length, termSafe(rj.Excerpt))
+		fmt.Fprintf(w, "  rejected %s:%d: %d-byte line %s\n", termtext.Quote(rj.File), rj.Line, rj.Length, termtext.Clean(rj.Excerpt))
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "  problem  %s\n", oneLine(p))

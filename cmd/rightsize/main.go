@@ -14,6 +14,9 @@ import (
 
 	_ "github.com/rightsize/rightsize-go/backend/docker" // registers the docker backend
 	_ "github.com/rightsize/rightsize-go/backend/msb"    // registers the msb backend
+	"github.com/rightsize/rightsize-go/internal/termtext"
+	"github.com/rightsize/rightsize-go/ledger"
+	"github.com/rightsize/rightsize-go/reaper"
 )
 
 // Exit codes.
@@ -29,6 +32,9 @@ const (
 const demoOwnerCommand = "__demo-owner"
 
 func main() {
+	// The demo's test processes may need this program as their native
+	// watchdog (where the engine's command line is missing).
+	reaper.WatchdogMain()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -60,12 +66,13 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	// testcontainers-go prints a banner and every request to the standard
 	// logger unless told otherwise; the command's output is its own.
 	tclog.SetDefault(tclog.NewNoopLogger())
+	ledger.TellEmptyCacheDir(stderr)
 	c := &cli{stdout: stdout, stderr: stderr, colour: colourWanted(stdout)}
 	defer func() {
 		// One line, never a stack trace: a panic here is a bug to report,
 		// not something a user should have to read.
 		if r := recover(); r != nil {
-			fmt.Fprintf(stderr, "rightsize: internal error: %s (please report it)\n", termSafe(fmt.Sprint(r)))
+			fmt.Fprintf(stderr, "rightsize: internal error: %s (please report it)\n", termtext.CleanText(fmt.Sprint(r)))
 			code = exitFailure
 		}
 	}()
@@ -96,9 +103,9 @@ func (c *cli) dispatch(args []string) error {
 		return demoOwner(rest, c.stdout)
 	}
 	if strings.HasPrefix(name, "-") {
-		return &usageError{msg: fmt.Sprintf("unknown flag %s (flags come after the command)", termSafe(name))}
+		return &usageError{msg: fmt.Sprintf("unknown flag %s (flags come after the command)", termtext.Clean(name))}
 	}
-	return &usageError{msg: fmt.Sprintf("unknown command %s", quoteIfNeeded(name))}
+	return &usageError{msg: fmt.Sprintf("unknown command %s", termtext.Quote(name))}
 }
 
 // report prints err as one line and returns the exit code.
@@ -115,7 +122,7 @@ func (c *cli) report(err error) int {
 			hint += " " + ue.cmd
 			prefix += " " + ue.cmd
 		}
-		fmt.Fprintf(c.stderr, "%s: %s; run '%s' for usage\n", prefix, termSafe(ue.msg), hint)
+		fmt.Fprintf(c.stderr, "%s: %s; run '%s' for usage\n", prefix, termtext.CleanText(ue.msg), hint)
 		return exitUsage
 	case errors.As(err, &ee):
 		if ee.msg != "" {
@@ -133,7 +140,7 @@ func oneLine(s string) string {
 	s = strings.TrimSpace(s)
 	s = strings.ReplaceAll(s, "\r\n", "; ")
 	s = strings.ReplaceAll(s, "\n", "; ")
-	return termSafe(s)
+	return termtext.CleanText(s)
 }
 
 // newFlags returns a flag set for a subcommand whose errors come back as
@@ -156,7 +163,7 @@ func (c *cli) parse(cmd string, fs *flag.FlagSet, args []string, positional int)
 		return true, &usageError{cmd: cmd, msg: err.Error()}
 	}
 	if fs.NArg() > positional {
-		return true, &usageError{cmd: cmd, msg: fmt.Sprintf("unexpected argument %s", quoteIfNeeded(fs.Arg(positional)))}
+		return true, &usageError{cmd: cmd, msg: fmt.Sprintf("unexpected argument %s", termtext.Quote(fs.Arg(positional)))}
 	}
 	return false, nil
 }

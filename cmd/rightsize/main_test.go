@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gofrs/flock"
 	"github.com/moby/moby/client"
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/testcontainers/testcontainers-go"
@@ -420,16 +419,25 @@ func sortedKeys(m map[string]json.RawMessage) []string {
 	return keys
 }
 
-// cmdUselock holds a shared lock on FILE until the script ends, as a
-// rightsize-go test process holds reuse/<hash>.use while it uses a
-// keep-alive sandbox.
+// cmdUselock holds the use lock of keep-alive sandbox NAME on the engine
+// (ledger.KeepAliveUseLock, in the script's TMPDIR), shared, until the
+// script ends, as a rightsize-go test process holds it while it uses the
+// sandbox.
 //
-//	uselock FILE
+//	uselock NAME
 func cmdUselock(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
-		ts.Fatalf("usage: uselock FILE")
+		ts.Fatalf("usage: uselock NAME")
 	}
-	l := flock.New(ts.MkAbs(args[0]), flock.SetPermissions(0o600))
+	ctx, cancel := context.WithTimeout(context.Background(), backend.ResolveTimeout)
+	defer cancel()
+	d, err := docker.Open(ctx)
+	ts.Check(err)
+	defer d.Close()
+	dir, err := ledger.UseDir(ts.Getenv("TMPDIR"))
+	ts.Check(err)
+	l, err := ledger.KeepAliveUseLock(dir, d.Name(), d.Endpoint(), args[0])
+	ts.Check(err)
 	ok, err := l.TryRLock()
 	ts.Check(err)
 	if !ok {

@@ -14,10 +14,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gofrs/flock"
-
 	"github.com/rightsize/rightsize-go/backend"
 	"github.com/rightsize/rightsize-go/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/termtext"
 	"github.com/rightsize/rightsize-go/ledger"
 )
 
@@ -39,9 +38,9 @@ func (c *cli) reuse(args []string) error {
 		return nil
 	}
 	if strings.HasPrefix(args[0], "-") {
-		return &usageError{cmd: "reuse", msg: fmt.Sprintf("%s before rm or prune (flags come after them)", termSafe(args[0]))}
+		return &usageError{cmd: "reuse", msg: fmt.Sprintf("%s before rm or prune (flags come after them)", termtext.Clean(args[0]))}
 	}
-	return &usageError{cmd: "reuse", msg: fmt.Sprintf("unknown subcommand %s: want rm or prune", quoteIfNeeded(args[0]))}
+	return &usageError{cmd: "reuse", msg: fmt.Sprintf("unknown subcommand %s: want rm or prune", termtext.Quote(args[0]))}
 }
 
 func (c *cli) reuseRm(args []string) error {
@@ -155,7 +154,7 @@ func (c *cli) reuseRun(verb, cacheFlag string, dryRun bool, do func(context.Cont
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	rctx, cancel := context.WithTimeout(ctx, backend.ResolveTimeout)
 	v := askEngine(rctx)
 	cancel()
 	defer v.close()
@@ -177,7 +176,7 @@ func (c *cli) reuseRun(verb, cacheFlag string, dryRun bool, do func(context.Cont
 	case 1:
 		for _, l := range j.lines {
 			if l.mark == '!' {
-				return fmt.Errorf("%s: %s: %s", verb, quoteIfNeeded(l.name), l.text)
+				return fmt.Errorf("%s: %s: %s", verb, termtext.Quote(l.name), l.text)
 			}
 		}
 	}
@@ -295,48 +294,42 @@ func (j *reuseJob) pruneOne(ctx context.Context, d backend.Description, olderTha
 	age := max(time.Since(created), 0)
 	if age <= olderThan {
 		j.markDone(ents)
-		j.line('=', d.Name, "kept: %s old (%s), not older than %s", formatDuration(age), termSafe(from), olderThan)
+		j.line('=', d.Name, "kept: %s old (%s), not older than %s", formatDuration(age), termtext.Clean(from), olderThan)
 		return
 	}
-	release, user := j.holdUse(ents)
-	if release == nil {
+	use, err := j.holdUse(d.Name)
+	if err != nil {
 		j.markDone(ents)
-		j.line('=', d.Name, "kept: a test process is using it (it holds %s)", termSafe(user))
+		j.line('=', d.Name, "kept: %v", err)
 		return
 	}
-	defer release()
+	// Held across the removal, so that no process adopts it in between,
+	// then deleted: no process holds it (and a dry run leaves no file).
+	defer use.Remove()
 	j.remove(ctx, d, formatDuration(age)+" old, "+from)
 }
 
-// holdUse takes the use locks rightsize-go's test processes hold, shared,
-// on a keep-alive sandbox while they use it (reuse/<hash>.use): nil and
-// the lock's path when one of them is held. Only existing lock files are
-// tried: a process that uses the sandbox made its file first.
-func (j *reuseJob) holdUse(ents []regEntry) (release func(), held string) {
-	var locks []*flock.Flock
-	release = func() {
-		for _, l := range locks {
-			l.Unlock()
-		}
+// holdUse takes, exclusively, the use lock that every rightsize-go test
+// process on this host holds, shared, while it may use keep-alive name
+// (ledger.KeepAliveUseLock), whatever its cache dir: an error says why it
+// was not taken.
+func (j *reuseJob) holdUse(name string) (*ledger.FileLock, error) {
+	dir, err := ledger.UseDir("")
+	if err != nil {
+		return nil, fmt.Errorf("cannot tell whether a test process is using it: %w", err)
 	}
-	for _, e := range ents {
-		p := filepath.Join(j.cache, ledger.ReuseDir, e.hash+".use")
-		if _, err := os.Lstat(p); err != nil {
-			continue
-		}
-		l := flock.New(p)
-		if ok, err := l.TryLock(); err != nil || !ok {
-			release()
-			return nil, p
-		}
-		locks = append(locks, l)
+	l, err := ledger.KeepAliveUseLock(dir, j.v.drv.Name(), j.v.drv.Endpoint(), name)
+	if err != nil {
+		return nil, fmt.Errorf("cannot tell whether a test process is using it: %w", err)
 	}
-	if j.dryRun {
-		// Only to know; nothing is held.
-		release()
-		return func() {}, ""
+	ok, err := l.TryLock()
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("cannot tell whether a test process is using it: %w", err)
+	case !ok:
+		return nil, fmt.Errorf("a test process is using it (it holds %s)", l.Path())
 	}
-	return release, ""
+	return l, nil
 }
 
 // pruneGone deletes the registry entries of this engine's backend whose
@@ -347,7 +340,7 @@ func (j *reuseJob) pruneGone() {
 			continue
 		}
 		if !e.backendMatches(j.v.drv.Name()) {
-			j.line('=', e.name, "registry entry kept: an %s sandbox's; the engine asked is %s", termSafe(e.entry.Backend), j.v.drv.Name())
+			j.line('=', e.name, "registry entry kept: an %s sandbox's; the engine asked is %s", termtext.Clean(e.entry.Backend), j.v.drv.Name())
 			continue
 		}
 		if _, ok := j.v.byName[e.name]; ok {
@@ -417,12 +410,15 @@ func entriesWould(ents []regEntry) string {
 func (j *reuseJob) deleteEntry(e regEntry, since time.Time) error {
 	lp := filepath.Join(j.cache, ledger.ReuseDir, e.hash+".lock")
 	if _, err := os.Lstat(lp); err == nil {
-		lock := flock.New(lp)
+		lock := ledger.NewFileLock(lp)
 		ctx, cancel := context.WithTimeout(context.Background(), entryLockWait)
 		ok, err := lock.TryLockContext(ctx, 50*time.Millisecond)
 		cancel()
-		if err != nil || !ok {
-			return fmt.Errorf("a process is creating its sandbox (it holds %s)", termSafe(lp))
+		switch {
+		case errors.Is(err, ledger.ErrNotRegular):
+			return err
+		case err != nil || !ok:
+			return fmt.Errorf("a process is creating its sandbox (it holds %s)", lp)
 		}
 		defer lock.Unlock()
 	}
@@ -456,7 +452,7 @@ func (j *reuseJob) write(w io.Writer, verb string, took time.Duration) {
 			verb, where, j.removed, j.deleted, plural(j.deleted, "entry", "entries"), j.kept, j.refused, took.Round(time.Millisecond))
 	}
 	for _, l := range j.lines {
-		fmt.Fprintf(&b, "  %c %s: %s\n", l.mark, quoteIfNeeded(l.name), oneLine(l.text))
+		fmt.Fprintf(&b, "  %c %s: %s\n", l.mark, termtext.Quote(l.name), oneLine(l.text))
 	}
 	io.WriteString(w, b.String())
 }

@@ -15,13 +15,10 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/backend"
+	"github.com/rightsize/rightsize-go/internal/termtext"
 	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/reaper"
 )
-
-// resolveTimeout bounds finding the engine: an unreachable TCP endpoint
-// must not hang the command.
-const resolveTimeout = 30 * time.Second
 
 func (c *cli) sweep(args []string) error {
 	start := time.Now()
@@ -37,8 +34,8 @@ func (c *cli) sweep(args []string) error {
 	}
 	byHand := false
 	fs.Visit(func(f *flag.Flag) { byHand = byHand || f.Name == "run" })
-	if byHand && !validRunID(*runFlag) {
-		return &usageError{cmd: "sweep", msg: fmt.Sprintf("--run %s: not a run id (the name of a run's files in the runs folder, without .json)", quoteIfNeeded(*runFlag))}
+	if byHand && !ledger.ValidRunID(*runFlag) {
+		return &usageError{cmd: "sweep", msg: fmt.Sprintf("--run %s: not a run id (the name of a run's files in the runs folder, without .json)", termtext.Quote(*runFlag))}
 	}
 	if *timeout < 0 {
 		return &usageError{cmd: "sweep", msg: fmt.Sprintf("--timeout %s: want a positive duration, such as 30s or 2m", *timeout)}
@@ -46,7 +43,7 @@ func (c *cli) sweep(args []string) error {
 	if *backendFlag != "" {
 		name := backend.Canonical(strings.ToLower(strings.TrimSpace(*backendFlag)))
 		if name != backend.Docker && name != backend.Msb {
-			return &usageError{cmd: "sweep", msg: fmt.Sprintf("--backend %s: want docker or msb", quoteIfNeeded(*backendFlag))}
+			return &usageError{cmd: "sweep", msg: fmt.Sprintf("--backend %s: want docker or msb", termtext.Quote(*backendFlag))}
 		}
 		// Exactly what RIGHTSIZE_BACKEND would choose.
 		os.Setenv(backend.EnvBackend, name)
@@ -74,7 +71,7 @@ func (c *cli) sweep(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	resolveFor := resolveTimeout
+	resolveFor := backend.ResolveTimeout
 	if *timeout > 0 {
 		resolveFor = min(resolveFor, *timeout)
 	}
@@ -144,13 +141,6 @@ func (c *cli) sweep(args []string) error {
 			what, keptSummary(rep), plural(keptCount(rep), "it stays", "they stay"))
 	}
 	return nil
-}
-
-// validRunID: what can name a run's files inside the runs folder (the
-// ledger's own rule): not empty, no path separator or NUL, not starting
-// with a dot or a dash.
-func validRunID(id string) bool {
-	return id != "" && !strings.ContainsAny(id, "/\\\x00") && !strings.HasPrefix(id, ".") && !strings.HasPrefix(id, "-")
 }
 
 func keptCount(rep *reaper.Report) int {

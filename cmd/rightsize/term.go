@@ -1,81 +1,27 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
+
+	"github.com/rightsize/rightsize-go/internal/termtext"
 )
 
 // Ledger files are written by other processes, in other languages, and may
 // hold anything: names are validated by the ledger, but an id is any file
 // stem and a reason may quote a record. Nothing read from them reaches the
-// terminal raw.
+// terminal raw: each field goes through termtext.Clean or termtext.Quote,
+// and the whole output through safeWriter.
 
-// printable reports whether s can be printed as it is in a table cell: valid
-// UTF-8, no control or format character (escape sequences, bidirectional
-// overrides), no tab or newline that would break a row.
-func printable(s string) bool {
-	for _, r := range s {
-		if r == utf8.RuneError || (r != ' ' && !unicode.IsPrint(r)) {
-			return false
-		}
-	}
-	return utf8.ValidString(s)
-}
-
-// printableText is printable, newlines and tabs allowed: the test every
-// line of ls's output goes through, so it allocates nothing.
-func printableText(s string) bool {
-	for _, r := range s {
-		if r == utf8.RuneError || (r != ' ' && r != '\n' && r != '\t' && !unicode.IsPrint(r)) {
-			return false
-		}
-	}
-	return utf8.ValidString(s)
-}
-
-// quoteIfNeeded returns s as it is when printable, else Go-quoted.
-func quoteIfNeeded(s string) string {
-	if s != "" && printable(s) {
-		return s
-	}
-	return strconv.Quote(s)
-}
-
-// termSafe escapes, in place, every character of s that is not printable
-// (newlines and tabs apart), the way strconv.Quote would: the rest of the
-// text stays readable.
-func termSafe(s string) string {
-	if printableText(s) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size <= 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r == '\n' || r == '\t' || r == ' ' || (r != utf8.RuneError && unicode.IsPrint(r)):
-			b.WriteString(s[i : i+size])
-		default:
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		}
-		i += size
-	}
-	return b.String()
-}
-
-// safeWriter passes text through termSafe. Each Write must hold whole
+// safeWriter passes text through termtext.CleanText: a last guard for
+// output whose fields were cleaned one by one. Each Write must hold whole
 // lines or whole characters (as fmt and Report.WriteTo do).
 type safeWriter struct{ w io.Writer }
 
 func (s safeWriter) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(s.w, termSafe(string(p))); err != nil {
+	if _, err := io.WriteString(s.w, termtext.CleanText(string(p))); err != nil {
 		return 0, err
 	}
 	return len(p), nil

@@ -9,43 +9,6 @@ import (
 	"time"
 )
 
-func TestTermSafe(t *testing.T) {
-	cases := []struct {
-		in, want, reason string
-	}{
-		{"plain text: 42 ms", "plain text: 42 ms", "printable text is left as it is"},
-		{"two\nlines\tand a tab", "two\nlines\tand a tab", "newlines and tabs are layout, not escapes"},
-		{"a\x1b[2Jb", `a\x1b[2Jb`, "an escape sequence is shown, not obeyed"},
-		{"bell\a", `bell\a`, "control characters are escaped the way strconv.Quote does"},
-		{"bad\xffutf8", `bad\xffutf8`, "invalid UTF-8 is escaped byte by byte"},
-		{"rtl\u202eevil", `rtl\u202eevil`, "a bidirectional override could disguise what follows"},
-		{"café ✓", "café ✓", "printable non-ASCII text is kept"},
-	}
-	for _, c := range cases {
-		if got := termSafe(c.in); got != c.want {
-			t.Errorf("termSafe(%q) = %q, want %q: %s", c.in, got, c.want, c.reason)
-		}
-	}
-}
-
-func TestQuoteIfNeeded(t *testing.T) {
-	cases := []struct {
-		in, want, reason string
-	}{
-		{"rz-1a2b3c4d-1", "rz-1a2b3c4d-1", "a valid name is printed bare"},
-		{"", `""`, "an empty cell would shift the columns"},
-		{"two words", "two words", "spaces do not break a tabwriter row"},
-		{"tab\there", `"tab\there"`, "a tab would start a new column"},
-		{"\x1b[31mred", `"\x1b[31mred"`, "an escape sequence is quoted"},
-		{"new\nline", `"new\nline"`, "a newline would start a new row"},
-	}
-	for _, c := range cases {
-		if got := quoteIfNeeded(c.in); got != c.want {
-			t.Errorf("quoteIfNeeded(%q) = %q, want %q: %s", c.in, got, c.want, c.reason)
-		}
-	}
-}
-
 func TestFormatAge(t *testing.T) {
 	cases := []struct {
 		age  time.Duration

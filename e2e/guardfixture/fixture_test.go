@@ -193,3 +193,112 @@ func TestCreateEverything(t *testing.T) {
 		io.Copy(io.Discard, bufio.NewReader(os.Stdin))
 	}
 }
+
+// TestCreateThenRemove creates, with the Docker client and no Track:
+// containers and a network it keeps (one with a bare run label key, one
+// with rightsize-go's extra keep-alive mark alone, both of which the guard
+// must take as the run's), and containers and a network it removes again
+// (by name, by id); and tries one named as a keep-alive sandbox without
+// the keep-alive label. It says each, then blocks or returns.
+func TestCreateThenRemove(t *testing.T) {
+	mode := os.Getenv(envFixture)
+	img, tag := os.Getenv(envImage), os.Getenv(envTag)
+	if mode == "" || img == "" {
+		t.Skip(envFixture + " is not set: this fixture is run by e2e")
+	}
+	ctx := context.Background()
+	sess, err := probe.Session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	say("run", sess.RunID())
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	create := func(name string, labels map[string]string) (string, error) {
+		labels[tagLabel] = tag
+		res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+			Name:       name,
+			Config:     &container.Config{Image: img, Cmd: []string{"sleep", "3600"}, Labels: labels},
+			HostConfig: &container.HostConfig{NetworkMode: "none"},
+		})
+		if err != nil {
+			return "", err
+		}
+		if _, err := cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
+			return "", err
+		}
+		return res.ID, nil
+	}
+	nameOf := func(id string) string {
+		res, err := cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimPrefix(res.Container.Name, "/")
+	}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+	}{
+		{"rz-e2e-" + tag + "-kept", map[string]string{}},
+		{"", map[string]string{"dev.rightsize.runId": ""}},
+		{"", map[string]string{"dev.rightsize.reuse.go": "x"}},
+	} {
+		id, err := create(c.name, c.labels)
+		if err != nil {
+			t.Fatalf("create %q: %v", c.name, err)
+		}
+		say("container", id+" "+nameOf(id))
+	}
+	for _, byName := range []bool{true, false} {
+		name := ""
+		if byName {
+			name = "rz-e2e-" + tag + "-gone"
+		}
+		id, err := create(name, map[string]string{})
+		if err != nil {
+			t.Fatalf("create %q: %v", name, err)
+		}
+		name = nameOf(id)
+		ref := id
+		if byName {
+			ref = name
+		}
+		if _, err := cli.ContainerRemove(ctx, ref, client.ContainerRemoveOptions{Force: true}); err != nil {
+			t.Fatalf("remove %s: %v", ref, err)
+		}
+		say("gone", id+" "+name)
+	}
+	for _, keep := range []bool{true, false} {
+		name := "rz-e2e-" + tag + "-gone-net"
+		if keep {
+			name = "rz-e2e-" + tag + "-net"
+		}
+		res, err := cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{Internal: true, Labels: map[string]string{tagLabel: tag}})
+		if err != nil {
+			t.Fatalf("network %s: %v", name, err)
+		}
+		if keep {
+			say("network", res.ID+" "+name)
+			continue
+		}
+		if _, err := cli.NetworkRemove(ctx, name, client.NetworkRemoveOptions{}); err != nil {
+			t.Fatalf("remove network %s: %v", name, err)
+		}
+		say("gone_network", res.ID+" "+name)
+	}
+	reuse := "rz-reuse-" + tag + "0000"
+	if _, err := create(reuse, map[string]string{}); err != nil {
+		say("refused", reuse+" "+strings.ReplaceAll(err.Error(), "\n", " "))
+	} else {
+		say("refused", reuse+" -")
+	}
+
+	say("ready", "1")
+	if os.Getenv(envThen) == "block" {
+		io.Copy(io.Discard, bufio.NewReader(os.Stdin))
+	}
+}

@@ -101,10 +101,13 @@ func (c *conn) serve() {
 			return
 		}
 		var ok bool
-		if kind := createKind(req); kind != "" {
-			next, ok = c.create(req, head, kind)
-		} else {
-			next, ok = c.forward(req, head)
+		switch rt := routeOf(req); rt.op {
+		case opCreate:
+			next, ok = c.create(req, head, rt)
+		case opRefuse:
+			c.reply(http.StatusForbidden, "rightsize: "+rt.why, true)
+		default:
+			next, ok = c.forward(req, head, rt)
 		}
 		if !ok {
 			return
@@ -113,7 +116,7 @@ func (c *conn) serve() {
 }
 
 // forward sends a request as it is, then its answer back.
-func (c *conn) forward(req *http.Request, head []byte) (<-chan error, bool) {
+func (c *conn) forward(req *http.Request, head []byte, rt route) (<-chan error, bool) {
 	if err := c.connectUpstream(); err != nil {
 		c.reply(http.StatusBadGateway, err.Error(), true)
 		return nil, false
@@ -135,22 +138,23 @@ func (c *conn) forward(req *http.Request, head []byte) (<-chan error, bool) {
 			return nil, false
 		}
 	}
-	return c.answer(req, c.watch(body), nil)
+	return c.answer(req, rt, c.watch(body), nil)
 }
 
 // pending is a create the engine has been sent.
 type pending struct {
 	kind, name string
+	created    int // the status of its success
 }
 
 // answer forwards the engine's answer to req; for a create, it tells the
-// hook how it went before the client learns it. It returns what serve
-// waits for before the next request, and false when the connection is
-// done with.
-func (c *conn) answer(req *http.Request, next <-chan error, pc *pending) (<-chan error, bool) {
-	failed := func() {
+// hook how it went before the client learns it, and for a removal that
+// succeeded, that it did. It returns what serve waits for before the next
+// request, and false when the connection is done with.
+func (c *conn) answer(req *http.Request, rt route, next <-chan error, pc *pending) (<-chan error, bool) {
+	failed := func(status int) {
 		if pc != nil {
-			c.p.hook.Failed(pc.kind, pc.name)
+			c.p.hook.Failed(pc.kind, pc.name, status)
 		}
 	}
 	var head []byte
@@ -164,7 +168,7 @@ func (c *conn) answer(req *http.Request, next <-chan error, pc *pending) (<-chan
 		if err != nil {
 			// The engine hung up, or spoke nonsense: the client's
 			// connection goes the same way.
-			failed()
+			failed(0)
 			c.abort()
 			return nil, false
 		}
@@ -172,7 +176,7 @@ func (c *conn) answer(req *http.Request, next <-chan error, pc *pending) (<-chan
 			// 100 Continue and the like: forwarded, and the answer follows.
 			c.cw.Write(h)
 			if err := c.cw.Flush(); err != nil {
-				failed()
+				failed(0)
 				c.abort()
 				return nil, false
 			}
@@ -183,30 +187,70 @@ func (c *conn) answer(req *http.Request, next <-chan error, pc *pending) (<-chan
 	}
 
 	f := responseFraming(req.Method, resp)
-	upgraded := resp.StatusCode == http.StatusSwitchingProtocols ||
-		req.Method == http.MethodConnect && resp.StatusCode/100 == 2
-	if upgraded || f.closeDelimited {
-		// An attach or exec (101, or 200 and a raw stream to older
-		// clients), or a body that ends with the connection: from here on
-		// bytes flow both ways as they are, until each side hangs up.
+	ok := resp.StatusCode/100 == 2
+	removed := func([]byte) {
+		for _, k := range rt.kinds {
+			c.p.hook.Removed(k, rt.ref)
+		}
+	}
+	// Only the engine's own take-overs make a pipe: a 101, or the raw
+	// stream an attach or exec start answers older clients with. Any
+	// other answer leaves the engine reading requests on the connection,
+	// each of which must be seen (a CONNECT to a route that takes any
+	// method is answered 200, and is no take-over).
+	if resp.StatusCode == http.StatusSwitchingProtocols || rt.op == opHijack && ok && f.closeDelimited {
 		if pc != nil {
-			if resp.StatusCode == http.StatusCreated {
-				c.p.hook.Created(pc.kind, pc.name, "")
-			} else {
-				failed()
-			}
+			failed(resp.StatusCode)
 		}
 		c.cw.Write(head)
 		c.raw(next)
 		return nil, false
 	}
+	if f.closeDelimited {
+		// A body that ends with the connection: forwarded to its end, and
+		// the connection ends with it. Nothing more of the client's
+		// reaches the engine.
+		if pc != nil {
+			if resp.StatusCode == pc.created {
+				c.p.hook.Created(pc.kind, pc.name, "")
+			} else {
+				failed(resp.StatusCode)
+			}
+		}
+		c.cw.Write(head)
+		if err := c.cw.Flush(); err == nil {
+			c.ur.WriteTo(c.client)
+		}
+		if rt.op == opRemove && ok {
+			removed(nil)
+		}
+		c.abort()
+		return nil, false
+	}
 
-	if pc != nil && resp.StatusCode == http.StatusCreated {
-		if !c.created(head, f, pc) {
+	switch {
+	case pc != nil && resp.StatusCode == pc.created:
+		if !c.hold(head, f, func(body []byte) { c.p.hook.Created(pc.kind, pc.name, answerID(body, f)) }) {
 			return nil, false
 		}
-	} else {
-		failed()
+	case rt.op == opRemove && ok:
+		// The hook hears of it before the client has the answer, or, for
+		// an answer with a body, its body: a wait's head comes at once,
+		// and its client waits for it before it starts the container;
+		// its body comes once the container is gone.
+		if f.chunked || f.length > 0 {
+			c.cw.Write(head)
+			if err := c.cw.Flush(); err != nil {
+				c.abort()
+				return nil, false
+			}
+			head = nil
+		}
+		if !c.hold(head, f, removed) {
+			return nil, false
+		}
+	default:
+		failed(resp.StatusCode)
 		c.cw.Write(head)
 		if err := copyBody(c.cw, c.ur, f); err != nil {
 			c.abort()
@@ -221,23 +265,25 @@ func (c *conn) answer(req *http.Request, next <-chan error, pc *pending) (<-chan
 	return next, true
 }
 
-// created reads a create's 201 answer (held, up to maxHeldAnswer bytes),
-// tells the hook the id in it, then forwards the answer as it came.
-func (c *conn) created(head []byte, f framing, pc *pending) bool {
-	hold := &holdWriter{limit: maxHeldAnswer, spill: c.cw}
-	hold.Write(head)
-	err := copyBody(hold, c.ur, f)
-	id := ""
-	if err == nil && !hold.spilled {
-		id = answerID(hold.buf[len(head):], f)
+// hold reads an answer (its head, when not nil, and its body) whole, up to
+// maxHeldAnswer bytes (past that it streams on), calls then with its body
+// (nil when it streamed on, or the engine broke off), then forwards it as
+// it came.
+func (c *conn) hold(head []byte, f framing, then func(body []byte)) bool {
+	hw := &holdWriter{limit: maxHeldAnswer, spill: c.cw}
+	hw.Write(head)
+	err := copyBody(hw, c.ur, f)
+	var body []byte
+	if err == nil && !hw.spilled {
+		body = hw.buf[len(head):]
 	}
-	c.p.hook.Created(pc.kind, pc.name, id)
+	then(body)
 	if err != nil {
 		c.abort()
 		return false
 	}
-	if !hold.spilled {
-		c.cw.Write(hold.buf)
+	if !hw.spilled {
+		c.cw.Write(hw.buf)
 		if err := c.cw.Flush(); err != nil {
 			c.abort()
 			return false
@@ -248,6 +294,9 @@ func (c *conn) created(head []byte, f framing, pc *pending) bool {
 
 // answerID is the "Id" of a create's answer body, "" when there is none.
 func answerID(body []byte, f framing) string {
+	if body == nil {
+		return ""
+	}
 	if f.chunked {
 		var err error
 		if body, err = readChunked(bufio.NewReader(bytes.NewReader(body)), maxHeldAnswer); err != nil {

@@ -14,36 +14,10 @@ import (
 	"strings"
 )
 
-// createKind is KindContainer for POST [/v{version}]/containers/create,
-// KindNetwork for POST [/v{version}]/networks/create, else "". The version
-// is matched as the engine's router does ("/v" then digits and dots), on
-// the decoded path.
-func createKind(req *http.Request) string {
-	if req.Method != http.MethodPost {
-		return ""
-	}
-	p := req.URL.Path
-	if strings.HasPrefix(p, "/v") {
-		i := 2
-		for i < len(p) && ('0' <= p[i] && p[i] <= '9' || p[i] == '.') {
-			i++
-		}
-		if i > 2 && i < len(p) && p[i] == '/' {
-			p = p[i:]
-		}
-	}
-	switch p {
-	case "/containers/create":
-		return KindContainer
-	case "/networks/create":
-		return KindNetwork
-	}
-	return ""
-}
-
 // create reads a create's body, asks the hook, forwards the create as the
 // hook wants it, and its answer back.
-func (c *conn) create(req *http.Request, head []byte, kind string) (<-chan error, bool) {
+func (c *conn) create(req *http.Request, head []byte, rt route) (<-chan error, bool) {
+	kind := rt.kinds[0]
 	tooLarge := func() (<-chan error, bool) {
 		c.reply(http.StatusRequestEntityTooLarge, fmt.Sprintf("apiproxy: the body of a %s create is larger than %d bytes", kind, MaxCreateBody), true)
 		return nil, false
@@ -87,7 +61,7 @@ func (c *conn) create(req *http.Request, head []byte, kind string) (<-chan error
 		return nil, false // the client hung up
 	}
 
-	plan, err := planCreate(kind, req, body)
+	plan, err := planCreate(kind, rt.nameInBody, req, body)
 	if err != nil {
 		return localReply(http.StatusBadRequest, err.Error())
 	}
@@ -107,28 +81,30 @@ func (c *conn) create(req *http.Request, head []byte, kind string) (<-chan error
 	c.uw.Write(newHead)
 	c.uw.Write(newBody)
 	if err := c.uw.Flush(); err != nil {
-		c.p.hook.Failed(kind, name)
+		c.p.hook.Failed(kind, name, 0)
 		c.abort()
 		return nil, false
 	}
-	return c.answer(req, c.watch(nil), &pending{kind: kind, name: name})
+	return c.answer(req, rt, c.watch(nil), &pending{kind: kind, name: name, created: rt.created})
 }
 
 // createPlan is a create's body, decoded, and what it asks for.
 type createPlan struct {
-	kind      string
-	doc       map[string]any
-	name      string   // the name asked for
-	labelKeys []string // the keys of doc that mean "Labels", sorted
-	nameKey   string   // network: the key of doc that means "Name", or ""
+	kind       string
+	nameInBody bool
+	doc        map[string]any
+	name       string   // the name asked for
+	labelKeys  []string // the keys of doc that mean "Labels", sorted
+	nameKey    string   // nameInBody: the key of doc that means "Name", or ""
 }
 
 // planCreate decodes a create's body, and refuses one that cannot be
-// guarded. The engine decodes JSON with Go's encoding/json, which matches
+// guarded. The engines decode JSON with Go's encoding/json, which matches
 // field names without regard to case: every spelling of "Labels" is
-// merged, as the engine would; two spellings of a network's "Name" are
-// refused, since which one the engine would take depends on their order.
-func planCreate(kind string, req *http.Request, body []byte) (*createPlan, error) {
+// merged, as the engine would; two spellings of a "Name" in the body (a
+// network's, a Podman container's) are refused, since which one the
+// engine would take depends on their order.
+func planCreate(kind string, nameInBody bool, req *http.Request, body []byte) (*createPlan, error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("apiproxy: cannot guard POST %s: its body "+format, append([]any{req.URL.Path}, args...)...)
 	}
@@ -136,7 +112,7 @@ func planCreate(kind string, req *http.Request, body []byte) (*createPlan, error
 	if err != nil {
 		return nil, fail("%v", err)
 	}
-	pl := &createPlan{kind: kind, doc: doc, labelKeys: foldKeys(doc, "Labels")}
+	pl := &createPlan{kind: kind, nameInBody: nameInBody, doc: doc, labelKeys: foldKeys(doc, "Labels")}
 	for _, k := range pl.labelKeys {
 		switch doc[k].(type) {
 		case nil, map[string]any:
@@ -144,11 +120,10 @@ func planCreate(kind string, req *http.Request, body []byte) (*createPlan, error
 			return nil, fail("has %q that is not an object", k)
 		}
 	}
-	switch kind {
-	case KindContainer:
+	if !nameInBody {
 		q, _ := url.ParseQuery(req.URL.RawQuery) // the engine, too, keeps what parses
 		pl.name = q.Get("name")
-	case KindNetwork:
+	} else {
 		keys := foldKeys(doc, "Name")
 		if len(keys) > 1 {
 			return nil, fail("has %q: one name only", keys)
@@ -214,8 +189,7 @@ func foldKeys(doc map[string]any, name string) []string {
 }
 
 // apply makes the create the hook wants: labels merged into "Labels" (the
-// hook's win), the name set (a container's in the query, a network's in
-// the body). The head changes only where it must: the request line when
+// hook's win), the name set (in the query, or in the body). The head changes only where it must: the request line when
 // the query does, and the framing (Content-Length; Expect is dropped once
 // answered here). A create the hook changes nothing of goes as it came.
 func (pl *createPlan) apply(head, body []byte, req *http.Request, f framing, expect bool, labels map[string]string, name string) (newHead, newBody []byte) {
@@ -236,11 +210,10 @@ func (pl *createPlan) apply(head, body []byte, req *http.Request, f framing, exp
 	}
 	uri := ""
 	if name != pl.name {
-		switch pl.kind {
-		case KindContainer:
+		if !pl.nameInBody {
 			path, _, _ := strings.Cut(req.RequestURI, "?")
 			uri = path + "?" + setQueryParam(req.URL.RawQuery, "name", name)
-		case KindNetwork:
+		} else {
 			if pl.nameKey != "" {
 				delete(pl.doc, pl.nameKey)
 			}

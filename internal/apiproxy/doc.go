@@ -20,29 +20,46 @@
 //     and its answer back as it came, as the bytes arrive: log follows,
 //     event streams, pulls and builds stream through. Chunked bodies keep
 //     their chunk lines. Keep-alive and pipelining are the client's.
-//   - An upgraded connection (attach and exec start: 101 Switching
-//     Protocols; or 200 and a raw stream, for older clients; or a body that
-//     ends with the connection) becomes a plain byte pipe both ways, and a
-//     half-close of either side is passed on to the other: a client that
-//     closes its stdin (CloseWrite) half-closes the engine's side.
+//   - A connection the engine took over becomes a plain byte pipe both
+//     ways: a 101 Switching Protocols (an upgraded attach or exec start,
+//     BuildKit's session), or the 200 and raw stream that attach and exec
+//     start answer older clients with. A half-close of either side is
+//     passed on to the other: a client that closes its stdin (CloseWrite)
+//     half-closes the engine's side. Nothing else is a take-over: dockerd
+//     answers a CONNECT to its debug routes with 200 and keeps reading
+//     requests, each of which is seen as usual. An answer whose body ends
+//     with the connection is forwarded to its end, and the client's
+//     connection closed with it.
 //   - A client that hangs up while an answer streams is passed on to the
 //     engine, as if it had been connected directly.
-//   - The two creates, POST [/v{version}]/containers/create and
-//     POST [/v{version}]/networks/create, are read whole (a body larger
-//     than MaxCreateBody is refused with a 413), decoded (numbers kept as
-//     they were written), shown to Hook.Admit, given its labels and name,
-//     and forwarded with a corrected Content-Length; a create the hook
-//     refuses is answered with a 500 and its reason, and never reaches the
-//     engine. The engine's 201 is read (it is small; up to 1 MiB is held)
-//     so that Hook.Created hears the id before the client does; then it is
-//     forwarded as it came. Any other outcome is Hook.Failed.
+//   - The creates, POST [/v{version}]/containers/create and
+//     [/v{version}]/networks/create, and Podman's own
+//     /v{version}/libpod/containers/create and /libpod/networks/create,
+//     are read whole (a body larger than MaxCreateBody is refused with a
+//     413), decoded (numbers kept as they were written), shown to
+//     Hook.Admit, given its labels and name, and forwarded with a
+//     corrected Content-Length; a create the hook refuses is answered with
+//     a 500 and its reason, and never reaches the engine. The engine's
+//     success (201; 200 for Podman's network create) is read (it is small;
+//     up to 1 MiB is held) so that Hook.Created hears the id before the
+//     client does; then it is forwarded as it came. Any other outcome is
+//     Hook.Failed, with the status.
+//   - What creates containers the hook cannot label — a Podman pod
+//     (libpod/pods/create), play kube, a restore from a checkpoint — is
+//     refused with a 403 that says why, and never reaches the engine.
+//   - A removal the engine answered 2xx (DELETE of a container or network,
+//     a prune, a container's wait, the removal of a Podman pod or of what
+//     play kube made) is told to Hook.Removed before the client has the
+//     answer's body (its head is forwarded at once: a wait's client waits
+//     for it before it starts the container).
 //
-// What it must never do: alter a request other than those two creates
+// What it must never do: alter a request other than those creates
 // (nor their answers, nor any answer); buffer a body other than a create's
 // without bound; log, print or keep a request's or an answer's body (they
 // carry environment variables, credentials, registry auth); retry a
 // request the engine may have seen (a connection the engine closed
 // between requests is redialed before a request is sent, never after);
 // decide anything about what a create means: the hook decides, the proxy
-// only asks it.
+// only asks it (and refuses what it cannot ask about); let a create it
+// cannot show the hook reach the engine.
 package apiproxy

@@ -1,12 +1,14 @@
 package apiproxy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -549,5 +551,103 @@ func TestTestcontainersHelper(t *testing.T) {
 	// sleep, as PID 1, ignores SIGTERM: no grace.
 	if err := ctr.Terminate(ctx, testcontainers.StopTimeout(0)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEngineConnectIsNoPipe: dockerd's debug routes take any method, so
+// it answers CONNECT /debug/vars with 200 and a body, and goes on reading
+// requests on that connection. A create sent next on it must be seen,
+// labelled and told like any other.
+func TestEngineConnectIsNoPipe(t *testing.T) {
+	r := newRig(t)
+	c := dialRaw(t, r.p)
+	br := bufio.NewReader(c)
+	io.WriteString(c, "CONNECT /debug/vars HTTP/1.1\r\nHost: docker\r\n\r\n")
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatalf("the answer to CONNECT: %v", err)
+	}
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		t.Fatalf("the body of the answer to CONNECT (%d): %v", resp.StatusCode, err)
+	}
+	t.Logf("the engine answered CONNECT /debug/vars with %d", resp.StatusCode)
+
+	name := r.name("after-connect")
+	body := fmt.Sprintf(`{"Image":%q,"Cmd":["true"],"HostConfig":{"NetworkMode":"none"}}`, r.img)
+	fmt.Fprintf(c, "POST /v1.41/containers/create?name=%s HTTP/1.1\r\nHost: docker\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", name, len(body), body)
+	resp, err = http.ReadResponse(br, &http.Request{Method: http.MethodPost})
+	if err != nil {
+		t.Fatalf("the answer to the create after CONNECT: %v", err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("the create after CONNECT: %d %s", resp.StatusCode, answer)
+	}
+	if admits, _, _ := r.hook.seen(); !slices.Contains(admits, "container "+name) {
+		t.Errorf("the create after CONNECT was not shown to the hook (admits %q)", admits)
+	}
+	r.checkLabels(KindContainer, name, nil)
+}
+
+// TestEngineRemovalsHeard: the hook hears of each removal the engine
+// confirmed, with the client's reference, before the client has the
+// answer; of a removal the engine refused, nothing.
+func TestEngineRemovalsHeard(t *testing.T) {
+	r := newRig(t)
+	ctx := t.Context()
+	byName := r.name("rm-by-name")
+	r.createContainer(byName, container.Config{Cmd: []string{"sleep", "60"}})
+	byID := r.createContainer(r.name("rm-by-id"), container.Config{Cmd: []string{"sleep", "60"}})
+	running := r.createContainer(r.name("rm-refused"), container.Config{Cmd: []string{"sleep", "60"}})
+	r.start(running)
+	nw := r.name("rm-net")
+	if _, err := r.cli.NetworkCreate(ctx, nw, client.NetworkCreateOptions{Driver: "bridge", Internal: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	// While the hook hears of it, the client has no answer yet: the
+	// hook can still see the engine as the removal left it.
+	var mu sync.Mutex
+	var during []bool
+	r.hook.mu.Lock()
+	r.hook.onRemoved = func(kind, ref string) {
+		var err error
+		if kind == KindNetwork {
+			_, err = r.direct.NetworkInspect(ctx, ref, client.NetworkInspectOptions{})
+		} else {
+			_, err = r.direct.ContainerInspect(ctx, ref, client.ContainerInspectOptions{})
+		}
+		mu.Lock()
+		during = append(during, cerrdefs.IsNotFound(err))
+		mu.Unlock()
+	}
+	r.hook.mu.Unlock()
+
+	if _, err := r.cli.ContainerRemove(ctx, byName, client.ContainerRemoveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.cli.ContainerRemove(ctx, byID[:12], client.ContainerRemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.cli.ContainerRemove(ctx, running, client.ContainerRemoveOptions{}); !cerrdefs.IsConflict(err) {
+		t.Errorf("removing a running container without force: %v, want a conflict", err)
+	}
+	if _, err := r.cli.NetworkRemove(ctx, nw, client.NetworkRemoveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"container " + byName, "container " + byID[:12], "network " + nw}
+	if got := r.hook.removals(); !slices.Equal(got, want) {
+		t.Errorf("the hook heard of removals %q, want %q", got, want)
+	}
+	mu.Lock()
+	if !slices.Equal(during, []bool{true, true, true}) {
+		t.Errorf("when the hook heard of each removal, the engine still had it: %v", during)
+	}
+	mu.Unlock()
+	if _, err := r.cli.ContainerPrune(ctx, client.ContainerPruneOptions{Filters: client.Filters{}.Add("label", testLabel+"="+r.run)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.hook.removals(); len(got) != len(want)+1 || got[len(want)] != "container " {
+		t.Errorf("after a prune, the hook heard of %q; want a last %q", got, "container ")
 	}
 }

@@ -60,6 +60,10 @@ type recHook struct {
 	given   []map[string]string
 	created []string // "kind name id"
 	failed  []string // "kind name"
+	status  []int    // of each Failed
+	removed []string // "kind ref"
+	// onRemoved, when set, is called by Removed (outside the lock).
+	onRemoved func(kind, ref string)
 }
 
 func (h *recHook) Admit(ctx context.Context, kind, name string, labels map[string]string) (map[string]string, string, error) {
@@ -83,10 +87,28 @@ func (h *recHook) Created(kind, name, id string) {
 	h.created = append(h.created, kind+" "+name+" "+id)
 }
 
-func (h *recHook) Failed(kind, name string) {
+func (h *recHook) Failed(kind, name string, status int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.failed = append(h.failed, kind+" "+name)
+	h.status = append(h.status, status)
+}
+
+func (h *recHook) Removed(kind, ref string) {
+	h.mu.Lock()
+	h.removed = append(h.removed, kind+" "+ref)
+	f := h.onRemoved
+	h.mu.Unlock()
+	if f != nil {
+		f(kind, ref)
+	}
+}
+
+// removals returns a copy of what Removed was told.
+func (h *recHook) removals() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.removed)
 }
 
 // seen returns copies of what the hook was told.

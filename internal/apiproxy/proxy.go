@@ -37,7 +37,8 @@ const (
 var dialTimeout = 10 * time.Second
 
 // Hook is told of every container and network create that goes through the
-// proxy. Its methods are called from many goroutines at once.
+// proxy, and of every removal the engine confirmed. Its methods are called
+// from many goroutines at once.
 type Hook interface {
 	// Admit is called for each create, before it is forwarded. kind is
 	// KindContainer or KindNetwork; name is the name the client asked for
@@ -49,18 +50,28 @@ type Hook interface {
 	// create: the client gets a 500 with the error's text, and the engine is
 	// not called. ctx ends when the proxy closes.
 	Admit(ctx context.Context, kind, name string, labels map[string]string) (add map[string]string, useName string, err error)
-	// Created is called, after an Admit, once the engine answered 201, and
+	// Created is called, after an Admit, once the engine answered the
+	// create's success (201; 200 for Podman's own network create), and
 	// before the client sees that answer (an answer larger than 1 MiB,
-	// which a create's never is, streams to the client first). name is the name the object was
-	// created under (Admit's useName, else the client's, else ""), id the
-	// engine's id of it ("" in the unlikely case the answer held none).
+	// which a create's never is, streams to the client first). name is the
+	// name the object was created under (Admit's useName, else the
+	// client's, else ""), id the engine's id of it ("" in the unlikely
+	// case the answer held none).
 	Created(kind, name, id string)
-	// Failed is called, after an Admit, when the engine did not answer 201:
-	// it answered another status, or could not be reached, or the
-	// connection broke before its answer came. In the last case the object
-	// may exist all the same: what Admit recorded must not be forgotten
-	// because of a Failed alone.
-	Failed(kind, name string)
+	// Failed is called, after an Admit, when the engine did not answer
+	// success: status is the status it answered, or 0 when it could not
+	// be reached or the connection broke before its answer came. In the
+	// last case the object may exist all the same: what Admit recorded
+	// must not be forgotten because of a Failed alone.
+	Failed(kind, name string, status int)
+	// Removed is called when the engine answered 2xx to a request that
+	// removes containers or networks of that kind, or may have (a
+	// removal, a prune, a wait for a container's end), before the client
+	// sees that answer. ref is the client's name or id of the one removed
+	// (decoded from the path, as the engine took it; it may be an id
+	// prefix), or "" when any of that kind may have gone. The hook checks
+	// with the engine what is gone.
+	Removed(kind, ref string)
 }
 
 // The kinds of object a Hook hears of.

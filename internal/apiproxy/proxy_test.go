@@ -297,6 +297,73 @@ func TestRawStreamForOlderClients(t *testing.T) {
 	})
 }
 
+// TestNoPipeButTakeOvers: an answer whose body ends with the connection
+// is forwarded to its end, then the connection closes: what the client
+// sends after it (a create) never reaches an engine that would go on
+// reading requests. A CONNECT answered 200 is no take-over either: its
+// answer is read by its framing, and the create after it is guarded.
+func TestNoPipeButTakeOvers(t *testing.T) {
+	const create = "POST /containers/create?name=late HTTP/1.1\r\nHost: docker\r\nContent-Length: 2\r\n\r\n{}"
+	for _, tc := range []struct{ name, req, answer string }{
+		{"close-delimited", "GET /v1.41/info HTTP/1.1\r\nHost: docker\r\n\r\n", "HTTP/1.1 200 OK\r\n\r\nbody"},
+		{"close-delimited CONNECT", "CONNECT /debug/vars HTTP/1.1\r\nHost: docker\r\n\r\n", "HTTP/1.1 200 OK\r\n\r\nbody"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := make(chan string, 1)
+			e := newFakeEngine(t, func(c net.Conn) {
+				r := bufio.NewReader(c)
+				readHeadRaw(r)
+				io.WriteString(c, tc.answer)
+				// An engine that keeps reading: what else arrives here?
+				c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+				rest, _ := io.ReadAll(r)
+				got <- string(rest)
+			})
+			h := &recHook{}
+			p := startProxy(t, e.addr(), h)
+			c := dialRaw(t, p)
+			io.WriteString(c, tc.req)
+			if g := readFull(t, c, len(tc.answer)); g != tc.answer {
+				t.Fatalf("the client got %q", g)
+			}
+			io.WriteString(c, create)
+			within(t, 5*time.Second, "the connection to close", func() { io.ReadAll(c) })
+			if rest := <-got; rest != "" {
+				t.Errorf("after a close-delimited answer, the engine got %q", rest)
+			}
+			if admits, _, _ := h.seen(); len(admits) > 0 {
+				t.Errorf("admits %q", admits)
+			}
+		})
+	}
+	t.Run("CONNECT with a length", func(t *testing.T) {
+		const answer = "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nbody"
+		e := newFakeEngine(t, func(c net.Conn) {
+			r := bufio.NewReader(c)
+			readHeadRaw(r)
+			io.WriteString(c, answer)
+			readHeadRaw(r)
+			io.ReadFull(r, make([]byte, 2))
+			io.WriteString(c, "HTTP/1.1 201 Created\r\nContent-Length: 11\r\n\r\n{\"Id\":\"c1\"}")
+		})
+		h := &recHook{labels: map[string]string{"run": "r"}}
+		p := startProxy(t, e.addr(), h)
+		c := dialRaw(t, p)
+		io.WriteString(c, "CONNECT /debug/vars HTTP/1.1\r\nHost: docker\r\n\r\n")
+		if g := readFull(t, c, len(answer)); g != answer {
+			t.Fatalf("the client got %q", g)
+		}
+		io.WriteString(c, create)
+		br := bufio.NewReader(c)
+		if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusCreated {
+			t.Fatalf("the create after CONNECT: %v, %v", resp, err)
+		}
+		if admits, created, _ := h.seen(); !reflect.DeepEqual(admits, []string{"container late"}) || !reflect.DeepEqual(created, []string{"container late c1"}) {
+			t.Errorf("admits %q created %q, want the create after CONNECT guarded", admits, created)
+		}
+	})
+}
+
 // captured is what an httpEngine got.
 type captured struct {
 	method, uri string
@@ -836,28 +903,73 @@ func TestParseUpstream(t *testing.T) {
 	}
 }
 
-func TestCreateKind(t *testing.T) {
-	for path, want := range map[string]string{
-		"/containers/create":          KindContainer,
-		"/v1.41/containers/create":    KindContainer,
-		"/v1.52/networks/create":      KindNetwork,
-		"/networks/create":            KindNetwork,
-		"/containers%2Fcreate":        KindContainer, // the engine's router decodes
-		"/v1.41/containers/create/":   "",
-		"/v1.41/containers/x/create":  "",
-		"/vx/containers/create":       "",
-		"/v/containers/create":        "",
-		"/v1.41/volumes/create":       "",
-		"/v1.41/containers/createx":   "",
-		"/v1.41//containers/create":   "",
-		"/v1.41/networks/create?x=/y": KindNetwork,
+// TestRouteOf: which requests the proxy guards, watches or refuses, with
+// the paths matched as Docker's and Podman's routers match them.
+func TestRouteOf(t *testing.T) {
+	create := func(kind string, inBody bool, created int) route {
+		return route{op: opCreate, kinds: []string{kind}, nameInBody: inBody, created: created}
+	}
+	remove := func(ref string, kinds ...string) route { return route{op: opRemove, kinds: kinds, ref: ref} }
+	for _, tc := range []struct {
+		req  string
+		want route
+	}{
+		{"POST /containers/create", create(KindContainer, false, 201)},
+		{"POST /v1.41/containers/create", create(KindContainer, false, 201)},
+		{"POST /v1.52/networks/create", create(KindNetwork, true, 201)},
+		{"POST /networks/create", create(KindNetwork, true, 201)},
+		{"POST /containers%2Fcreate", create(KindContainer, false, 201)}, // Docker's router decodes
+		{"POST /v1.41/networks/create?x=/y", create(KindNetwork, true, 201)},
+		// Podman's router takes letters and dashes in the version.
+		{"POST /v4.0.0-dev/containers/create", create(KindContainer, false, 201)},
+		{"POST /v1.41-rz/networks/create", create(KindNetwork, true, 201)},
+		{"POST /v4.0.0/libpod/containers/create", create(KindContainer, true, 201)},
+		{"POST /v4.3.1/libpod/networks/create", create(KindNetwork, true, 200)},
+		{"POST /v1.41/containers/create/", route{}},
+		{"POST /v1.41/containers/x/create", route{}},
+		{"POST /vx/containers/create", route{}},
+		{"POST /v/containers/create", route{}},
+		{"POST /v1.41/volumes/create", route{}},
+		{"POST /v1.41/containers/createx", route{}},
+		{"POST /v1.41//containers/create", route{}},
+		{"POST /libpod/containers/create", route{}}, // Podman's own API is versioned only
+		{"GET /v1.41/containers/create", route{}},
+		{"post /v1.41/containers/create", route{}}, // the routers match methods exactly
+		{"CONNECT /debug/vars", route{}},
+
+		{"POST /v1.41/containers/abc/attach", route{op: opHijack}},
+		{"POST /exec/abc/start", route{op: opHijack}},
+		{"POST /v4.0.0/libpod/containers/abc/attach", route{op: opHijack}},
+		{"POST /v4.0.0/libpod/exec/abc/start", route{op: opHijack}},
+		{"CONNECT /v1.41/containers/abc/attach", route{}},
+		{"GET /v1.41/containers/abc/attach/ws", route{}}, // a 101 makes it a pipe
+
+		{"DELETE /v1.41/containers/abc?force=1", remove("abc", KindContainer)},
+		{"DELETE /containers/a%2Eb", remove("a.b", KindContainer)},
+		{"DELETE /v4.0.0/libpod/containers/abc", remove("abc", KindContainer)},
+		{"DELETE /v1.41/networks/n1", remove("n1", KindNetwork)},
+		{"DELETE /v4.0.0/libpod/networks/n1", remove("n1", KindNetwork)},
+		{"POST /v1.41/containers/abc/wait?condition=removed", remove("abc", KindContainer)},
+		{"POST /v1.41/containers/prune", remove("", KindContainer)},
+		{"POST /v1.41/networks/prune", remove("", KindNetwork)},
+		{"POST /v4.0.0/libpod/system/prune", remove("", KindContainer, KindNetwork)},
+		{"DELETE /v4.0.0/libpod/pods/p1", remove("", KindContainer, KindNetwork)},
+		{"DELETE /v4.0.0/libpod/play/kube", remove("", KindContainer, KindNetwork)},
+		{"DELETE /v1.41/containers/a/b", route{}},
+		{"DELETE /v1.41/images/abc", route{}},
+
+		{"POST /v4.0.0/libpod/pods/create", route{op: opRefuse, why: refusePod}},
+		{"POST /v4.0.0/libpod/play/kube", route{op: opRefuse, why: refuseKube}},
+		{"POST /v4.0.0/libpod/kube/play", route{op: opRefuse, why: refuseKube}},
+		{"POST /v4.0.0/libpod/containers/abc/restore?import=1", route{op: opRefuse, why: refuseRestore}},
+		{"POST /v1.41/pods/create", route{}},
 	} {
-		req, err := http.ReadRequest(bufio.NewReader(strings.NewReader("POST " + path + " HTTP/1.1\r\nHost: d\r\n\r\n")))
+		req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(tc.req + " HTTP/1.1\r\nHost: d\r\n\r\n")))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := createKind(req); got != want {
-			t.Errorf("createKind(POST %s) = %q, want %q", path, got, want)
+		if got := routeOf(req); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("routeOf(%s) = %+v, want %+v", tc.req, got, tc.want)
 		}
 	}
 }

@@ -16,6 +16,14 @@ func EndMarked(want func(string) bool, grace time.Duration, byHand bool) Result 
 	return Result{Unproven: ErrUnsupported}
 }
 
+// End cannot prove anything here either: nothing is signalled.
+func End(s Scope, grace time.Duration, byHand bool) Result {
+	return Result{Unproven: ErrUnsupported}
+}
+
+// Now is 0 here: no process's start is read.
+func Now() uint64 { return 0 }
+
 // EndGroup ends process group pgid from the process whose unreaped child
 // leads it: SIGTERM, up to grace, SIGKILL. Escaped processes are not
 // looked for on macOS.
@@ -63,3 +71,12 @@ func live(pgid int) int {
 
 // Live is not available on macOS.
 func Live(want func(string) bool) []int { return nil }
+
+// Hold cannot pin a process here.
+func (c *Command) Hold() bool { return false }
+
+// Release does nothing here.
+func (c *Command) Release() { c.held = held{} }
+
+// held is empty here: nothing can be held.
+type held struct{}

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 // Stat is what /proc/<pid>/stat says of a process.
 type Stat struct {
 	State      byte
+	Ppid       int
 	Pgrp       int
 	Session    int
 	StartTicks uint64
@@ -51,19 +53,36 @@ func ParseStat(b []byte) (Stat, error) {
 		return Stat{}, fmt.Errorf("%d fields after the command name, want at least 20", len(f))
 	}
 	st := Stat{State: f[0][0], Comm: string(b[open+1 : i])}
-	var err1, err2, err3 error
+	var err0, err1, err2, err3 error
+	st.Ppid, err0 = strconv.Atoi(f[1])
 	st.Pgrp, err1 = strconv.Atoi(f[2])
 	st.Session, err2 = strconv.Atoi(f[3])
 	st.StartTicks, err3 = strconv.ParseUint(f[19], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
+	if err := errors.Join(err0, err1, err2, err3); err != nil {
 		return Stat{}, err
 	}
 	return st, nil
 }
 
+// userHZ is the unit of /proc/<pid>/stat's start time: USER_HZ, 100 on
+// every architecture Go supports on Linux (reading it needs sysconf, i.e.
+// cgo).
+const userHZ = 100
+
+// Now is the present on the clock of /proc/<pid>/stat's start times: clock
+// ticks since boot, rounded down. A process whose start is less than Now()
+// started before this call.
+func Now() uint64 {
+	var b unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &b); err != nil {
+		return 0
+	}
+	return uint64(b.Nano()) / (1e9 / userHZ)
+}
+
 // markOf is the value of EnvMark in pid's environment ("" when it has
 // none, or its environment cannot be read: another user's, a kernel
-// thread).
+// thread, one a title was written over).
 func markOf(pid int) string {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 	if err != nil {
@@ -93,30 +112,42 @@ func pids() []int {
 	return out
 }
 
-// marked is a live process carrying one of the wanted marks.
+// marked is a process as a look at /proc saw it: its stat and its mark.
 type marked struct {
 	pid  int
 	mark string
 	st   Stat
 }
 
-// scanMarked lists the live processes whose mark want accepts.
-func scanMarked(want func(string) bool) []marked {
+// snapshot lists every process /proc shows but this one, zombies
+// included (an unreaped leader still holds its group's number).
+func snapshot() []marked {
 	self := os.Getpid()
 	var out []marked
 	for _, pid := range pids() {
 		if pid == self {
 			continue
 		}
-		m := markOf(pid)
-		if m == "" || !want(m) {
+		st, err := ReadStat(pid)
+		if err != nil {
 			continue
 		}
-		st, err := ReadStat(pid)
-		if err != nil || st.Zombie() {
-			continue
+		m := ""
+		if !st.Zombie() {
+			m = markOf(pid)
 		}
 		out = append(out, marked{pid, m, st})
+	}
+	return out
+}
+
+// scanMarked lists the live processes whose mark want accepts.
+func scanMarked(want func(string) bool) []marked {
+	var out []marked
+	for _, m := range snapshot() {
+		if m.mark != "" && want(m.mark) && !m.st.Zombie() {
+			out = append(out, m)
+		}
 	}
 	return out
 }
@@ -135,50 +166,242 @@ func sessionOfMark(mark string) (int, bool) {
 	return sid, err == nil && sid >= 0
 }
 
-// pinned is a process held by a pidfd, checked after opening to still be
-// the marked process that was listed.
-type pinned struct {
-	marked
-	fd int
-}
-
-// pin opens a pidfd on m and checks, after opening, that the process with
-// that pid still carries m's mark and is alive: the fd is then that
-// process's, and a signal through it reaches it or nothing.
-func pin(m marked) (pinned, error) {
-	fd, err := unix.PidfdOpen(m.pid, 0)
+// Hold opens a pidfd on c's command while the process of pid c.PID is
+// still the one that started at c.Ticks: from then on End takes the
+// command's leader to be there only while that very process lives, even
+// were its pid reused within the tick it started in. A watchdog holds
+// each command it is told of, while the owner lives. It reports whether
+// it could (false when the command is gone already).
+func (c *Command) Hold() bool {
+	if c.PID <= 1 || c.leader > 0 {
+		return c.leader > 0
+	}
+	fd, err := unix.PidfdOpen(c.PID, 0)
 	if err != nil {
-		return pinned{}, err
+		return false
 	}
-	st, err := ReadStat(m.pid)
-	if err != nil || st.Zombie() || markOf(m.pid) != m.mark || st.StartTicks != m.st.StartTicks {
+	if st, err := ReadStat(c.PID); err != nil || st.StartTicks != c.Ticks || exited(fd) {
 		unix.Close(fd)
-		return pinned{}, errors.New("it ended, or its pid changed hands, while it was being pinned")
+		return false
 	}
-	return pinned{marked: m, fd: fd}, nil
+	c.leader = fd
+	return true
 }
 
-// exited reports whether the pinned process has ended.
-func (p pinned) exited() bool {
-	fds := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
+// Release closes what Hold opened.
+func (c *Command) Release() {
+	if c.leader > 0 {
+		unix.Close(c.leader)
+		c.leader = 0
+	}
+}
+
+// leaderThere reports whether the process of pid c.PID, start m, is the
+// command itself: by its pidfd when held (a zombie, or another process
+// that took its pid, is not), else by pid and start.
+func (c Command) leaderThere(m marked) bool {
+	if m.pid != c.PID || m.st.StartTicks != c.Ticks {
+		return false
+	}
+	return c.leader <= 0 || !exited(c.leader)
+}
+
+// exited reports whether the process of pidfd fd has ended.
+func exited(fd int) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	n, err := unix.Poll(fds, 0)
 	return err == nil && n > 0
 }
+
+// proof is why a process of a snapshot is one of the scope's.
+type proof struct {
+	marked
+	// byMark: it carries an accepted mark (checked again once pinned).
+	byMark bool
+	// session is the session its command was started in (-1: unknown).
+	session int
+	// needs are the processes whose still being there, as the snapshot
+	// saw them, the proof leans on: the group's anchor, the parents.
+	needs []int
+	// why says, for a process without the mark, what proved it.
+	why string
+}
+
+// prove finds, in snap, the processes s proves, and the members of the
+// commands' groups that nothing proves. pinned[i] is, in ticks, when
+// command i's group was last known to be its own; it is moved on for
+// each group proven here.
+func (s Scope) prove(snap []marked, pinned []uint64) (proven map[int]proof, unproven []marked) {
+	byPID := make(map[int]marked, len(snap))
+	for _, m := range snap {
+		byPID[m.pid] = m
+	}
+	proven = map[int]proof{}
+	if s.Marks != nil {
+		for _, m := range snap {
+			if m.mark != "" && s.Marks(m.mark) {
+				sid, ok := sessionOfMark(m.mark)
+				if !ok {
+					sid = -1
+				}
+				proven[m.pid] = proof{marked: m, byMark: true, session: sid}
+			}
+		}
+	}
+	// Groups: a member of the command's group, in its session, is the
+	// command's while the group is: while its leader is there (same
+	// start), a member carries the command's mark, or a member started
+	// while the group's number was pinned. Each such anchor is looked at
+	// again after the whole snapshot: it was there throughout.
+	type group struct {
+		cmd     int
+		anchor  int
+		members []marked
+	}
+	var groups []group
+	for i, c := range s.Commands {
+		if c.PID <= 1 || c.Ticks == 0 {
+			continue
+		}
+		g := group{cmd: i}
+		for _, m := range snap {
+			if m.st.Pgrp != c.PID || m.st.Session != c.Session {
+				continue
+			}
+			g.members = append(g.members, m)
+			switch {
+			case g.anchor != 0:
+			case c.leaderThere(m),
+				m.mark == c.Mark,
+				m.pid != c.PID && m.st.StartTicks >= c.Ticks && m.st.StartTicks < pinned[i]:
+				g.anchor = m.pid
+			}
+		}
+		groups = append(groups, g)
+	}
+	now := Now()
+	checked := map[int]bool{}
+	for _, g := range groups {
+		c := s.Commands[g.cmd]
+		a, ok := byPID[g.anchor]
+		if g.anchor == 0 || !ok || !stillThere(a, c.PID) || a.pid == c.PID && c.leader > 0 && exited(c.leader) {
+			for _, m := range g.members {
+				if !m.st.Zombie() {
+					unproven = append(unproven, m)
+				}
+			}
+			continue
+		}
+		pinned[g.cmd] = max(pinned[g.cmd], now)
+		checked[a.pid] = true
+		for _, m := range g.members {
+			if _, done := proven[m.pid]; done {
+				continue
+			}
+			proven[m.pid] = proof{marked: m, session: c.Session, needs: []int{a.pid},
+				why: "no mark; in the process group of command " + strconv.Itoa(c.PID)}
+		}
+	}
+	// Descent: a child of a proven process that started after it, for as
+	// long as that parent is there (its children would have passed to
+	// another parent when it exited).
+	for grew := true; grew; {
+		grew = false
+		for _, m := range snap {
+			if _, done := proven[m.pid]; done {
+				continue
+			}
+			parent, ok := proven[m.st.Ppid]
+			if !ok || parent.st.Zombie() || m.st.StartTicks < parent.st.StartTicks {
+				continue
+			}
+			proven[m.pid] = proof{marked: m, session: parent.session,
+				needs: append([]int{parent.pid}, parent.needs...),
+				why:   "no mark; started by " + strconv.Itoa(parent.pid) + " (" + parent.st.Comm + ")"}
+			grew = true
+		}
+	}
+	// What a proof leans on is looked at once more, now that the snapshot
+	// is complete: a parent or an anchor that has gone since proves
+	// nothing of this round.
+	for pid, pr := range proven {
+		for _, n := range pr.needs {
+			ok, seen := checked[n]
+			if !seen {
+				m := byPID[n]
+				ok = stillThere(m, -1)
+				checked[n] = ok
+			}
+			if !ok {
+				delete(proven, pid)
+				break
+			}
+		}
+	}
+	unproven = slices.DeleteFunc(unproven, func(m marked) bool { _, ok := proven[m.pid]; return ok })
+	return proven, unproven
+}
+
+// stillThere reports whether m's pid still names the process the snapshot
+// saw (same start; a zombie counts: its number is still held), and, for
+// pgrp > 0, whether it is still in group pgrp.
+func stillThere(m marked, pgrp int) bool {
+	st, err := ReadStat(m.pid)
+	return err == nil && st.StartTicks == m.st.StartTicks && (pgrp <= 0 || st.Pgrp == pgrp)
+}
+
+// pinned is a process held by a pidfd, checked after opening to still be
+// the process that was proven.
+type pinned struct {
+	marked
+	fd  int
+	why string // the proof's, for a process without the mark
+}
+
+// pin opens a pidfd on pr and checks, after opening, that the process with
+// that pid is alive and still the one proven (same start, and the same
+// mark when the mark proved it): the fd is then that process's, and a
+// signal through it reaches it or nothing.
+func pin(pr proof) (pinned, error) {
+	fd, err := unix.PidfdOpen(pr.pid, 0)
+	if err != nil {
+		return pinned{}, err
+	}
+	st, err := ReadStat(pr.pid)
+	if err != nil || st.Zombie() || st.StartTicks != pr.st.StartTicks || pr.byMark && markOf(pr.pid) != pr.mark {
+		unix.Close(fd)
+		return pinned{}, errors.New("it ended, or its pid changed hands, while it was being pinned")
+	}
+	return pinned{marked: pr.marked, fd: fd, why: pr.why}, nil
+}
+
+// exited reports whether the pinned process has ended.
+func (p pinned) exited() bool { return exited(p.fd) }
 
 func (p pinned) signal(sig syscall.Signal) error {
 	return unix.PidfdSendSignal(p.fd, sig, nil, 0)
 }
 
-// EndMarked ends every live process whose mark want accepts, from outside
-// its parent (a watchdog, a sweep): each is pinned by a pidfd and checked
-// to carry its mark before any signal; SIGTERM, up to grace for them to
-// go, then SIGKILL. A marked process outside the session its command was
-// started in has escaped: reported, and ended only when byHand. Nothing
-// in this process's own group is ever signalled.
+// EndMarked ends every live process whose mark want accepts, as End does.
 func EndMarked(want func(string) bool, grace time.Duration, byHand bool) Result {
+	return End(Scope{Marks: want}, grace, byHand)
+}
+
+// End ends every live process s proves, from outside the commands' parent
+// (a watchdog, a sweep): each is pinned by a pidfd and checked to be the
+// process proven before any signal; SIGTERM, up to grace for them to go,
+// then SIGKILL. A proven process outside the session its command was
+// started in has escaped: reported, and ended only when byHand. Members of
+// a command's group that nothing proves are reported, never signalled.
+// Nothing in this process's own group is ever signalled.
+func End(s Scope, grace time.Duration, byHand bool) Result {
 	var res Result
+	pinnedUntil := make([]uint64, len(s.Commands))
+	for i := range pinnedUntil {
+		pinnedUntil[i] = s.PinnedUntil
+	}
 	if fd, err := unix.PidfdOpen(os.Getpid(), 0); err != nil {
-		if len(scanMarked(want)) > 0 {
+		if proven, unproven := s.prove(snapshot(), pinnedUntil); len(proven)+len(unproven) > 0 {
 			res.Unproven = fmt.Errorf("no pidfd here (%v; Linux 5.3 and later have them): no process could be proven the test's, so none was signalled", err)
 		}
 		return res
@@ -186,8 +409,13 @@ func EndMarked(want func(string) bool, grace time.Duration, byHand bool) Result 
 		unix.Close(fd)
 	}
 	ownGroup := unix.Getpgrp()
-	held := map[int]pinned{}
-	seen := map[int]bool{}
+	type key struct {
+		pid   int
+		ticks uint64
+	}
+	held := map[key]pinned{}
+	seen := map[key]bool{}
+	var notProven []marked
 	defer func() {
 		for _, p := range held {
 			unix.Close(p.fd)
@@ -195,39 +423,48 @@ func EndMarked(want func(string) bool, grace time.Duration, byHand bool) Result 
 	}()
 	deadline := time.Now().Add(grace)
 	killed := false
-	// Rounds: a tree may start processes while it ends. Each round pins
-	// and signals what is new; the wait ends when every held process is
-	// gone, or at grace, when SIGKILL goes to what is left.
+	// Rounds: a tree may start processes while it ends. Each round proves,
+	// pins and signals what is new; the wait ends when every held process
+	// is gone, or at grace, when SIGKILL goes to what is left.
 	for round := 0; ; round++ {
-		for _, m := range scanMarked(want) {
-			if seen[m.pid] {
+		proven, unproven := s.prove(snapshot(), pinnedUntil)
+		order := slices.Sorted(maps.Keys(proven))
+		for _, pid := range order {
+			pr := proven[pid]
+			k := key{pid, pr.st.StartTicks}
+			if seen[k] || pr.st.Zombie() {
 				continue
 			}
-			seen[m.pid] = true
-			if sid, ok := sessionOfMark(m.mark); ok && m.st.Session != sid && !byHand {
-				res.Escaped = append(res.Escaped, Proc{PID: m.pid, Command: m.st.Comm, Why: fmt.Sprintf("left its session %d for session %d", sid, m.st.Session)})
+			seen[k] = true
+			if pr.session >= 0 && pr.st.Session != pr.session && !byHand {
+				why := fmt.Sprintf("left its session %d for session %d", pr.session, pr.st.Session)
+				if pr.why != "" {
+					why += " (" + pr.why + ")"
+				}
+				res.Escaped = append(res.Escaped, Proc{PID: pid, Command: pr.st.Comm, Why: why, Marked: pr.byMark})
 				continue
 			}
-			if m.st.Pgrp == ownGroup {
-				res.Left = append(res.Left, Proc{PID: m.pid, Command: m.st.Comm, Why: "in the signaller's own process group: never signalled"})
+			if pr.st.Pgrp == ownGroup {
+				res.Left = append(res.Left, Proc{PID: pid, Command: pr.st.Comm, Why: "in the signaller's own process group: never signalled"})
 				continue
 			}
-			p, err := pin(m)
+			p, err := pin(pr)
 			if err != nil {
 				continue // gone already
 			}
-			held[m.pid] = p
+			held[k] = p
 			sig := syscall.SIGTERM
 			if killed {
 				sig = syscall.SIGKILL
 			}
 			p.signal(sig)
 		}
-		for pid, p := range held {
+		notProven = slices.DeleteFunc(unproven, func(m marked) bool { return seen[key{m.pid, m.st.StartTicks}] })
+		for k, p := range held {
 			if p.exited() {
-				res.Ended = append(res.Ended, Proc{PID: pid, Command: p.st.Comm})
+				res.Ended = append(res.Ended, Proc{PID: k.pid, Command: p.st.Comm, Why: p.why})
 				unix.Close(p.fd)
-				delete(held, pid)
+				delete(held, k)
 			}
 		}
 		if len(held) == 0 && round > 0 {
@@ -241,12 +478,16 @@ func EndMarked(want func(string) bool, grace time.Duration, byHand bool) Result 
 			}
 			deadline = now.Add(time.Second)
 		} else if killed && now.After(deadline) {
-			for pid, p := range held {
-				res.Left = append(res.Left, Proc{PID: pid, Command: p.st.Comm, Why: "still there a second after SIGKILL (uninterruptible sleep?)"})
+			for k, p := range held {
+				res.Left = append(res.Left, Proc{PID: k.pid, Command: p.st.Comm, Why: "still there a second after SIGKILL (uninterruptible sleep?)"})
 			}
 			break
 		}
 		time.Sleep(pollEvery)
+	}
+	for _, m := range notProven {
+		res.NotProven = append(res.NotProven, Proc{PID: m.pid, Command: m.st.Comm,
+			Why: fmt.Sprintf("in process group %d, session %d, without the mark; nothing proves the group is still the run's command's (its leader and older members are gone): not signalled", m.st.Pgrp, m.st.Session)})
 	}
 	slices.SortFunc(res.Ended, func(a, b Proc) int { return a.PID - b.PID })
 	return res
@@ -256,13 +497,30 @@ func EndMarked(want func(string) bool, grace time.Duration, byHand bool) Result 
 // leads it (the caller must not reap the leader before this returns: its
 // zombie is what keeps the group's number from passing to another
 // process). SIGTERM to the group, up to grace for its live members to go,
-// then SIGKILL. Processes with mark that left the group are reported as
-// escaped, not signalled.
+// then SIGKILL. Processes of the command that left the group — with mark,
+// or started by one of its processes — are reported as escaped, not
+// signalled.
 func EndGroup(pgid int, mark string, grace time.Duration) Result {
 	var res Result
 	if pgid <= 1 || pgid == unix.Getpgrp() {
 		res.Unproven = fmt.Errorf("process group %d is this process's own, or not a group: never signalled", pgid)
 		return res
+	}
+	// Before any signal, while their parents are there: what descends
+	// from the group (the group itself is pinned: every member is the
+	// command's).
+	var outside []marked
+	if leader, err := ReadStat(pgid); err == nil && leader.Pgrp == pgid {
+		sc := Scope{Commands: []Command{{Mark: mark, Session: leader.Session, PID: pgid, Ticks: leader.StartTicks}}}
+		if mark != "" {
+			sc.Marks = OfMarks(mark)
+		}
+		proven, _ := sc.prove(snapshot(), []uint64{0})
+		for _, pr := range proven {
+			if pr.st.Pgrp != pgid && !pr.st.Zombie() {
+				outside = append(outside, pr.marked)
+			}
+		}
 	}
 	members := liveMembers(pgid)
 	if len(members) > 0 {
@@ -289,13 +547,24 @@ func EndGroup(pgid int, mark string, grace time.Duration) Result {
 			res.Ended = append(res.Ended, Proc{PID: m.pid, Command: m.st.Comm})
 		}
 	}
+	escaped := map[int]bool{}
+	escape := func(m marked) {
+		st, err := ReadStat(m.pid)
+		if escaped[m.pid] || err != nil || st.Zombie() || st.StartTicks != m.st.StartTicks || st.Pgrp == pgid {
+			return
+		}
+		escaped[m.pid] = true
+		res.Escaped = append(res.Escaped, Proc{PID: m.pid, Command: st.Comm, Why: fmt.Sprintf("left process group %d (session %d now)", pgid, st.Session), Marked: m.mark == mark && mark != ""})
+	}
+	for _, m := range outside {
+		escape(m)
+	}
 	if mark != "" {
 		for _, m := range scanMarked(func(v string) bool { return v == mark }) {
-			if m.st.Pgrp != pgid {
-				res.Escaped = append(res.Escaped, Proc{PID: m.pid, Command: m.st.Comm, Why: fmt.Sprintf("left process group %d (session %d now)", pgid, m.st.Session)})
-			}
+			escape(m)
 		}
 	}
+	slices.SortFunc(res.Escaped, func(a, b Proc) int { return a.PID - b.PID })
 	return res
 }
 
@@ -320,3 +589,7 @@ func Live(want func(string) bool) []int {
 	}
 	return out
 }
+
+// held is what Hold keeps of a Command on Linux: a pidfd on the command
+// itself (its leader), 0 when none.
+type held struct{ leader int }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -209,7 +210,7 @@ func TestEndGroup(t *testing.T) {
 func TestParseStat(t *testing.T) {
 	st, err := proctree.ParseStat([]byte("42 (a (weird) name) S 1 42 42 0 -1 4194304 1 0 0 0 0 0 0 0 20 0 1 0 123456 0 0"))
 	require.NoError(t, err)
-	require.Equal(t, proctree.Stat{State: 'S', Pgrp: 42, Session: 42, StartTicks: 123456, Comm: "a (weird) name"}, st)
+	require.Equal(t, proctree.Stat{State: 'S', Ppid: 1, Pgrp: 42, Session: 42, StartTicks: 123456, Comm: "a (weird) name"}, st)
 	_, err = proctree.ParseStat([]byte("garbage"))
 	require.Error(t, err)
 	pid, ticks, ok := proctree.ParseID("123.456")
@@ -218,4 +219,263 @@ func TestParseStat(t *testing.T) {
 	require.Equal(t, uint64(456), ticks)
 	_, _, ok = proctree.ParseID("1.2")
 	require.False(t, ok, "pid 1 is never a test's")
+}
+
+// groupOf lists the live processes of process group pgid.
+func groupOf(pgid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := proctree.ReadStat(pid); err == nil && st.Pgrp == pgid && !st.Zombie() {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// hasMark reports whether pid's environment holds EnvMark.
+func hasMark(pid int) bool {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	return strings.Contains(string(b), proctree.EnvMark+"=")
+}
+
+// lostMarks is a command with two processes that lose the mark: perl
+// writing its title over its environment, and one started with `env -i`.
+// Both are orphans (double fork): only their group links them to it.
+func lostMarks(t *testing.T, then string) string {
+	t.Helper()
+	if _, err := exec.LookPath("perl"); err != nil {
+		t.Skip("no perl here: the title rewrite needs it")
+	}
+	return `(perl -e '$0 = "x" x 4096; sleep 1000' &); (env -i sleep 1000 &); ` + then
+}
+
+// command is what a watchdog is told of c, a command started with mark m.
+func command(t *testing.T, c *exec.Cmd, m string) proctree.Command {
+	t.Helper()
+	st, err := proctree.ReadStat(c.Process.Pid)
+	require.NoError(t, err)
+	return proctree.Command{Mark: m, Session: st.Session, PID: c.Process.Pid, Ticks: st.StartTicks}
+}
+
+// waitLost waits until the group of pgid has n processes of which at
+// least lost carry no mark, and returns those.
+func waitLost(t *testing.T, pgid, n, lost int) []int {
+	t.Helper()
+	var unmarked []int
+	waitFor(t, fmt.Sprintf("%d processes in group %d, %d without the mark", n, pgid, lost), func() bool {
+		g := groupOf(pgid)
+		unmarked = slices.DeleteFunc(slices.Clone(g), hasMark)
+		return len(g) >= n && len(unmarked) >= lost
+	})
+	return unmarked
+}
+
+// Processes that lost the mark — a title written over the environment, a
+// cleared environment — are ended with their command while its leader
+// proves the group; the mark and descent alone miss them (their parents
+// are gone).
+func TestEndCommandGroupWithoutMarks(t *testing.T) {
+	m := mark(t, 7)
+	c := start(t, m, true, "/bin/sh", "-c", lostMarks(t, "exec sleep 1000"))
+	lost := waitLost(t, c.Process.Pid, 3, 2)
+
+	res := proctree.EndMarked(proctree.OfMarks(m), 300*time.Millisecond, false)
+	for _, pid := range lost {
+		require.True(t, alive(pid), "the mark alone found %d, which has none: %+v", pid, res)
+	}
+
+	res = proctree.End(proctree.Scope{Marks: proctree.OfMarks(m), Commands: []proctree.Command{command(t, c, m)}}, time.Second, false)
+	require.True(t, res.Clean(), "%+v", res)
+	for _, pid := range lost {
+		require.False(t, alive(pid), "pid %d of the command's group is alive", pid)
+		i := slices.IndexFunc(res.Ended, func(p proctree.Proc) bool { return p.PID == pid })
+		require.GreaterOrEqual(t, i, 0, "%+v", res)
+		require.Contains(t, res.Ended[i].Why, "process group of command")
+	}
+}
+
+// When the command itself has gone (and been reaped, as when its owner
+// died), its group is proven by the members that started while the owner
+// held it unreaped — and only by them: a sweep, which knows no such time,
+// reports them and signals nothing. A watchdog holds the command from the
+// moment it is told: its pidfd says the command is gone, and the members
+// prove the group.
+func TestEndPinnedGroupAfterTheLeader(t *testing.T) {
+	for _, reaped := range []bool{true, false} {
+		t.Run(fmt.Sprintf("reaped %v", reaped), func(t *testing.T) {
+			m := mark(t, 8)
+			c := exec.Command("/bin/sh", "-c", lostMarks(t, "read x; exit 0"))
+			c.Env = append(os.Environ(), proctree.EnvMark+"="+m)
+			c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			stdin, err := c.StdinPipe()
+			require.NoError(t, err)
+			require.NoError(t, c.Start())
+			cmd := command(t, c, m)
+			t.Cleanup(func() { syscall.Kill(-cmd.PID, syscall.SIGKILL); c.Process.Kill(); c.Wait() })
+			lost := waitLost(t, c.Process.Pid, 3, 2)
+			held := cmd
+			require.True(t, held.Hold())
+			defer held.Release()
+			stdin.Close()
+			waitFor(t, "the command to exit", func() bool { st, err := proctree.ReadStat(cmd.PID); return err == nil && st.Zombie() })
+			pinnedUntil := proctree.Now()
+			if reaped {
+				require.NoError(t, c.Wait())
+				res := proctree.End(proctree.Scope{Marks: proctree.OfMarks(m), Commands: []proctree.Command{cmd}}, 200*time.Millisecond, true)
+				require.Empty(t, res.Ended, "%+v", res)
+				require.Len(t, res.NotProven, 2, "%+v", res)
+				require.Contains(t, res.NotProven[0].Why, "nothing proves")
+				require.False(t, res.Clean())
+				for _, pid := range lost {
+					require.True(t, alive(pid), "%d was signalled, though nothing proved it", pid)
+				}
+			}
+			// Not reaped yet: the command's zombie, which its held pidfd
+			// says is gone, proves nothing, and the members still do.
+			res := proctree.End(proctree.Scope{Marks: proctree.OfMarks(m), Commands: []proctree.Command{held}, PinnedUntil: pinnedUntil}, time.Second, false)
+			require.True(t, res.Clean(), "%+v", res)
+			for _, pid := range lost {
+				require.False(t, alive(pid), "pid %d of the command's group is alive", pid)
+			}
+		})
+	}
+}
+
+// A child that left the command's group and session without the mark
+// (`env -i setsid`) is proven by descent while its parent lives: reported
+// as escaped and left alone; by hand, ended. The parent's own Stop
+// reports it too.
+func TestEndEscapedWithoutMark(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid command")
+	}
+	for _, how := range []string{"reported", "by hand", "by its parent"} {
+		t.Run(how, func(t *testing.T) {
+			m := mark(t, 9)
+			c := start(t, m, true, "/bin/sh", "-c", "env -i setsid sleep 1000 & sleep 1000 & wait")
+			var escapee int
+			waitFor(t, "the escaped sleep", func() bool {
+				for _, pid := range pids(t) {
+					if st, err := proctree.ReadStat(pid); err == nil && st.Ppid == c.Process.Pid && st.Session == pid {
+						escapee = pid
+						return !hasMark(pid)
+					}
+				}
+				return false
+			})
+			t.Cleanup(func() { syscall.Kill(escapee, syscall.SIGKILL) })
+			scope := proctree.Scope{Marks: proctree.OfMarks(m), Commands: []proctree.Command{command(t, c, m)}}
+			var res proctree.Result
+			switch how {
+			case "by hand":
+				res = proctree.End(scope, time.Second, true)
+				require.True(t, res.Clean(), "%+v", res)
+				waitFor(t, "the escaped process to end by hand", func() bool { return !alive(escapee) })
+				return
+			case "by its parent":
+				res = proctree.EndGroup(c.Process.Pid, m, time.Second)
+			default:
+				res = proctree.End(scope, time.Second, false)
+				require.Contains(t, res.Escaped[0].Why, "started by")
+			}
+			require.Len(t, res.Escaped, 1, "%+v", res)
+			require.Equal(t, escapee, res.Escaped[0].PID)
+			require.True(t, alive(escapee), "an escaped process was signalled")
+		})
+	}
+}
+
+// pids lists the processes /proc shows.
+func pids(t *testing.T) []int {
+	ents, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var out []int
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// A command's group number that passed to an unrelated group (the command
+// and its group gone, the pid reused) is never taken for the command's:
+// not its leader (another start), no mark, and its members started after
+// the owner last held the command.
+func TestEndNeverSignalsAReusedGroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("forcing a pid's reuse writes /proc/sys/kernel/ns_last_pid: root only")
+	}
+	m := mark(t, 10)
+	first := exec.Command("sleep", "1000")
+	first.Env = append(os.Environ(), proctree.EnvMark+"="+m)
+	first.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, first.Start())
+	cmd := command(t, first, m)
+	held := cmd
+	require.True(t, held.Hold())
+	defer held.Release()
+	first.Process.Kill()
+	first.Wait()
+	pinnedUntil := proctree.Now()
+	pid := cmd.PID
+	// By pid and start alone (a sweep), a pid reused within the tick its
+	// first process started in cannot be told from it: let the tick pass.
+	waitFor(t, "the clock to pass the first start's tick", func() bool { return proctree.Now() > cmd.Ticks })
+
+	var reused *exec.Cmd
+	for attempt := 0; attempt < 200 && reused == nil; attempt++ {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
+			t.Skipf("cannot force a pid: %v", err)
+		}
+		c := exec.Command("/bin/sh", "-c", "sleep 1000 & exec sleep 1000")
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		require.NoError(t, c.Start())
+		if c.Process.Pid == pid {
+			reused = c
+			break
+		}
+		c.Process.Kill()
+		c.Wait()
+	}
+	if reused == nil {
+		t.Skip("the machine took pid " + strconv.Itoa(pid) + " before this test could, 200 times")
+	}
+	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGKILL); reused.Wait() })
+	waitFor(t, "the reused group's two sleeps", func() bool { return len(groupOf(pid)) == 2 })
+
+	// Were the reuse in the same tick, the held pidfd still tells them
+	// apart: it is the first process's, which is gone.
+	st, err := proctree.ReadStat(pid)
+	require.NoError(t, err)
+	sameTick := held
+	sameTick.Ticks = st.StartTicks
+	for _, sc := range []proctree.Scope{
+		{Marks: proctree.OfMarks(m), Commands: []proctree.Command{cmd}},                                // a sweep
+		{Marks: proctree.OfMarks(m), Commands: []proctree.Command{held}, PinnedUntil: pinnedUntil},     // a watchdog
+		{Marks: proctree.OfMarks(m), Commands: []proctree.Command{sameTick}, PinnedUntil: pinnedUntil}, // the same, had the tick been one
+	} {
+		res := proctree.End(sc, 200*time.Millisecond, true)
+		require.Empty(t, res.Ended, "pinned until %d: %+v", sc.PinnedUntil, res)
+		require.Len(t, res.NotProven, 2, "pinned until %d: %+v", sc.PinnedUntil, res)
+		require.Len(t, groupOf(pid), 2, "pinned until %d: the group that reused number %d was signalled", sc.PinnedUntil, pid)
+	}
+}
+
+func TestParseLine(t *testing.T) {
+	c, ok := proctree.ParseLine("abc", proctree.Started(proctree.Line(3, 42), proctree.ID(4567, 890)))
+	require.True(t, ok)
+	require.Equal(t, proctree.Command{Mark: "abc.p3.42", Session: 42, PID: 4567, Ticks: 890}, c)
+	c, ok = proctree.ParseLine("abc", proctree.Line(3, 0))
+	require.True(t, ok)
+	require.Equal(t, proctree.Command{Mark: "abc.p3.0", Session: 0}, c)
+	for _, bad := range []string{"", "p3", "p3.42.4567", "p3.42.1.890", "x3.42", "p3.-1", "p3.42.4567.+8", "p.42", "p3.42.4567.890.1"} {
+		_, ok := proctree.ParseLine("abc", bad)
+		require.False(t, ok, bad)
+	}
 }

@@ -10,6 +10,14 @@ func EndMarked(want func(string) bool, grace time.Duration, byHand bool) Result 
 	return Result{Unproven: ErrUnsupported}
 }
 
+// End cannot prove anything here either: nothing is signalled.
+func End(s Scope, grace time.Duration, byHand bool) Result {
+	return Result{Unproven: ErrUnsupported}
+}
+
+// Now is 0 here: no process's start is read.
+func Now() uint64 { return 0 }
+
 // EndGroup is not offered here: on Windows a Job Object holds the tree.
 func EndGroup(pgid int, mark string, grace time.Duration) Result {
 	return Result{Unproven: ErrUnsupported}
@@ -20,3 +28,12 @@ func Live(want func(string) bool) []int { return nil }
 
 // SessionID is 0 here.
 func SessionID() int { return 0 }
+
+// Hold cannot pin a process here.
+func (c *Command) Hold() bool { return false }
+
+// Release does nothing here.
+func (c *Command) Release() { c.held = held{} }
+
+// held is empty here: nothing can be held.
+type held struct{}

@@ -24,6 +24,7 @@ import (
 const (
 	kindBusybox = "busybox"
 	kindNoShell = "noshell"
+	kindVolume  = "volume"
 
 	repository = "rightsize-test/"
 	// layout is part of every tag: change it whenever the way an image is
@@ -57,7 +58,7 @@ func ensure(kind string) (string, error) {
 	defer cancel()
 
 	var bb *image.Busybox
-	if kind == kindBusybox {
+	if kind == kindBusybox || kind == kindVolume {
 		var err error
 		if bb, err = findBusybox(ctx); err != nil {
 			return "", err
@@ -166,7 +167,7 @@ func build(ctx context.Context, cli *client.Client, kind, ref string, bb *image.
 	}
 	changes := []string{"LABEL " + Label + "=1"}
 	switch kind {
-	case kindBusybox:
+	case kindBusybox, kindVolume:
 		if err := bb.CheckArch(arch); err != nil {
 			return err
 		}
@@ -176,6 +177,10 @@ func build(ctx context.Context, cli *client.Client, kind, ref string, bb *image.
 		}
 		files = append(files, bb.Entries(applets)...)
 		changes = append(changes, image.PathEnv, `CMD ["sleep", "3600"]`)
+		if kind == kindVolume {
+			files = append(files, image.Entry{Name: VolumePath[1:], Mode: 0o755, Dir: true})
+			changes = append(changes, `VOLUME ["`+VolumePath+`"]`)
+		}
 	case kindNoShell:
 		changes = append(changes, `CMD ["`+ServerPath+`"]`)
 	default:

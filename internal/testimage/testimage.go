@@ -35,6 +35,17 @@ func Busybox(tb testing.TB) string {
 	return busybox.get(tb)
 }
 
+// Volume returns the reference of the busybox image with a VOLUME
+// (VolumePath): every container made of it gets an anonymous volume of its
+// own, as PostgreSQL's data folder does.
+func Volume(tb testing.TB) string {
+	tb.Helper()
+	return volume.get(tb)
+}
+
+// VolumePath is the volume Volume's image declares.
+const VolumePath = "/data"
+
 // NoShell returns the reference of an image holding only /server: no shell,
 // no other program, for the tests of what happens without one.
 func NoShell(tb testing.TB) string {
@@ -45,6 +56,7 @@ func NoShell(tb testing.TB) string {
 var (
 	busybox = &lazyImage{kind: kindBusybox}
 	noShell = &lazyImage{kind: kindNoShell}
+	volume  = &lazyImage{kind: kindVolume}
 )
 
 // lazyImage memoizes one kind of image for the life of the process; a

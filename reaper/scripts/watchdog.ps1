@@ -36,7 +36,7 @@
 # else does.
 #
 #   RUNS_DIR  absolute path of the ledger's runs folder
-#   RUN_ID    file stem: RUNS_DIR\RUN_ID.json, .sandboxes, .networks; refused
+#   RUN_ID    file stem: RUNS_DIR\RUN_ID.json, .gorecord, .sandboxes, .networks; refused
 #             when empty, containing '/', '\' or ':', or starting with '.' or '-'
 #   KIND      sandboxes | networks
 #   ROLE      act: WORDS with ids appended removes them
@@ -448,6 +448,7 @@ Write-Log "owner gone (stdin closed): reaping run $runId in $runsDir"
 # [IO.Path]::Combine, not Join-Path: Join-Path fails on a drive PowerShell
 # does not know.
 $recordFile = [IO.Path]::Combine($runsDir, "$runId.json")
+$ownRecordFile = [IO.Path]::Combine($runsDir, "$runId.gorecord")
 $listFiles = @{
     sandboxes = [IO.Path]::Combine($runsDir, "$runId.sandboxes")
     networks  = [IO.Path]::Combine($runsDir, "$runId.networks")
@@ -906,6 +907,7 @@ if ($script:Clean['sandboxes'] -and $script:Clean['networks'] -and $keptCount -e
     Remove-LedgerFile $listFiles['sandboxes']
     Remove-LedgerFile $listFiles['networks']
     Remove-LedgerFile $recordFile
+    Remove-LedgerFile $ownRecordFile
     Write-Log 'everything removed; ledger files deleted'
     Exit-Watchdog 0
 }

@@ -14,7 +14,7 @@
 #   STEP := KIND ROLE MODE GONE RETRY N WORD1 ... WORDN
 #
 #   RUNS_DIR  absolute path of the ledger's runs folder
-#   RUN_ID    file stem: RUNS_DIR/RUN_ID.json, .sandboxes, .networks
+#   RUN_ID    file stem: RUNS_DIR/RUN_ID.json, .gorecord, .sandboxes, .networks
 #   KIND      sandboxes | networks
 #   ROLE      act: WORDS with ids (or names) appended removes them
 #             find: WORDS, complete, prints "ID|NAME|MARK" for each sandbox
@@ -75,6 +75,9 @@
 
 set -u
 set -f
+# What it writes (the fate, a rewritten list) is the user's alone, as every
+# other file of the cache dir.
+umask 077
 
 LC_ALL=C
 export LC_ALL
@@ -249,6 +252,7 @@ _op='' _id='' _name='' _rest=''
 log "owner gone (stdin closed): reaping run $run_id in $runs_dir"
 
 rec=$runs_dir/$run_id.json
+own_rec=$runs_dir/$run_id.gorecord
 sb_file=$runs_dir/$run_id.sandboxes
 net_file=$runs_dir/$run_id.networks
 
@@ -562,26 +566,38 @@ esac
 
 fate_items=''
 fate_count=0
-# fate_add KIND ID NAME OUTCOME: one item; ids and names are checked words,
-# so they need no escaping in JSON. At most 200 items.
+# fate_add KIND ID NAME OUTCOME [NOTE]: one item; ids and names are checked
+# words and notes this script's own text, so they need no escaping in JSON.
+# At most 200 items.
 fate_add() {
 	[ "$fate_count" -lt 200 ] || return 0
 	fate_count=$((fate_count + 1))
 	[ -n "$fate_items" ] && fate_items="$fate_items,"
-	fate_items="$fate_items{\"kind\":\"$1\",\"id\":\"$2\",\"name\":\"$3\",\"outcome\":\"$4\"}"
+	_note=
+	[ -n "${5:-}" ] && _note=",\"note\":\"$5\""
+	fate_items="$fate_items{\"kind\":\"$1\",\"id\":\"$2\",\"name\":\"$3\",\"outcome\":\"$4\"$_note}"
+}
+
+# kept_note: why the watchdog kept what it kept.
+kept_note() {
+	if [ -n "$engine_hung" ]; then
+		printf 'the engine did not answer within %ss' "$call_timeout"
+	else
+		printf 'its removal failed (the engine may be down; RIGHTSIZE_REAPER_DEBUG=1 keeps the log of why)'
+	fi
 }
 
 # fate_kind KIND TOLD FOUND BAD: an item per id told or found, kept when
 # it is in BAD (what failed last), removed otherwise.
 fate_kind() {
-	_fk=$1 _bad=$4
+	_fk=$1 _bad=$4 _why=$(kept_note)
 	for _tok in $2 $3; do
 		case "$_seen " in
 		*" ${_tok%%/*} "*) continue ;;
 		esac
 		_seen="$_seen ${_tok%%/*}"
 		case $_bad in
-		*" ${_tok%%/*}/"*) fate_add "$_fk" "${_tok%%/*}" "${_tok#*/}" kept ;;
+		*" ${_tok%%/*}/"*) fate_add "$_fk" "${_tok%%/*}" "${_tok#*/}" kept "$_why" ;;
 		*) fate_add "$_fk" "${_tok%%/*}" "${_tok#*/}" removed ;;
 		esac
 	done
@@ -606,10 +622,9 @@ write_fate() {
 	_iso=${fate_time#* }
 	_end=$(date -u +%Y-%m-%dT%H:%M:%SZ 2>/dev/null) || _end=$_iso
 	_stub=$_fates/.$run_id.owner
-	_dst=$_fates/$run_id-${_secs}000.json
 	_tmp=$_fates/.$run_id.fate.tmp.$$
 	rm -f "$_tmp"
-	if (
+	if ! (
 		set -C
 		{
 			printf '{"version":1,"run":"%s","by":"watchdog","byPid":%s,"noticedIso":"%s","finishedIso":"%s","owner":' \
@@ -621,12 +636,31 @@ write_fate() {
 			fi
 			printf ',"items":[%s]}\n' "$fate_items"
 		} >"$_tmp"
-	) && mv -f "$_tmp" "$_dst"; then
-		log "fate written: $_dst"
-	else
+	); then
 		log "could not write the run's fate"
 		rm -f "$_tmp"
+		return 0
 	fi
+	# Never over another fate (a sweep's of the same run, in the same
+	# second): a hard link fails where the name is taken, and the next
+	# millisecond is tried.
+	_ms=0
+	while [ "$_ms" -lt 1000 ]; do
+		_dst=$_fates/$run_id-$_secs$(printf '%03d' "$_ms").json
+		if ln "$_tmp" "$_dst" 2>/dev/null; then
+			rm -f "$_tmp"
+			log "fate written: $_dst"
+			return 0
+		fi
+		# No hard links on this file system: a rename, to a free name.
+		if [ ! -e "$_dst" ] && [ ! -L "$_dst" ] && mv -f "$_tmp" "$_dst"; then
+			log "fate written: $_dst"
+			return 0
+		fi
+		_ms=$((_ms + 1))
+	done
+	log "could not write the run's fate"
+	rm -f "$_tmp"
 }
 write_fate
 
@@ -645,7 +679,7 @@ if [ "$clean_s" = yes ] && [ "$clean_n" = yes ] && [ "$kept_s" = ' ' ] && [ "$ke
 	# The owner's stub before the record: once the record is gone, nothing
 	# of the run is left.
 	rm -f "${runs_dir%/*}/fates/.$run_id.owner"
-	rm -f "$rec"
+	rm -f "$rec" "$own_rec"
 	log "everything removed; ledger files deleted"
 	exit 0
 fi

@@ -2,6 +2,7 @@ package scripts
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -98,7 +99,7 @@ func newHarness(t *testing.T, sh shell) *harness {
 		bin := filepath.Join(dir, "applets")
 		must(t, os.Mkdir(bin, 0o755))
 		// touch too: a payload that did run would find it.
-		for _, tool := range []string{"cat", "sed", "mv", "rm", "sleep", "touch", "timeout"} {
+		for _, tool := range []string{"cat", "sed", "mv", "rm", "sleep", "touch", "timeout", "date", "ln"} {
 			must(t, os.Symlink(sh.applets, filepath.Join(bin, tool)))
 		}
 		path = bin
@@ -123,7 +124,11 @@ func (h *harness) ledgerFile(suffix string) string {
 // writeRun writes the record and the line files given (nil: no file).
 func (h *harness) writeRun(sandboxes, networks []byte) {
 	h.t.Helper()
-	must(h.t, os.WriteFile(h.ledgerFile(".json"), []byte(`{"pid":4242,"startedIso":"2026-11-29T20:30:38Z","backend":"docker"}`), 0o644))
+	// Both records, as rightsize-go writes a run the family may judge:
+	// the family's and its own.
+	for _, ext := range []string{".json", ".gorecord"} {
+		must(h.t, os.WriteFile(h.ledgerFile(ext), []byte(`{"pid":4242,"startedIso":"2026-11-29T20:30:38Z","backend":"docker"}`), 0o644))
+	}
 	if sandboxes != nil {
 		must(h.t, os.WriteFile(h.ledgerFile(".sandboxes"), sandboxes, 0o644))
 	}
@@ -513,7 +518,7 @@ func TestToldIDsRemovedAtOnceThenLabelsConfirm(t *testing.T) {
 			[]string{"find", "sandboxes"},
 			[]string{"find", "networks"},
 		)
-		h.assertGone(".sandboxes", ".networks", ".json")
+		h.assertGone(".sandboxes", ".networks", ".json", ".gorecord")
 		h.assertNoTempFiles()
 		if _, err := os.Stat(pw); err == nil {
 			t.Errorf("%s: stdin content was executed", h.sh.name)
@@ -542,7 +547,7 @@ func TestSecondPassFindsLateCreates(t *testing.T) {
 			[]string{"find", "networks"},
 			[]string{"netrm", "8888ffff8888"},
 		)
-		h.assertGone(".sandboxes", ".networks", ".json")
+		h.assertGone(".sandboxes", ".networks", ".json", ".gorecord")
 		if !strings.Contains(stderr, "second pass in 0.2s") {
 			t.Errorf("%s: no second pass announced:\n%s", h.sh.name, stderr)
 		}
@@ -576,7 +581,7 @@ func TestFinderOutputIsCheckedNeverRun(t *testing.T) {
 		if _, err := os.Stat(pw); err == nil {
 			t.Errorf("%s: finder output was executed", h.sh.name)
 		}
-		h.assertGone(".sandboxes", ".json")
+		h.assertGone(".sandboxes", ".json", ".gorecord")
 	})
 }
 
@@ -646,6 +651,7 @@ func TestMsbStepsRetryOnceAndLastStepDecides(t *testing.T) {
 		// rz-stopfails failed to stop but rm (the last step) removed it.
 		h.assertContent(".sandboxes", "rz-alwaysflaky\n")
 		h.assertContent(".json", record)
+		h.assertContent(".gorecord", record)
 		h.assertGone(".networks") // never existed, not created
 		h.assertNoTempFiles()
 	})
@@ -662,7 +668,7 @@ func TestBatchRetriedOnceBeforeGoingOneByOne(t *testing.T) {
 			[]string{"rm", "rz-flaky", "rz-a"},
 			[]string{"rm", "rz-flaky", "rz-a"},
 		)
-		h.assertGone(".sandboxes", ".networks", ".json")
+		h.assertGone(".sandboxes", ".networks", ".json", ".gorecord")
 	})
 }
 
@@ -684,7 +690,7 @@ func TestHostileLineFilesAreNeverRead(t *testing.T) {
 		if _, err := os.Stat(pw); err == nil {
 			t.Errorf("%s: file content was executed", h.sh.name)
 		}
-		h.assertGone(".sandboxes", ".networks", ".json")
+		h.assertGone(".sandboxes", ".networks", ".json", ".gorecord")
 	})
 }
 
@@ -707,6 +713,7 @@ func TestSymlinkedLineFileIsNotFollowed(t *testing.T) {
 			t.Errorf("%s: symlink target changed to %q", h.sh.name, b)
 		}
 		h.assertContent(".json", record)
+		h.assertContent(".gorecord", record)
 	})
 }
 
@@ -803,6 +810,7 @@ func TestKindWithoutStepIsKept(t *testing.T) {
 		h.assertCalls([]string{"rmf", "rz-a"})
 		h.assertContent(".networks", "rz-net-1\n")
 		h.assertContent(".json", record)
+		h.assertContent(".gorecord", record)
 	})
 }
 
@@ -881,4 +889,87 @@ func TestEmbeddedScriptsMatchFiles(t *testing.T) {
 			}
 		}
 	}
+}
+
+// fates makes the run's fates folder, where the watchdog writes its fate,
+// and returns it.
+func (h *harness) fates() string {
+	h.t.Helper()
+	dir := filepath.Join(filepath.Dir(h.runs), "fates")
+	must(h.t, os.MkdirAll(dir, 0o700))
+	return dir
+}
+
+// readFates reads the fates folder: file name to content.
+func readFates(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	entries, err := os.ReadDir(dir)
+	must(t, err)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		must(t, err)
+		out[e.Name()] = string(b)
+	}
+	return out
+}
+
+// The watchdog's fate never replaces another fate of the run written in
+// the same second (a sweep's, say): it takes the next free millisecond.
+func TestFateNeverReplacesAnother(t *testing.T) {
+	forEachShell(t, func(t *testing.T, h *harness) {
+		dir := h.fates()
+		h.writeRun([]byte("rz-ab12cd34-1\n"), nil)
+		// Every name the watchdog could pick for the next minute is taken
+		// by a fate of another writer, in its first millisecond.
+		now := time.Now().Unix()
+		for s := now - 2; s < now+60; s++ {
+			must(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d000.json", runID, s)), []byte(fmt.Sprintf(`{"version":1,"by":"sweep %d"}`, s)), 0o600))
+		}
+		before := readFates(t, dir)
+		p := h.start(args(h.runs, runID, h.dockerSteps("rm")...)...)
+		p.tell("+s 1111aaaa1111 rz-ab12cd34-1")
+		p.finish()
+		after := readFates(t, dir)
+		for name, content := range before {
+			if after[name] != content {
+				t.Errorf("%s: fate %s was replaced: %q", h.sh.name, name, after[name])
+			}
+		}
+		var added []string
+		for name, content := range after {
+			if _, ok := before[name]; !ok {
+				added = append(added, name)
+				if !regexp.MustCompile(`^`+runID+`-\d+001\.json$`).MatchString(name) || !strings.Contains(content, `"by":"watchdog"`) {
+					t.Errorf("%s: new fate %s: %q; want the watchdog's, in the next millisecond", h.sh.name, name, content)
+				}
+			}
+		}
+		if len(added) != 1 {
+			t.Errorf("%s: fates added %q, want one", h.sh.name, added)
+		}
+		h.assertNoTempFiles()
+	})
+}
+
+// A sandbox the watchdog could not remove is kept in its fate with the
+// reason, not with none.
+func TestFateSaysWhyItKept(t *testing.T) {
+	forEachShell(t, func(t *testing.T, h *harness) {
+		dir := h.fates()
+		h.writeRun([]byte("rz-ab12cd34-1\n"), nil)
+		p := h.start(args(h.runs, runID, h.dockerSteps("rm")...)...)
+		p.tell("+s 5555stuck555 rz-ab12cd34-1")
+		p.finish()
+		fates := readFates(t, dir)
+		if len(fates) != 1 {
+			t.Fatalf("%s: fates %q, want one", h.sh.name, fates)
+		}
+		for name, content := range fates {
+			want := `{"kind":"sandbox","id":"5555stuck555","name":"rz-ab12cd34-1","outcome":"kept","note":"its removal failed (the engine may be down; RIGHTSIZE_REAPER_DEBUG=1 keeps the log of why)"}`
+			if !strings.Contains(content, want) || !json.Valid([]byte(content)) {
+				t.Errorf("%s: fate %s: %s\nwant valid JSON with an item %s", h.sh.name, name, content, want)
+			}
+		}
+	})
 }

@@ -15,12 +15,12 @@ import (
 // RunsDir is cache/runs.
 func RunsDir(cache string) string { return filepath.Join(cache, ledger.RunsDir) }
 
-// RunFiles lists which of run id's three files exist in cache (a symbolic
-// link counts, whatever it points at).
+// RunFiles lists which of run id's records and line files exist in cache
+// (a symbolic link counts, whatever it points at).
 func RunFiles(cache, id string) []string {
 	rec, sbx, nets := ledger.Paths(RunsDir(cache), id)
 	var out []string
-	for _, p := range []string{rec, sbx, nets} {
+	for _, p := range []string{rec, ledger.OwnRecordPath(RunsDir(cache), id), sbx, nets, ledger.LinePath(RunsDir(cache), id, ledger.ProcessKind)} {
 		if _, err := os.Lstat(p); err == nil || !errors.Is(err, fs.ErrNotExist) {
 			out = append(out, filepath.Base(p))
 		}

@@ -127,6 +127,9 @@ func Owner(t *testing.T, p Plan) {
 		procs = append(procs, strconv.Itoa(pr.Pid()))
 	}
 	proctest.Say("processes", strings.Join(procs, ","))
+	if p.LostMarks {
+		startLostMarks(t, p.EscapeProcess)
+	}
 	if wd := sess.Watchdog(); wd != nil {
 		proctest.Say("watchdog", strconv.Itoa(wd.PID))
 		proctest.Say("watchdog.kind", wd.Kind)

@@ -65,6 +65,11 @@ type Plan struct {
 	// the run that left its group and session, which rightsize reports as
 	// escaped and never signals.
 	EscapeProcess bool `json:"escapeProcess,omitempty"`
+	// LostMarks starts, after the other processes, three commands whose
+	// processes lose the mark (see LostMarkCommands); the owner says
+	// their ids under "lost.<kind>". With EscapeProcess a fourth adds a
+	// child without the mark that leaves its group and session.
+	LostMarks bool `json:"lostMarks,omitempty"`
 	// Then is what to do next: Block, Panic, … (Block when empty).
 	Then string `json:"then,omitempty"`
 	// CgroupProcs is a cgroup.procs file the process writes its pid to
