@@ -204,29 +204,65 @@ func (k *Keeper) start(ctx context.Context) error {
 		}
 		return fmt.Errorf("keeper %s: %w: starting it (socket %s): %v", k.Name, ErrRefused, k.Socket, err)
 	}
-	// Its first line is in its log (an attach would end its stdin on
-	// Podman when it ends).
-	rctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	logs, err := k.cli.ContainerLogs(rctx, k.ID, client.ContainerLogsOptions{ShowStdout: true, Follow: true})
-	if err != nil {
-		return fmt.Errorf("keeper %s: reading whether it is ready: %w", k.Name, err)
-	}
-	defer logs.Close()
-	pr, pw := io.Pipe()
-	go func() { _, err := stdcopy.StdCopy(pw, io.Discard, logs); pw.CloseWithError(err) }()
-	line, err := bufio.NewReader(io.LimitReader(pr, 4096)).ReadString('\n')
-	pr.Close()
-	line = strings.TrimSpace(line)
+	line, err := k.followLine(ctx, readyTimeout, func(l string) bool {
+		return strings.HasPrefix(l, "ready") || strings.HasPrefix(l, "error:")
+	})
 	switch {
 	case strings.HasPrefix(line, "ready"):
 		return nil
 	case strings.HasPrefix(line, "error:"):
 		return fmt.Errorf("keeper %s: %w: %s (it mounts %s of the engine's host; %s names another)", k.Name, ErrRefused, strings.TrimSpace(strings.TrimPrefix(line, "error:")), k.Socket, EnvSocketOverride)
-	case rctx.Err() != nil:
+	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("keeper %s: it did not say it was ready within %s", k.Name, readyTimeout)
 	default:
 		return fmt.Errorf("keeper %s: it ended without saying it was ready (%q, %v)", k.Name, line, err)
+	}
+}
+
+// WaitHeld returns once the keeper has said that a holder took its lease
+// (Hold, from this process or another), or why it cannot: wait passed,
+// ctx ended, or the keeper ended.
+func (k *Keeper) WaitHeld(ctx context.Context, wait time.Duration) error {
+	line, err := k.followLine(ctx, wait, func(l string) bool { return l == "held" })
+	if line == "held" {
+		return nil
+	}
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return fmt.Errorf("keeper %s: nobody took its lease within %s", k.Name, wait)
+	}
+	return fmt.Errorf("keeper %s: waiting for its holder: %w", k.Name, err)
+}
+
+// followLine follows the keeper's stdout from its start, and returns the
+// first line (trimmed) that want accepts, or why there was none within
+// wait. It reads the log, not an attach: an attach that ends would end the
+// keeper's stdin on Podman.
+func (k *Keeper) followLine(ctx context.Context, wait time.Duration, want func(string) bool) (string, error) {
+	rctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	logs, err := k.cli.ContainerLogs(rctx, k.ID, client.ContainerLogsOptions{ShowStdout: true, Follow: true})
+	if err != nil {
+		return "", fmt.Errorf("reading its log: %w", err)
+	}
+	defer logs.Close()
+	pr, pw := io.Pipe()
+	go func() { _, err := stdcopy.StdCopy(pw, io.Discard, logs); pw.CloseWithError(err) }()
+	defer pr.Close()
+	br := bufio.NewReader(io.LimitReader(pr, 1<<16))
+	for {
+		line, err := br.ReadString('\n')
+		if l := strings.TrimSpace(line); l != "" && want(l) {
+			return l, nil
+		}
+		if err != nil {
+			if rctx.Err() != nil {
+				return strings.TrimSpace(line), rctx.Err()
+			}
+			if err == io.EOF {
+				err = errors.New("the keeper ended")
+			}
+			return strings.TrimSpace(line), err
+		}
 	}
 }
 
