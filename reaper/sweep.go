@@ -168,6 +168,15 @@ func Sweep(ctx context.Context, b backend.Backend, opts ...Option) (*Report, err
 	}
 	close(deletes)
 	workers.Wait()
+	if err == nil {
+		// Runs whose machine died with their ledger: only the engine
+		// still knows them.
+		if kerr := cfg.sweepKeepers(ctx, b, scan, rep); kerr != nil && ctx.Err() == nil {
+			rep.Unfinished = "the engine-side keepers could not be judged: " + kerr.Error()
+		} else if kerr != nil {
+			err = context.Cause(ctx)
+		}
+	}
 	if err != nil {
 		rep.Unfinished = unfinished(err)
 		if !errors.Is(err, errBudget) {
