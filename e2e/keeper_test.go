@@ -9,7 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
+
+	"github.com/rightsize/rightsize-go/backend/docker"
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
+	"github.com/rightsize/rightsize-go/reaper"
 )
 
 // The machine's deaths, with the engine-side keeper (RIGHTSIZE_WATCHDOG=
@@ -138,4 +142,60 @@ func TestKeeperOwnerPaused(t *testing.T) {
 	o.finish()
 	r.waitGone(o, "the owner's own end")
 	o.engineGone("the keeper, after its owner's normal end", goneWithin)
+}
+
+// A sweep from any machine (here: a cache dir of its own, which knows
+// nothing of the runs) reaps a kept run whose keeper is gone for longer
+// than the lease timeout, and leaves a dead run that never had a keeper:
+// its containers carry no mark, and the absence of a keeper says nothing
+// of it. The keeper is killed by the engine (SIGKILL: it removes nothing),
+// as an engine's restart or an operator's docker kill would end it.
+func TestKeeperSweepFromAnyMachine(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	kept := startKept(r, "kept owner", harness.Plan{Containers: 2, Networks: 1})
+	plain := r.start("plain owner", harness.Plan{Containers: 1}).ready()
+	ctx := context.Background()
+	if _, err := kept.eng.Client().ContainerKill(ctx, "rz-keeper-"+kept.run, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+		t.Fatalf("kill the keeper: %v", err)
+	}
+	poll(t, goneWithin, "the killed keeper to be gone", func() (bool, string) {
+		exists, _, err := kept.eng.ContainerState(ctx, "rz-keeper-"+kept.run)
+		return err == nil && !exists, fmt.Sprintf("exists=%v, %v", exists, err)
+	})
+	kept.killSession()
+	plain.killSession()
+	kept.checkAlive("the kept run, its keeper and its machine killed: nothing of this side reaps")
+
+	drv, err := docker.OpenHost(r.eng.Client().DaemonHost())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	elsewhere := t.TempDir()
+	var rep *reaper.Report
+	took := poll(t, goneWithin, "a sweep from elsewhere to reap the kept run", func() (bool, string) {
+		rep, err = reaper.Sweep(ctx, drv, reaper.WithCacheDir(elsewhere))
+		if err != nil {
+			return false, err.Error()
+		}
+		rr, ok := rep.Run(kept.run)
+		return ok, fmt.Sprintf("report: %+v", rr)
+	})
+	rr, _ := rep.Run(kept.run)
+	if rr.Decision != reaper.Reaped || len(rr.Removed) != 3 {
+		t.Fatalf("the kept run: %s (%s), removed %v, kept %v; want reaped, 2 containers and a network", rr.Decision, rr.Reason, rr.Removed, rr.Kept)
+	}
+	if left, err := kept.eng.RunLeft(ctx, kept.run, kept.networks); err != nil || left != "" {
+		t.Fatalf("after the sweep, run %s still has %s (%v)", kept.run, left, err)
+	}
+	if _, ok := rep.Run(plain.run); ok {
+		t.Errorf("the sweep judged run %s, which never had a keeper", plain.run)
+	}
+	for _, n := range plain.sandboxes {
+		if exists, _, err := plain.eng.ContainerState(ctx, n); err != nil || !exists {
+			t.Errorf("container %s of a run that never had a keeper: exists=%v (%v); the sweep from elsewhere must leave it", n, exists, err)
+		}
+	}
+	t.Logf("keeper killed → the kept run reaped by a sweep from elsewhere %s after the machine's death (lease %s)", ms(took), keeperLease)
 }
