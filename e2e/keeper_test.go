@@ -157,7 +157,7 @@ func TestKeeperSweepFromAnyMachine(t *testing.T) {
 	plain := r.start("plain owner", harness.Plan{Containers: 1}).ready()
 	ctx := context.Background()
 	if _, err := kept.eng.Client().ContainerKill(ctx, "rz-keeper-"+kept.run, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
-		t.Fatalf("kill the keeper: %v", err)
+		t.Fatalf("kill the keeper: %v\nwatchdog log:\n%s", err, r.watchdogLog(kept.run))
 	}
 	poll(t, goneWithin, "the killed keeper to be gone", func() (bool, string) {
 		exists, _, err := kept.eng.ContainerState(ctx, "rz-keeper-"+kept.run)
