@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/rightsize/rightsize-go/backend/docker"
 )
 
 const (
@@ -27,17 +29,30 @@ const (
 )
 
 // SocketPath returns the path, on the engine's host, of the engine's unix
-// socket, which a keeper mounts: EnvSocketOverride when set; for Podman,
-// the socket its service says it listens on (when it says it exists); for
-// an engine this process reaches through a unix socket on Linux, that
-// socket; otherwise
-// DefaultSocket (an engine over TCP or SSH, or in the VM of Docker Desktop
-// or colima). A wrong answer is not silent: the engine refuses to mount a
-// path that does not exist, and the keeper says so when what it finds
-// there is not its own engine.
+// socket, which a keeper mounts: EnvSocketOverride when set; the unix
+// socket this process reaches the engine through, when the engine's
+// process sees the same mounts as this one (the path is then the engine
+// host's own);
+// for Podman, the socket its service says it listens on (when it says it
+// exists); for an engine reached through a unix socket on Linux, that
+// socket; otherwise DefaultSocket (an engine over TCP or SSH, or in the VM
+// of Docker Desktop or colima). A wrong answer is not silent: the engine
+// refuses to mount a path that does not exist, and the keeper says so when
+// what it finds there is not its own engine.
 func SocketPath(ctx context.Context, cli *client.Client) string {
 	if p := os.Getenv(EnvSocketOverride); p != "" {
 		return strings.TrimPrefix(p, "unix://")
+	}
+	u, err := url.Parse(cli.DaemonHost())
+	unixPath := ""
+	if err == nil && u.Scheme == "unix" && runtime.GOOS == "linux" && u.Path != "" {
+		unixPath = u.Path
+	}
+	// Asking Podman costs it about 0.3 s: not where the answer is known.
+	if unixPath != "" {
+		if same, known := docker.SameMounts(unixPath); same && known {
+			return unixPath
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
@@ -45,8 +60,8 @@ func SocketPath(ctx context.Context, cli *client.Client) string {
 	if p, ok := podmanSocket(ctx, cli); ok {
 		return p
 	}
-	if u, err := url.Parse(cli.DaemonHost()); err == nil && u.Scheme == "unix" && runtime.GOOS == "linux" && u.Path != "" {
-		return u.Path
+	if unixPath != "" {
+		return unixPath
 	}
 	return DefaultSocket
 }
