@@ -95,12 +95,17 @@ func (g *Guard) start(ctx context.Context) (string, error) {
 // watchdog that could not start is told on stderr, where it is seen
 // without -v.
 func watchdogNote(s *reaper.Session, note *reaper.WatchdogNote) string {
+	if note != nil && note.KeeperErr != nil {
+		warnf("sandboxtest: no engine-side keeper for run %s (%v); the watchdog of this machine serves alone: if the machine dies, its sandboxes stay", s.RunID(), note.KeeperErr)
+	}
 	switch {
 	case note == nil:
 		return ""
 	case note.Err != nil:
 		warnf("sandboxtest: no watchdog for run %s (%v); if this process is killed, its sandboxes stay until the next process's sweep", s.RunID(), note.Err)
 		return ""
+	case note.Started && note.Keeper != "":
+		return fmt.Sprintf("sandboxtest: run %s, %s watchdog pid %d, holding the lease of keeper %s", s.RunID(), note.Kind, note.PID, note.Keeper)
 	case note.Started:
 		return fmt.Sprintf("sandboxtest: run %s, %s watchdog pid %d", s.RunID(), note.Kind, note.PID)
 	}

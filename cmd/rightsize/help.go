@@ -68,7 +68,9 @@ created it); its ports, guest->host; and ENGINE: running, stopped, gone
 (the engine could not be asked, or the entry is another backend's). The
 engine, the one RIGHTSIZE_BACKEND chooses, is given 5 s to answer; without
 one, ls says so and still exits 0. When ended runs have fates, ls says how
-many.
+many. Last, when the engine has any, its engine-side keepers (the leases
+of runs whose watchdog holds one there, from any machine): each one's run,
+name, state, lease timeout and age.
 
 --fates lists what became of the runs whose owners died (newest first, the
 last 200, none older than 7 days): who noticed the death (its watchdog, a

@@ -118,7 +118,10 @@ func (c *cli) lsRuns(w *bufio.Writer, cache string, asJSON, verbose bool) error 
 		fmt.Fprintf(w, "\n%d ended runs have a fate (what became of them): rightsize ls --fates\n", len(fs))
 	}
 	fmt.Fprintln(w)
-	return c.lsKeepAliveTable(w, cache)
+	if err := c.lsKeepAliveTable(w, cache); err != nil {
+		return err
+	}
+	return c.lsKeepersTable(w)
 }
 
 // writeRunsJSON writes the runs as one JSON array, exactly as an encoder

@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"path"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -182,21 +181,10 @@ func (b *bench) ensureStandin(ctx context.Context) (string, error) {
 // buildStandin builds the stand-in, a module of its own with no
 // dependency, for linux/arch, static.
 func buildStandin(ctx context.Context, arch string) ([]byte, error) {
-	dir, err := os.MkdirTemp("", "rz-bench-standin-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	files := map[string][]byte{
+	return image.BuildModule(ctx, map[string][]byte{
 		"main.go": standinSource,
 		"go.mod":  []byte("module ryukstandin\n\ngo 1.22\n"),
-	}
-	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
-			return nil, err
-		}
-	}
-	return image.BuildStatic(ctx, dir, ".", arch)
+	}, arch)
 }
 
 // tcOnce is one run: an owner with a testcontainers session of its own

@@ -7,7 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 )
+
+// ErrNoGoTool is wrapped by the error of a build that could not start
+// because no go tool was found, so that a caller can fall back to doing
+// without the image.
+var ErrNoGoTool = errors.New("the go tool is not on the PATH")
 
 // BuildStatic builds Go package pkg (as the go tool names it, from dir;
 // "" is this process's folder) into one static linux/arch binary and
@@ -15,6 +21,40 @@ import (
 // or -cover meant for the tests would fail or bloat a CGO_ENABLED=0 build;
 // GOWORK is off: what is built is a module of its own, or this one alone.
 func BuildStatic(ctx context.Context, dir, pkg, arch string) ([]byte, error) {
+	return goBuild(ctx, dir, pkg, arch)
+}
+
+// BuildModule builds the main package made of files (name → content, at
+// the root of a module of its own: a go.mod among them) into one static
+// linux/arch binary, in a temporary folder. Nothing is fetched: the
+// module may need the standard library only (GOPROXY=off), and the go
+// tool found must be recent enough for its go.mod (GOTOOLCHAIN=local).
+func BuildModule(ctx context.Context, files map[string][]byte, arch string) ([]byte, error) {
+	if _, ok := files["go.mod"]; !ok {
+		return nil, errors.New("build: the module's files have no go.mod")
+	}
+	dir, err := os.MkdirTemp("", "rightsize-module-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if name != filepath.Base(name) || name == "." || name == ".." {
+			return nil, fmt.Errorf("build: %q is not a file name", name)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), files[name], 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return goBuild(ctx, dir, ".", arch, "GOTOOLCHAIN=local", "GOPROXY=off")
+}
+
+func goBuild(ctx context.Context, dir, pkg, arch string, env ...string) ([]byte, error) {
 	goTool, err := goCommand()
 	if err != nil {
 		return nil, err
@@ -27,12 +67,15 @@ func BuildStatic(ctx context.Context, dir, pkg, arch string) ([]byte, error) {
 	out := filepath.Join(tmp, "out")
 	cmd := exec.CommandContext(ctx, goTool, "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch, "GOFLAGS=", "GOWORK=off")
+	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch, "GOFLAGS=", "GOWORK=off"), env...)
 	if output, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("%s build %s for linux/%s: %w\n%s", goTool, pkg, arch, err, output)
 	}
 	return os.ReadFile(out)
 }
+
+// goRoots are where the go tool is looked for when it is not on the PATH.
+var goRoots = func() []string { return []string{os.Getenv("GOROOT"), "/usr/local/go"} }
 
 // goCommand finds the go tool. `go test` puts GOROOT/bin first on the PATH
 // of the test binaries it runs.
@@ -40,7 +83,7 @@ func goCommand() (string, error) {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p, nil
 	}
-	for _, root := range []string{os.Getenv("GOROOT"), "/usr/local/go"} {
+	for _, root := range goRoots() {
 		if root == "" {
 			continue
 		}
@@ -49,5 +92,5 @@ func goCommand() (string, error) {
 			return p, nil
 		}
 	}
-	return "", errors.New("the go tool is not on the PATH (it builds the binaries of the test images)")
+	return "", fmt.Errorf("%w (nor in $GOROOT/bin or /usr/local/go/bin): it builds the programs of the images made here", ErrNoGoTool)
 }

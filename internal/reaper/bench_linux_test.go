@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/keeper"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/reaper"
@@ -213,4 +214,47 @@ func cpuTicks(t *testing.T, pid int) int {
 		t.Fatalf("/proc/%d/stat: %q", pid, s)
 	}
 	return u + st
+}
+
+// BenchmarkFirstAdmit: a session's first Admit on the real engine, which
+// starts its watchdog: the native one alone, and the native one holding
+// the lease of an engine-side keeper (the keeper image already on the
+// engine: the first iteration builds it when missing, outside the timing).
+// The difference is the keeper's cost to a process's first sandbox. Each
+// watchdog, and its keeper, is ended outside the timed part.
+//
+//	flock /tmp/rz-engine.lock go test -run '^$' -bench BenchmarkFirstAdmit -benchtime 10x ./reaper/
+func BenchmarkFirstAdmit(b *testing.B) {
+	drv := openDocker(b)
+	for _, kind := range []string{reaper.NativeWatchdog, reaper.EngineWatchdog} {
+		b.Run(kind, func(b *testing.B) {
+			b.Setenv(reaper.EnvWatchdog, kind)
+			b.Setenv(reaper.EnvDebug, "")
+			b.Setenv("RIGHTSIZE_WATCHDOG_SETTLE", "0")
+			first := true
+			for b.Loop() {
+				b.StopTimer()
+				s, err := reaper.Open(context.Background(), drv, reaper.WithCacheDir(b.TempDir()))
+				must(b, err)
+				if first && kind == reaper.EngineWatchdog {
+					// The image, once; then the timed runs find it.
+					_, err := keeper.Ensure(context.Background(), drv.Client())
+					must(b, err)
+				}
+				first = false
+				b.StartTimer()
+				note, err := s.Admit(backend.SandboxKind, s.NextName())
+				b.StopTimer()
+				must(b, err)
+				if note == nil || !note.Started {
+					b.Fatalf("no watchdog: %+v", note)
+				}
+				if kind == reaper.EngineWatchdog && note.Keeper == "" {
+					b.Fatalf("no keeper: %v", note.KeeperErr)
+				}
+				endWatchdog(b, s.Watchdog())
+				b.StartTimer()
+			}
+		})
+	}
 }

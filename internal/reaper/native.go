@@ -80,6 +80,13 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, proce
 			logger.Printf("backend %s cannot find a run's sandboxes by their mark", backendName)
 			return 2
 		}
+		if ref := os.Getenv(envNativeKeeper); ref != "" {
+			// Held for the watchdog's whole life: it lets go once its
+			// own work is done, and the keeper then ends.
+			if l := holdKeeper(drv, ref, logger); l != nil {
+				defer l.Close()
+			}
+		}
 		if w, ok := drv.(interface{ Warm() }); ok {
 			// While the owner lives: the engine's answers the removals
 			// need are then known when it dies.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/keeper"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/names"
 	"github.com/rightsize/rightsize-go/internal/proctree"
@@ -156,6 +157,12 @@ type WatchdogNote struct {
 	PID     int
 	Kind    string
 	Err     error
+	// Keeper is the name of the engine-side keeper whose lease the
+	// watchdog holds; KeeperErr why the run has none where one was
+	// wanted (RIGHTSIZE_WATCHDOG=engine, or an engine that is another
+	// machine's): it does without.
+	Keeper    string
+	KeeperErr error
 }
 
 // NextProcessLine is the ledger line of the run's next local process,
@@ -448,7 +455,20 @@ func (s *Session) ensureWatchdog() *WatchdogNote {
 				}
 			}
 			var wd *Watchdog
-			wd, err = StartWatchdog(s.cache, s.run.RunsDir(), s.runID, plan)
+			if ke, ok := wantKeeper(s.drv); ok && plan.Native {
+				var k *keeper.Keeper
+				wd, k, note.KeeperErr = s.startKeeper(ke, func(id string) (*Watchdog, error) {
+					return startWatchdog(s.cache, s.run.RunsDir(), s.runID, plan, id)
+				})
+				if k != nil {
+					note.Keeper = k.Name
+				}
+			} else if ok {
+				note.KeeperErr = errors.New("the backend offers no native watchdog to hold a keeper's lease")
+			}
+			if wd == nil {
+				wd, err = StartWatchdog(s.cache, s.run.RunsDir(), s.runID, plan)
+			}
 			if err == nil {
 				if wd.Kind == NativeWatchdog {
 					s.labelled[names.SandboxKind], s.labelled[names.NetworkKind] = true, true

@@ -171,11 +171,22 @@ func Sweep(ctx context.Context, b backend.Backend, opts ...Option) (*Report, err
 	}
 	close(deletes)
 	workers.Wait()
+	// Runs whose claim the engine itself holds (a Kubernetes Lease) and
+	// let lapse: the engine removes what they own.
 	if ls, ok := b.(backend.LapseSweeper); ok && ctx.Err() == nil {
 		runs, lerr := ls.SweepLapsed(ctx, cfg.now(), cfg.dryRun)
 		rep.Lapsed = runs
 		if lerr != nil {
 			rep.LapseProblem = lerr.Error()
+		}
+	}
+	if err == nil {
+		// Runs whose machine died with their ledger: only the engine
+		// still knows them.
+		if kerr := cfg.sweepKeepers(ctx, b, scan, rep); kerr != nil && ctx.Err() == nil {
+			rep.Unfinished = "the engine-side keepers could not be judged: " + kerr.Error()
+		} else if kerr != nil {
+			err = context.Cause(ctx)
 		}
 	}
 	if err != nil {

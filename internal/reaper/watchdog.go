@@ -25,8 +25,10 @@ const EnvDebug = "RIGHTSIZE_REAPER_DEBUG"
 
 // EnvWatchdog chooses the kind of watchdog: "script" (the default where
 // the backend's command line is found: a POSIX sh script, PowerShell on
-// Windows) or "native" (this program re-executed, speaking the engine's
-// API: the default where the command line is missing).
+// Windows), "native" (this program re-executed, speaking the engine's
+// API: the default where the command line is missing) or "engine" (the
+// native one, holding the lease of an engine-side keeper: the default
+// where the engine is another machine's; see keeper.go).
 const EnvWatchdog = "RIGHTSIZE_WATCHDOG"
 
 // Kinds of watchdog, as Watchdog.Kind says.
@@ -123,6 +125,12 @@ var (
 // it can be: WatchdogMain). RIGHTSIZE_WATCHDOG=native asks for the native
 // one whenever the plan allows it.
 func StartWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan) (*Watchdog, error) {
+	return startWatchdog(cache, runsDir, runID, plan, "")
+}
+
+// startWatchdog is StartWatchdog; a keeper id makes the watchdog the
+// native one, holding that keeper's lease.
+func startWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan, keeperID string) (*Watchdog, error) {
 	if runID == "" || strings.ContainsAny(runID, `/\`) || strings.HasPrefix(runID, ".") || strings.HasPrefix(runID, "-") {
 		return nil, fmt.Errorf("watchdog: run id %q cannot name a run's files", runID)
 	}
@@ -131,7 +139,7 @@ func StartWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan) (*Wa
 		return nil, fmt.Errorf("watchdog: %w", err)
 	}
 	want := strings.ToLower(strings.TrimSpace(os.Getenv(EnvWatchdog)))
-	useNative := plan.Native && (len(plan.Steps) == 0 || want == NativeWatchdog)
+	useNative := plan.Native && (len(plan.Steps) == 0 || want == NativeWatchdog || keeperID != "")
 	var cmd *exec.Cmd
 	wd := &Watchdog{exited: make(chan struct{})}
 	switch {
@@ -153,6 +161,9 @@ func StartWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan) (*Wa
 		if plan.ProcessesOnly {
 			env = append(env, envNativeProcessesOnly+"=1")
 		}
+		if keeperID != "" {
+			env = append(env, envNativeKeeper+"="+keeperID)
+		}
 		cmd.Env = envlist.Merge(os.Environ(), env...)
 		wd.Kind = NativeWatchdog
 	case len(plan.Steps) > 0:
@@ -168,6 +179,9 @@ func StartWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan) (*Wa
 		wd.Kind = ScriptWatchdog
 	default:
 		return nil, errors.New("watchdog: the backend offers none")
+	}
+	if keeperID != "" && !useNative {
+		return nil, errors.New("watchdog: only the native watchdog can hold a keeper's lease, and the backend offers none")
 	}
 
 	r, w, err := os.Pipe()

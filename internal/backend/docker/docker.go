@@ -26,6 +26,11 @@ const (
 	LabelRunID    = backend.LabelRunID
 	LabelRunIDAlt = backend.LabelRunIDAlt
 	LabelReuse    = backend.LabelReuse
+	// LabelKept marks what a run creates while an engine-side keeper holds
+	// its lease (package internal/keeper); its value is the lease timeout,
+	// a Go duration. Only such a run may be judged dead for want of a
+	// keeper: another member's run, or a run that had none, never is.
+	LabelKept = "dev.rightsize.kept"
 )
 
 // EnvHostOverride is testcontainers-go's variable for the host published
@@ -76,6 +81,10 @@ type Driver struct {
 	kindKnown atomic.Bool
 
 	note string
+
+	// kept holds, by run id, the lease timeout of each run whose keeper
+	// holds a lease on this engine (MarkKept).
+	kept sync.Map
 }
 
 var _ backend.RunLister = (*Driver)(nil)
@@ -222,6 +231,26 @@ func (d *Driver) Host() string { return d.net().host }
 func (d *Driver) net() reach {
 	d.netOnce.Do(func() { d.netV = resolveReach(context.Background(), d.cli, d.daemonHost) })
 	return d.netV
+}
+
+// Remote reports whether the engine is another machine's (over SSH, or
+// TCP to a host that is not a loopback name): what this machine keeps of
+// a run, its ledger and its watchdog, dies with it.
+func (d *Driver) Remote() bool { return !localEngine(d.daemonHost) }
+
+// MarkKept makes what the driver creates for run runID from now on carry
+// LabelKept with the lease timeout of its keeper: for a sweep on any
+// machine, the sign that the run had a keeper.
+func (d *Driver) MarkKept(runID string, lease time.Duration) { d.kept.Store(runID, lease.String()) }
+
+// runLabels are the labels of run id's ordinary containers and networks:
+// the run's, and LabelKept once the run has a keeper.
+func (d *Driver) runLabels(runID string) map[string]string {
+	l := runLabels(runID)
+	if v, ok := d.kept.Load(runID); ok {
+		l[LabelKept] = v.(string)
+	}
+	return l
 }
 
 // Client is the Docker API client the driver uses.

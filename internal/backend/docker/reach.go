@@ -98,8 +98,7 @@ func chooseReach(f reachFacts) reach {
 	if err == nil {
 		scheme, hostname = u.Scheme, u.Hostname()
 	}
-	local := scheme == "unix" || scheme == "npipe" ||
-		(scheme == "tcp" || scheme == "http" || scheme == "https") && isLoopbackName(hostname)
+	local := localEngine(f.daemonHost)
 	if f.overrideSet && f.override != "" {
 		r := reach{host: f.override, why: EnvHostOverride + " is set"}
 		if local && isLoopbackName(f.override) {
@@ -134,6 +133,23 @@ func chooseReach(f reachFacts) reach {
 		return reach{host: "localhost", why: "inside a container, and no gateway to the engine's host was found"}
 	}
 	return reach{host: gw, why: "inside a container: the engine's host is reached through the gateway " + gw}
+}
+
+// localEngine reports whether the engine daemonHost names runs on this
+// machine: a unix socket, a named pipe, or TCP to a loopback name. An
+// engine over SSH, or over TCP to any other host, is another machine's.
+func localEngine(daemonHost string) bool {
+	u, err := url.Parse(daemonHost)
+	if err != nil {
+		return false
+	}
+	switch u.Scheme {
+	case "unix", "npipe":
+		return true
+	case "tcp", "http", "https":
+		return isLoopbackName(u.Hostname())
+	}
+	return false
 }
 
 func isLoopbackName(h string) bool {

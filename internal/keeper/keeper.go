@@ -1,0 +1,326 @@
+package keeper
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+
+	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/names"
+)
+
+const (
+	// LabelKeeper marks a keeper container; its value is the run id.
+	LabelKeeper = "dev.rightsize.keeper"
+	// LabelLease is a keeper's lease timeout, as a Go duration: what its
+	// holder paces its heartbeats by.
+	LabelLease = "dev.rightsize.keeper.lease"
+	// NamePrefix starts every keeper's name: rz-keeper-<run id>.
+	NamePrefix = "rz-keeper-"
+
+	// DefaultSettle is how long after its first removals a keeper looks
+	// again for what the engine created after the lease ended (the
+	// watchdog's own second look waits as long).
+	DefaultSettle = 2 * time.Second
+
+	// readyTimeout bounds the wait for a started keeper to say whether it
+	// reached its engine.
+	readyTimeout = 30 * time.Second
+	// removeWait bounds Remove's wait for a keeper the engine is removing.
+	removeWait = 10 * time.Second
+)
+
+// The environment of the keeper program (program/main.go reads it).
+const (
+	envRun    = "RIGHTSIZE_KEEPER_RUN"
+	envSettle = "RIGHTSIZE_KEEPER_SETTLE"
+	envNonce  = "RIGHTSIZE_KEEPER_NONCE"
+	envSocket = "RIGHTSIZE_KEEPER_SOCKET"
+)
+
+var (
+	// ErrRefused is wrapped by Start's error when the engine would not run
+	// a working keeper: it refused the container (the socket's mount, a
+	// policy), or the keeper could not reach its own engine through the
+	// socket. The caller does without a keeper, and says so.
+	ErrRefused = errors.New("the engine refused the keeper")
+	// ErrExists is wrapped by Start's error when the run has a keeper on
+	// that engine already.
+	ErrExists = errors.New("the run has a keeper already")
+	// ErrNotKeeper is wrapped by Hold's error when what it was given is
+	// not a running keeper.
+	ErrNotKeeper = errors.New("not a running keeper")
+)
+
+// Options says how to start a keeper; the zero value is the usual keeper.
+type Options struct {
+	// Image is the keeper image; "" is Ensure's, built when missing.
+	Image string
+	// Socket is the engine's socket on the engine's host; "" is
+	// SocketPath's answer.
+	Socket string
+	// LeaseTimeout is how long the keeper waits for a heartbeat, and for
+	// its first holder; 0 is LeaseTimeout's (RIGHTSIZE_LEASE_TIMEOUT, or
+	// 10 s).
+	LeaseTimeout time.Duration
+	// Settle is how long after its first removals the keeper looks again;
+	// 0 is DefaultSettle, a negative value none.
+	Settle time.Duration
+}
+
+// Keeper is a started keeper of one run.
+type Keeper struct {
+	// ID and Name are the keeper container's; Name is NamePrefix+RunID.
+	ID, Name string
+	RunID    string
+	// Image, Socket and LeaseTimeout are what it was started with.
+	Image        string
+	Socket       string
+	LeaseTimeout time.Duration
+
+	cli *client.Client
+}
+
+// Start starts run runID's keeper on the engine cli talks to, and returns
+// once the keeper has reached its engine through the mounted socket. Until
+// a holder takes its lease (Hold), the keeper waits for one for its lease
+// timeout, then ends as if its holder had died: what carries the run's
+// label is removed. Any error after the container was created removes it
+// again.
+func Start(ctx context.Context, cli *client.Client, runID string, opts Options) (*Keeper, error) {
+	name := NamePrefix + runID
+	if !ledger.ValidRunID(runID) || !names.Valid(name) {
+		return nil, fmt.Errorf("keeper: run id %q cannot name a keeper (%s)", runID, names.Rule)
+	}
+	timeout := opts.LeaseTimeout
+	if timeout == 0 {
+		var err error
+		if timeout, err = LeaseTimeout(); err != nil {
+			return nil, fmt.Errorf("keeper: %w", err)
+		}
+	} else if err := checkLeaseTimeout(timeout); err != nil {
+		return nil, fmt.Errorf("keeper: %w", err)
+	}
+	settle := opts.Settle
+	switch {
+	case settle == 0:
+		settle = DefaultSettle
+	case settle < 0:
+		settle = 0
+	}
+	k := &Keeper{Name: name, RunID: runID, Image: opts.Image, Socket: opts.Socket, LeaseTimeout: timeout, cli: cli}
+	var err error
+	if k.Image == "" {
+		if k.Image, err = Ensure(ctx, cli); err != nil {
+			return nil, err
+		}
+	}
+	if k.Socket == "" {
+		k.Socket = SocketPath(ctx, cli)
+	}
+	nonce := make([]byte, 8)
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, fmt.Errorf("keeper: %w", err)
+	}
+
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	res, err := cli.ContainerCreate(cctx, client.ContainerCreateOptions{
+		Name: name,
+		Config: &container.Config{
+			Image: k.Image,
+			Env: []string{
+				envRun + "=" + runID,
+				EnvLeaseTimeout + "=" + timeout.String(),
+				envSettle + "=" + settle.String(),
+				envNonce + "=" + hex.EncodeToString(nonce),
+				envSocket + "=" + socketInside,
+			},
+			// It must never carry the run's own label: it would remove
+			// itself among the run's containers, and a sweep would take
+			// it for one of them.
+			Labels:      map[string]string{LabelKeeper: runID, LabelLease: timeout.String()},
+			AttachStdin: true,
+			OpenStdin:   true,
+			// The holder's connection closing ends the keeper's stdin.
+			StdinOnce: true,
+		},
+		HostConfig: &container.HostConfig{
+			AutoRemove: true,
+			// A mount, not a bind: a socket path the engine's host does
+			// not have is an error, never a folder made there.
+			Mounts: []mount.Mount{{Type: mount.TypeBind, Source: k.Socket, Target: socketInside}},
+			// It talks to the engine through the socket alone.
+			NetworkMode:    "none",
+			ReadonlyRootfs: true,
+			CapDrop:        []string{"ALL"},
+			// SELinux hosts (Podman on Fedora) deny a labelled container
+			// the engine's socket, as they would Ryuk.
+			SecurityOpt: []string{"no-new-privileges", "label=disable"},
+		},
+	})
+	if err != nil {
+		if errors.Is(docker.Classify("create", err), backend.ErrNameTaken) {
+			return nil, fmt.Errorf("keeper %s: %w: %v", name, ErrExists, err)
+		}
+		if client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("keeper %s: creating it: %w", name, err)
+		}
+		return nil, fmt.Errorf("keeper %s: %w: creating it (socket %s): %v", name, ErrRefused, k.Socket, err)
+	}
+	k.ID = res.ID
+	if err := k.start(ctx); err != nil {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+		defer rcancel()
+		if rerr := k.Remove(rctx); rerr != nil {
+			err = fmt.Errorf("%w (and removing it: %v)", err, rerr)
+		}
+		return nil, err
+	}
+	return k, nil
+}
+
+// start starts the created keeper and waits for it to say whether it
+// reached its engine.
+func (k *Keeper) start(ctx context.Context) error {
+	sctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	if _, err := k.cli.ContainerStart(sctx, k.ID, client.ContainerStartOptions{}); err != nil {
+		if client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("keeper %s: starting it: %w", k.Name, err)
+		}
+		return fmt.Errorf("keeper %s: %w: starting it (socket %s): %v", k.Name, ErrRefused, k.Socket, err)
+	}
+	line, err := k.followLine(ctx, readyTimeout, func(l string) bool {
+		return strings.HasPrefix(l, "ready") || strings.HasPrefix(l, "error:")
+	})
+	switch {
+	case strings.HasPrefix(line, "ready"):
+		return nil
+	case strings.HasPrefix(line, "error:"):
+		return fmt.Errorf("keeper %s: %w: %s (it mounts %s of the engine's host; %s names another)", k.Name, ErrRefused, strings.TrimSpace(strings.TrimPrefix(line, "error:")), k.Socket, EnvSocketOverride)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("keeper %s: it did not say it was ready within %s", k.Name, readyTimeout)
+	default:
+		return fmt.Errorf("keeper %s: it ended without saying it was ready (%q, %v)", k.Name, line, err)
+	}
+}
+
+// WaitHeld returns once the keeper has said that a holder took its lease
+// (Hold, from this process or another), or why it cannot: wait passed,
+// ctx ended, or the keeper ended.
+func (k *Keeper) WaitHeld(ctx context.Context, wait time.Duration) error {
+	line, err := k.followLine(ctx, wait, func(l string) bool { return l == "held" })
+	if line == "held" {
+		return nil
+	}
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return fmt.Errorf("keeper %s: nobody took its lease within %s", k.Name, wait)
+	}
+	return fmt.Errorf("keeper %s: waiting for its holder: %w", k.Name, err)
+}
+
+// followLine follows the keeper's stdout from its start, and returns the
+// first line (trimmed) that want accepts, or why there was none within
+// wait. It reads the log, not an attach: an attach that ends would end the
+// keeper's stdin on Podman.
+func (k *Keeper) followLine(ctx context.Context, wait time.Duration, want func(string) bool) (string, error) {
+	rctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	logs, err := k.cli.ContainerLogs(rctx, k.ID, client.ContainerLogsOptions{ShowStdout: true, Follow: true})
+	if err != nil {
+		return "", fmt.Errorf("reading its log: %w", err)
+	}
+	defer logs.Close()
+	pr, pw := io.Pipe()
+	go func() { _, err := stdcopy.StdCopy(pw, io.Discard, logs); pw.CloseWithError(err) }()
+	defer pr.Close()
+	br := bufio.NewReader(io.LimitReader(pr, 1<<16))
+	for {
+		line, err := br.ReadString('\n')
+		if l := strings.TrimSpace(line); l != "" && want(l) {
+			return l, nil
+		}
+		if err != nil {
+			if rctx.Err() != nil {
+				return strings.TrimSpace(line), rctx.Err()
+			}
+			if err == io.EOF {
+				err = errors.New("the keeper ended")
+			}
+			return strings.TrimSpace(line), err
+		}
+	}
+}
+
+// Hold takes the keeper's lease, from this process (see the package's
+// Hold).
+func (k *Keeper) Hold(ctx context.Context) (*Lease, error) { return Hold(ctx, k.cli, k.ID) }
+
+// Remove removes the keeper at once, without its removing anything: for a
+// keeper its starter will not use after all. A keeper already gone, or
+// going, is not an error.
+func (k *Keeper) Remove(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	_, err := k.cli.ContainerRemove(ctx, k.ID, client.ContainerRemoveOptions{Force: true})
+	if err == nil || errors.Is(docker.Classify("remove", err), backend.ErrNotFound) {
+		return nil
+	}
+	// A keeper that has just ended is being removed by the engine
+	// (AutoRemove), and Podman refuses a second removal meanwhile: what
+	// counts is that it goes.
+	for deadline := time.Now().Add(removeWait); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(50 * time.Millisecond) {
+		if _, ierr := k.cli.ContainerInspect(ctx, k.ID, client.ContainerInspectOptions{}); errors.Is(docker.Classify("inspect", ierr), backend.ErrNotFound) {
+			return nil
+		}
+	}
+	return fmt.Errorf("keeper %s: removing it: %w", k.Name, err)
+}
+
+// Info is a keeper found on an engine.
+type Info struct {
+	ID, Name, RunID string
+	// State is the engine's word: running, exited, …
+	State string
+	// LeaseTimeout is 0 when its label does not say.
+	LeaseTimeout time.Duration
+	Created      time.Time
+}
+
+// List returns the keepers on the engine cli talks to, running or not.
+func List(ctx context.Context, cli *client.Client) ([]Info, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	res, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", LabelKeeper)})
+	if err != nil {
+		return nil, fmt.Errorf("keeper: listing keepers: %w", err)
+	}
+	var out []Info
+	for _, c := range res.Items {
+		run := c.Labels[LabelKeeper]
+		if run == "" {
+			continue
+		}
+		in := Info{ID: c.ID, RunID: run, State: string(c.State), Created: time.Unix(c.Created, 0)}
+		if len(c.Names) > 0 {
+			in.Name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		in.LeaseTimeout, _ = time.ParseDuration(c.Labels[LabelLease])
+		out = append(out, in)
+	}
+	return out, nil
+}
