@@ -372,7 +372,7 @@ func isTemp(name string) bool {
 func (s *Scan) Locks() []string {
 	var out []string
 	for _, name := range s.other {
-		if id, ok := strings.CutSuffix(name, LockExt); ok && id != "" && !strings.HasPrefix(id, ".") {
+		if id, ok := strings.CutSuffix(name, LockExt); ok && ValidRunID(id) {
 			out = append(out, id)
 		}
 	}
@@ -409,7 +409,7 @@ func ListRuns(cache string) ([]RunFiles, error) {
 // ReadRun reads one run's files, as ScanRuns and Each would. A run with no
 // file at all is an error wrapping fs.ErrNotExist.
 func ReadRun(cache, id string) (RunFiles, error) {
-	if !validRunID(id) {
+	if !ValidRunID(id) {
 		return RunFiles{}, fmt.Errorf("ledger: %q cannot name a run's files", id)
 	}
 	dir := filepath.Join(cache, RunsDir)
@@ -431,11 +431,6 @@ func ReadRun(cache, id string) (RunFiles, error) {
 	}
 	rf.load()
 	return rf, nil
-}
-
-// validRunID: a file stem that names files inside the runs folder only.
-func validRunID(id string) bool {
-	return id != "" && !strings.ContainsAny(id, `/\`) && !strings.HasPrefix(id, ".") && !strings.HasPrefix(id, "-") && !strings.ContainsRune(id, 0)
 }
 
 func readRecord(path string) (Record, time.Time, error) {

@@ -63,7 +63,7 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, proce
 	runtime.GOMAXPROCS(1)
 	debug.SetGCPercent(20) // it holds almost nothing: keep the heap small
 	logger := log.New(os.Stderr, "rightsize watchdog ["+runID+"]: ", 0)
-	if runsDir == "" || runID == "" || strings.ContainsAny(runID, `/\`) || strings.HasPrefix(runID, ".") {
+	if runsDir == "" || !ledger.ValidRunID(runID) {
 		logger.Printf("refusing runs dir %q, run %q", runsDir, runID)
 		return 2
 	}

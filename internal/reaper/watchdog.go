@@ -131,7 +131,7 @@ func StartWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan) (*Wa
 // startWatchdog is StartWatchdog; a keeper id makes the watchdog the
 // native one, holding that keeper's lease.
 func startWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan, keeperID string) (*Watchdog, error) {
-	if runID == "" || strings.ContainsAny(runID, `/\`) || strings.HasPrefix(runID, ".") || strings.HasPrefix(runID, "-") {
+	if !ledger.ValidRunID(runID) {
 		return nil, fmt.Errorf("watchdog: run id %q cannot name a run's files", runID)
 	}
 	dir, err := ledger.EnsureSubdir(cache, ledger.ReaperDir)
