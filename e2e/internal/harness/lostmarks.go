@@ -73,15 +73,21 @@ func startLostMarks(t *testing.T, escape bool) {
 	}
 }
 
+// settledComms are the commands of a process that lost its mark for good:
+// perl under its new title (comm keeps its first 15 bytes) and the sleep
+// `env -i` became. A subshell on its way out, or a process between fork
+// and exec, also shows an empty environment for a moment: it is not one.
+var settledComms = []string{strings.Repeat("x", 15), "sleep"}
+
 // sayWhenUnmarked waits until group pgid has n processes without the
-// mark, and says their ids under key.
+// mark, each settled (settledComms), and says their ids under key.
 func sayWhenUnmarked(t *testing.T, key string, pgid, n int) {
 	var ids []string
 	proctest.WaitUntil(t, time.Minute, key+": the processes that lose the mark", func() bool {
 		ids = ids[:0]
 		for _, pid := range allPIDs() {
 			st, err := proctree.ReadStat(pid)
-			if err == nil && st.Pgrp == pgid && !st.Zombie() && !marked(pid) {
+			if err == nil && st.Pgrp == pgid && !st.Zombie() && !marked(pid) && slices.Contains(settledComms, st.Comm) {
 				ids = append(ids, proctree.ID(pid, st.StartTicks))
 			}
 		}
