@@ -121,31 +121,54 @@ func OwnerInfo(backend string) ledger.FateOwner {
 // are counted.
 const maxToldFates = 3
 
-// TellFates returns the lines that tell the fates of cache no process has
-// told yet, newest first (at most a few, then how many more), and marks
-// every one of them told, so that no later process tells them again. own
-// is this process's run, whose fate is not news to it.
-func TellFates(cache, own string) []string {
+// UntoldFates returns the fates of cache no process has told yet, newest
+// first, but for own's (this process's run, whose fate is not news to it).
+func UntoldFates(cache, own string) []ledger.FateFile {
 	fates, err := ledger.ReadFates(cache)
 	if err != nil {
 		return nil
 	}
-	var lines []string
-	more := 0
+	var out []ledger.FateFile
 	for _, f := range fates {
-		if f.Told || f.Run == own || !ledger.ClaimTell(f.Path) {
-			continue
+		if !f.Told && f.Run != own {
+			out = append(out, f)
 		}
-		if len(lines) == maxToldFates {
-			more++
-			continue
+	}
+	return out
+}
+
+// MarkTold marks fates told, so that no later process tells them again,
+// and returns those this call marked (a sibling may have marked some
+// first).
+func MarkTold(fates []ledger.FateFile) []ledger.FateFile {
+	var out []ledger.FateFile
+	for _, f := range fates {
+		if ledger.ClaimTell(f.Path) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// FateLines tells fates: a line each for the first few, then how many
+// more.
+func FateLines(fates []ledger.FateFile) []string {
+	var lines []string
+	for i, f := range fates {
+		if i == maxToldFates {
+			lines = append(lines, fmt.Sprintf("rightsize: and %d more ended runs: rightsize ls --fates", len(fates)-i))
+			break
 		}
 		lines = append(lines, FateLine(f))
 	}
-	if more > 0 {
-		lines = append(lines, fmt.Sprintf("rightsize: and %d more ended runs: rightsize ls --fates", more))
-	}
 	return lines
+}
+
+// TellFates returns the lines that tell the fates of cache no process has
+// told yet (FateLines), and marks them told: for a caller whose lines are
+// surely seen.
+func TellFates(cache, own string) []string {
+	return FateLines(MarkTold(UntoldFates(cache, own)))
 }
 
 // FateLine is one line on what became of a run, for a terminal: every

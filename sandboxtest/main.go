@@ -89,7 +89,11 @@ func Main(m TestingM, opts ...Option) {
 	for _, o := range opts {
 		o.applyMain(&cfg)
 	}
-	exit(runMainWith(m, cfg))
+	code := runMainWith(m, cfg)
+	// A failed package's output is shown by `go test`: the fates it
+	// printed were seen.
+	markShown(code != 0)
+	exit(code)
 }
 
 func runMain(m TestingM, setup []func(*Suite)) int {
