@@ -83,6 +83,10 @@ const (
 	FateEscaped = "escaped"
 )
 
+// FateOutcomes are the outcomes of a fate's items, in the order a fate's
+// line tells them.
+var FateOutcomes = []string{FateRemoved, FateAlreadyGone, FateEnded, FateKept, FateEscaped, FateNotOwned}
+
 // Bounds of the fates folder and of each fate.
 const (
 	MaxFates       = 200

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/rightsize/rightsize-go/internal/names"
 	"github.com/rightsize/rightsize-go/internal/termtext"
@@ -184,7 +185,7 @@ func FateLine(f ledger.FateFile) string {
 		who = append(who, fmt.Sprintf("pid %d", f.Owner.PID))
 	}
 	if f.Owner.Command != "" {
-		who = append(who, termtext.Clean(cutWords(f.Owner.Command, 60)))
+		who = append(who, termtext.Clean(termtext.Clip(f.Owner.Command, 60)))
 	} else if f.Owner.Writer == "" {
 		who = append(who, "another member's run")
 	}
@@ -215,10 +216,20 @@ func FateLine(f ledger.FateFile) string {
 		}
 	}
 	var parts []string
-	for _, o := range []string{ledger.FateRemoved, ledger.FateAlreadyGone, ledger.FateEnded, ledger.FateKept, ledger.FateEscaped, ledger.FateNotOwned} {
+	for _, o := range ledger.FateOutcomes {
 		if c := counts[o]; len(c) > 0 {
-			parts = append(parts, o+" "+countKinds(c))
+			parts = append(parts, outcomePhrase(o, countKinds(c)))
 		}
+	}
+	var later []string // outcomes of a later version: said as written
+	for o := range counts {
+		if !slices.Contains(ledger.FateOutcomes, o) {
+			later = append(later, o)
+		}
+	}
+	slices.Sort(later)
+	for _, o := range later {
+		parts = append(parts, outcomePhrase(o, countKinds(counts[o])))
 	}
 	if len(parts) == 0 {
 		parts = append(parts, "found nothing left")
@@ -228,36 +239,86 @@ func FateLine(f ledger.FateFile) string {
 	// its second look, so it is not shown.
 	if t0, err := ledger.ParseISO(f.NoticedISO); err == nil && f.By != ByWatchdog && f.By != ByNativeWatchdog {
 		if t1, err := ledger.ParseISO(f.FinishedISO); err == nil && !t1.Before(t0) {
-			fmt.Fprintf(&b, " in %s", t1.Sub(t0).Round(time.Millisecond))
+			fmt.Fprintf(&b, ", in %s", t1.Sub(t0).Round(time.Millisecond))
 		}
 	}
 	if len(kept) > 0 {
 		k := kept[0]
 		why := ""
 		if k.Note != "" {
-			why = ": " + termtext.Clean(cutWords(k.Note, 80))
+			why = ": " + termtext.Clean(termtext.Clip(k.Note, 80))
 		}
 		fmt.Fprintf(&b, " (kept %s %s%s; the next sweep retries)", termtext.Clean(k.Kind), termtext.Clean(k.Name), why)
 	}
 	if len(escaped) > 0 {
 		e := escaped[0]
-		fmt.Fprintf(&b, " (escaped: process %s %s %s; not signalled: end it yourself if it is not wanted)", termtext.Clean(e.ID), termtext.Clean(e.Name), termtext.Clean(cutWords(e.Note, 60)))
+		what := []string{termtext.Clean(e.Kind)}
+		for _, f := range []string{e.ID, e.Name} {
+			if f != "" {
+				what = append(what, termtext.Clean(f))
+			}
+		}
+		why := ""
+		if e.Note != "" {
+			why = ": " + termtext.Clean(termtext.Clip(e.Note, 60))
+		}
+		fmt.Fprintf(&b, " (escaped: %s%s; not signalled: end it yourself if it is not wanted)", strings.Join(what, " "), why)
 	}
 	return b.String()
 }
 
-// countKinds says "2 sandboxes and 1 network".
+// outcomePhrase is what the reaper did to what (what: "2 sandboxes and 1
+// network"), as the words after "which" in a fate's line.
+func outcomePhrase(outcome, what string) string {
+	switch outcome {
+	case ledger.FateRemoved:
+		return "removed " + what
+	case ledger.FateAlreadyGone:
+		return "found " + what + " already gone"
+	case ledger.FateEnded:
+		return "ended " + what
+	case ledger.FateKept:
+		return "kept " + what
+	case ledger.FateEscaped:
+		return "found " + what + " that escaped the run"
+	case ledger.FateNotOwned:
+		return "left " + what + " alone, as not this run's"
+	}
+	return "left " + what + " " + strconv.Quote(termtext.Clean(outcome))
+}
+
+// countKinds says "2 sandboxes and 1 network", or "1 sandbox, 2 networks
+// and 1 process".
 func countKinds(c map[string]int) string {
 	var parts []string
-	for _, k := range []string{"sandbox", "network", "exec", "process"} {
+	other := 0
+	for k, n := range c {
+		if !slices.Contains(fateKinds, k) {
+			other += n
+		}
+	}
+	for _, k := range fateKinds {
 		if n := c[k]; n > 0 {
 			parts = append(parts, plural(n, k))
 		}
 	}
-	return strings.Join(parts, " and ")
+	if other > 0 {
+		parts = append(parts, plural(other, "other item"))
+	}
+	if len(parts) <= 1 {
+		return strings.Join(parts, "")
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
 }
 
+// fateKinds are the kinds of a fate's items, in the order a line counts
+// them.
+var fateKinds = []string{"sandbox", "network", "exec", "process"}
+
 func plural(n int, k string) string {
+	if k == "exec" {
+		k = "command" // a command run in a sandbox
+	}
 	if n == 1 {
 		return "1 " + k
 	}
@@ -268,15 +329,4 @@ func plural(n int, k string) string {
 		return fmt.Sprintf("%d processes", n)
 	}
 	return fmt.Sprintf("%d %ss", n, k)
-}
-
-// cutWords shortens s to at most n bytes, on a character's boundary.
-func cutWords(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
