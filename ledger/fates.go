@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -353,4 +355,34 @@ func PruneFates(cache string, now time.Time) {
 			}
 		}
 	}
+}
+
+// NoteAgainAfter is how long a long note (Ryuk turned off, say) stays told
+// on a host before a process tells it again.
+const NoteAgainAfter = 24 * time.Hour
+
+// TellNote reports whether note is to be told now: not when a process
+// using cache told it within NoteAgainAfter. A mark in the fates folder,
+// named after the note's hash, says when it was last told; many test
+// binaries starting at once tell it once between them.
+func TellNote(cache, note string, now time.Time) bool {
+	dir, err := EnsureSubdir(cache, FatesDir)
+	if err != nil {
+		return true
+	}
+	sum := sha256.Sum256([]byte(note))
+	mark := filepath.Join(dir, ".note-"+hex.EncodeToString(sum[:8]))
+	if fi, err := os.Lstat(mark); err == nil {
+		if !fi.Mode().IsRegular() || now.Sub(fi.ModTime()) < NoteAgainAfter {
+			return false
+		}
+		os.Remove(mark)
+	}
+	f, err := OpenFile(mark, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return !errors.Is(err, os.ErrExist)
+	}
+	f.Close()
+	os.Chtimes(mark, now, now)
+	return true
 }

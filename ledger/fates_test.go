@@ -147,3 +147,20 @@ func TestFatesOfOneMillisecond(t *testing.T) {
 	require.ElementsMatch(t, []string{"watchdog", "sweep", "rightsize sweep"}, by, "every fate written is read back: %q", paths)
 	require.Len(t, fates, 3)
 }
+
+// A long note is told once per host (per cache dir) a day, whatever the
+// number of processes that would tell it.
+func TestTellNote(t *testing.T) {
+	cache := t.TempDir()
+	now := time.Now()
+	require.True(t, ledger.TellNote(cache, "Ryuk is off", now), "the first process tells it")
+	require.False(t, ledger.TellNote(cache, "Ryuk is off", now), "the next one does not")
+	require.True(t, ledger.TellNote(cache, "another note", now), "a different note is told")
+	require.True(t, ledger.TellNote(cache, "Ryuk is off", now.Add(ledger.NoteAgainAfter+time.Minute)), "told again a day later")
+	require.False(t, ledger.TellNote(cache, "Ryuk is off", now.Add(ledger.NoteAgainAfter+2*time.Minute)))
+	fates, err := ledger.ReadFates(cache)
+	require.NoError(t, err)
+	require.Empty(t, fates, "a note's mark is no fate")
+	ledger.PruneFates(cache, now.Add(2*time.Minute))
+	require.False(t, ledger.TellNote(cache, "another note", now.Add(3*time.Minute)), "pruning the fates keeps the marks")
+}

@@ -78,7 +78,8 @@ func getSession(ctx context.Context) (*reaper.Session, error) {
 	if _, set := os.LookupEnv(envHostOverride); !set && drv.Name() == backend.Docker && drv.Host() != "" {
 		os.Setenv(envHostOverride, drv.Host())
 	}
-	if n, ok := drv.(interface{ Note() string }); ok && n.Note() != "" {
+	if n, ok := drv.(interface{ Note() string }); ok && n.Note() != "" && ledger.TellNote(s.CacheDir(), n.Note(), time.Now()) {
+		// Once a day per host, not once per test binary of `go test ./...`.
 		warnf("sandboxtest: %s", n.Note())
 	}
 	tellSweep(s)
