@@ -4,16 +4,19 @@ package e2e_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/ledger"
+	"github.com/rightsize/rightsize-go/reaper"
 )
 
 // fateOf returns the fates of run in the rig's cache dir.
@@ -213,4 +216,39 @@ func deadPID(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return cmd.Process.Pid
+}
+
+// Staggered deaths: each owner is SIGKILLed as the next one starts, so
+// the next one's first sweep finds the dead run while its watchdog is
+// still reaping it. Each death gets one fate, the watchdog's, naming its
+// owner (not "another member's run").
+func TestStaggeredDeathsOneFateEach(t *testing.T) {
+	t.Parallel()
+	r := newBareRig(t)
+	const n = 4
+	var dead []*owner
+	prev := r.start("owner 0", harness.Plan{Containers: 1, Networks: 1}).ready()
+	for i := 1; i <= n; i++ {
+		prev.kill()
+		dead = append(dead, prev)
+		prev = r.start(fmt.Sprintf("owner %d", i), harness.Plan{Containers: 1, Networks: 1}).ready()
+		if d, why := prev.sweepOf(dead[len(dead)-1].run); d == "reaped" {
+			t.Logf("owner %d's sweep reaped run %s beside its watchdog (%s)", i, dead[len(dead)-1].run, why)
+		}
+	}
+	prev.finish()
+	for _, o := range append(dead, prev) {
+		r.waitGone(o, "the watchdog")
+	}
+	for _, o := range dead {
+		wd := o.watchdog
+		proctest.WaitUntil(t, goneWithin, fmt.Sprintf("watchdog %d of %s to exit", wd, o.name), func() bool {
+			return wd <= 0 || syscall.Kill(wd, 0) != nil
+		})
+		fs := r.fatesOf(o.run)
+		for _, f := range fs {
+			t.Logf("run %s: %s", o.run, reaper.FateLine(f))
+		}
+		checkFate(t, o, fs, "watchdog")
+	}
 }

@@ -191,6 +191,99 @@ func ReadOwnerStub(cache, run string) FateOwner {
 	return o
 }
 
+// A watchdog mark, <cache>/fates/.<run>.watchdog-<pid>, names a process
+// that watches run (its identity, as JSON), so that a sweep leaves a dead
+// run to its watchdog while that lives: one death, one fate, with its
+// owner.
+func watchdogMarkPrefix(run string) string { return "." + run + ".watchdog-" }
+
+type watchdogMark struct {
+	PID        int    `json:"pid"`
+	StartTicks uint64 `json:"startTicks,omitempty"`
+	StartISO   string `json:"startIso,omitempty"`
+}
+
+// WriteWatchdogMark marks the live process pid as a watchdog of run.
+func WriteWatchdogMark(cache, run string, pid int) error {
+	if !ValidRunID(run) {
+		return fmt.Errorf("fate: %q is not a run id", run)
+	}
+	id, ok, err := Lookup(pid)
+	if err != nil || !ok {
+		return fmt.Errorf("watchdog mark of run %s: no live process %d (%v)", run, pid, err)
+	}
+	dir, err := EnsureSubdir(cache, FatesDir)
+	if err != nil {
+		return err
+	}
+	m := watchdogMark{PID: pid, StartTicks: id.StartTicks}
+	if !id.Start.IsZero() {
+		m.StartISO = FormatISO(id.Start)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(dir, watchdogMarkPrefix(run)+strconv.Itoa(pid)), b)
+}
+
+// LiveWatchdog returns the pid of a live process marked as a watchdog of
+// run, 0 when there is none (a pid taken since by another process does not
+// count).
+func LiveWatchdog(cache, run string) int {
+	if !ValidRunID(run) {
+		return 0
+	}
+	dir := FatesPath(cache)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	prefix := watchdogMarkPrefix(run)
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), prefix) || !e.Type().IsRegular() {
+			continue
+		}
+		b, err := ReadFile(filepath.Join(dir, e.Name()), 4<<10)
+		var m watchdogMark
+		if err != nil || json.Unmarshal(b, &m) != nil || m.PID <= 0 {
+			continue
+		}
+		id, ok, err := Lookup(m.PID)
+		if err != nil || !ok {
+			continue
+		}
+		switch {
+		case m.StartTicks != 0 && id.StartTicks != 0:
+			ok = m.StartTicks == id.StartTicks
+		default:
+			t, err := ParseISO(m.StartISO)
+			ok = err == nil && !id.Start.IsZero() && id.Start.Sub(t).Abs() < time.Second
+		}
+		if ok {
+			return m.PID
+		}
+	}
+	return 0
+}
+
+// RemoveWatchdogMarks deletes run's watchdog marks.
+func RemoveWatchdogMarks(cache, run string) {
+	if !ValidRunID(run) {
+		return
+	}
+	dir := FatesPath(cache)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), watchdogMarkPrefix(run)) {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
 // FateFile is a fate as read from its file.
 type FateFile struct {
 	Fate
@@ -300,7 +393,8 @@ func ClaimTell(path string) bool {
 
 // PruneFates keeps the newest MaxFates fates of cache younger than
 // MaxFateAge and deletes the others, with their marks; and deletes owner
-// stubs whose run has no record left, an hour after they were written.
+// stubs and watchdog marks whose run has no files left, an hour after they
+// were written.
 func PruneFates(cache string, now time.Time) {
 	dir := FatesPath(cache)
 	ents, err := os.ReadDir(dir)
@@ -318,8 +412,8 @@ func PruneFates(cache string, now time.Time) {
 		switch {
 		case strings.HasSuffix(name, ".told"):
 			marks[strings.TrimSuffix(name, ".told")] = true
-		case strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".owner"):
-			run := strings.TrimSuffix(strings.TrimPrefix(name, "."), ".owner")
+		case strings.HasPrefix(name, ".") && (strings.HasSuffix(name, ".owner") || strings.Contains(name, ".watchdog-")):
+			run, _, _ := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(name, "."), ".owner"), ".watchdog-")
 			info, err := e.Info()
 			if err != nil || now.Sub(info.ModTime()) < time.Hour {
 				continue

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -163,4 +164,25 @@ func TestTellNote(t *testing.T) {
 	require.Empty(t, fates, "a note's mark is no fate")
 	ledger.PruneFates(cache, now.Add(2*time.Minute))
 	require.False(t, ledger.TellNote(cache, "another note", now.Add(3*time.Minute)), "pruning the fates keeps the marks")
+}
+
+// A watchdog mark counts while its process lives, and not for another
+// process that took its pid.
+func TestLiveWatchdog(t *testing.T) {
+	cache := t.TempDir()
+	require.Zero(t, ledger.LiveWatchdog(cache, "run00001"), "no mark")
+	require.NoError(t, ledger.WriteWatchdogMark(cache, "run00001", os.Getpid()))
+	require.Equal(t, os.Getpid(), ledger.LiveWatchdog(cache, "run00001"))
+	require.Zero(t, ledger.LiveWatchdog(cache, "run00002"), "another run's mark")
+
+	// This pid, recorded with another start: a process that took it.
+	p := filepath.Join(ledger.FatesPath(cache), ".run00003.watchdog-"+strconv.Itoa(os.Getpid()))
+	require.NoError(t, os.WriteFile(p, []byte(`{"pid":`+strconv.Itoa(os.Getpid())+`,"startTicks":1,"startIso":"2001-01-01T00:00:00.000Z"}`), 0o600))
+	require.Zero(t, ledger.LiveWatchdog(cache, "run00003"), "a pid taken by another process")
+
+	ledger.RemoveWatchdogMarks(cache, "run00001")
+	require.Zero(t, ledger.LiveWatchdog(cache, "run00001"), "removed")
+	ledger.PruneFates(cache, time.Now().Add(2*time.Hour))
+	_, err := os.Lstat(p)
+	require.True(t, os.IsNotExist(err), "an old mark of a run with no files is pruned (%v)", err)
 }

@@ -62,6 +62,7 @@ func (c *config) sweepFate(rf ledger.RunFiles, rr RunReport, noticed time.Time) 
 		c.logger.Warn("fate not written", "run", rf.ID, "err", err)
 	}
 	os.Remove(ledger.OwnerStubPath(c.cache, rf.ID))
+	ledger.RemoveWatchdogMarks(c.cache, rf.ID)
 }
 
 // ownerOf is what the run's record, and its owner's stub, say of it.

@@ -201,6 +201,9 @@ func StartWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan) (*Wa
 	leasesMu.Unlock()
 	wd.PID = cmd.Process.Pid
 	wd.lease = w
+	// Without its mark, a sweep may reap the run beside its watchdog, and
+	// one death gets two fates.
+	_ = ledger.WriteWatchdogMark(cache, runID, wd.PID)
 	go func() {
 		wd.err = cmd.Wait()
 		if wd.err == nil {
