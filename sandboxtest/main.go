@@ -37,8 +37,9 @@ type TestingM interface{ Run() int }
 type Option interface{ applyMain(*mainConfig) }
 
 type mainConfig struct {
-	setup    []func(*Suite)
-	guardAll bool
+	setup     []func(*Suite)
+	guardAll  bool
+	leakCheck bool
 }
 
 type mainOption func(*mainConfig)
@@ -158,6 +159,9 @@ func runMainWith(m TestingM, cfg mainConfig) int {
 	code := m.Run()
 
 	ok := suite.close()
+	if cfg.leakCheck && !reportLeaks(ctx) && code == 0 {
+		code = 1
+	}
 	if err := closeRun(ctx); err != nil {
 		fmt.Fprintf(stderr(), "sandboxtest: %s\n", oneLine(err.Error()))
 		ok = false
