@@ -25,11 +25,11 @@ func helperTrackFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name, err := ctr.Name(t.Context())
+	in, err := ctr.Inspect(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	proctest.Say("name", strings.TrimPrefix(name, "/"))
+	proctest.Say("name", strings.TrimPrefix(in.Name, "/"))
 }
 
 // What the first sandbox logs of the watchdog points at the test's line,
