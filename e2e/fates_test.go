@@ -4,16 +4,19 @@ package e2e_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctest"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 )
 
 // fateOf returns the fates of run in the rig's cache dir.
@@ -101,41 +104,60 @@ func TestRow16Fates(t *testing.T) {
 		})
 	}
 
-	t.Run("told once by the next process", func(t *testing.T) {
+	// A plain `go test ./...` hides a passing package's stderr: a fate told
+	// only there stays untold, and the next process tells it again; the
+	// CI job's summary (GITHUB_STEP_SUMMARY) is seen, and marks it told.
+	// The processes have no terminal (a session of their own), as in CI.
+	t.Run("told where it is seen", func(t *testing.T) {
 		r := r.sub(t)
 		// Every earlier fate of this cache dir is told first, so that the
-		// next owner's lines are this run's alone.
+		// next owners' lines are this run's alone.
 		all, _ := ledger.ReadFates(r.cache)
 		for _, f := range all {
 			ledger.ClaimTell(f.Path)
 		}
-		o := r.start("owner without a watchdog", harness.Plan{Containers: 2, Networks: 1}, "RIGHTSIZE_REAPER=sweep").ready()
+		noTTY := func(s *proctest.Spec) { s.Setsid = true }
+		o := r.startWith("owner without a watchdog", harness.Plan{Containers: 2, Networks: 1}, noTTY, "RIGHTSIZE_REAPER=sweep").ready()
 		o.kill()
-		next := r.start("next process", harness.Plan{Containers: 1}).ready()
+		next := r.startWith("next process", harness.Plan{Containers: 1}, noTTY).ready()
 		if d, why := next.sweepOf(o.run); d != "reaped" {
 			t.Fatalf("the next process's sweep decided %q (%s), want reaped", d, why)
 		}
 		checkFate(t, o, r.fatesOf(o.run), "sweep")
-		line := ""
-		for _, l := range strings.Split(next.Stderr(), "\n") {
-			if strings.Contains(l, "rightsize: run "+o.run) {
-				if line != "" {
-					t.Errorf("the fate was told twice by one process:\n%s\n%s", line, l)
-				}
-				line = l
-			}
-		}
+		line := toldLine(t, next.Stderr(), o.run)
 		if line == "" || !strings.Contains(line, "removed 2 sandboxes and 1 network") {
 			t.Fatalf("the next process told %q of run %s, want a line saying 2 sandboxes and 1 network removed; its stderr:\n%s", line, o.run, next.Stderr())
 		}
 		t.Logf("told: %s", line)
 		next.finish()
-		third := r.start("third process", harness.Plan{Containers: 1}).ready()
+		if fs := r.fatesOf(o.run); len(fs) != 1 || fs[0].Told {
+			t.Fatalf("the fate told only on a stderr go test may hide is marked told: %+v", fs)
+		}
+
+		summary := filepath.Join(t.TempDir(), "step_summary")
+		if err := os.WriteFile(summary, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		inCI := r.startWith("process in CI", harness.Plan{Containers: 1}, noTTY, "GITHUB_STEP_SUMMARY="+summary).ready()
+		if toldLine(t, inCI.Stderr(), o.run) == "" {
+			t.Errorf("the untold fate was not told again:\n%s", inCI.Stderr())
+		}
+		inCI.finish()
+		b, _ := os.ReadFile(summary)
+		if !strings.Contains(string(b), "    rightsize: run "+o.run) || !strings.Contains(string(b), "removed 2 sandboxes and 1 network") {
+			t.Errorf("the job's summary holds %q, want the fate's line", b)
+		}
+		if fs := r.fatesOf(o.run); len(fs) != 1 || !fs[0].Told {
+			t.Errorf("the fate put in the job's summary is not marked told: %+v", fs)
+		}
+
+		third := r.startWith("third process", harness.Plan{Containers: 1}, noTTY).ready()
 		if strings.Contains(third.Stderr(), "rightsize: run "+o.run) {
 			t.Errorf("a third process told the fate again:\n%s", third.Stderr())
 		}
 		third.finish()
 		r.waitGone(next, "the next process's own cleanup")
+		r.waitGone(inCI, "the CI process's own cleanup")
 		r.waitGone(third, "the third process's own cleanup")
 	})
 
@@ -170,6 +192,22 @@ func TestRow16Fates(t *testing.T) {
 	})
 }
 
+// toldLine is the line of stderr that tells run's fate, "" when none; a
+// fate told twice by one process fails the test.
+func toldLine(t *testing.T, stderr, run string) string {
+	t.Helper()
+	line := ""
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.Contains(l, "rightsize: run "+run) {
+			if line != "" {
+				t.Errorf("the fate was told twice by one process:\n%s\n%s", line, l)
+			}
+			line = l
+		}
+	}
+	return line
+}
+
 // deadPID is the pid of a process that ran and was reaped.
 func deadPID(t *testing.T) int {
 	t.Helper()
@@ -178,4 +216,39 @@ func deadPID(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return cmd.Process.Pid
+}
+
+// Staggered deaths: each owner is SIGKILLed as the next one starts, so
+// the next one's first sweep finds the dead run while its watchdog is
+// still reaping it. Each death gets one fate, the watchdog's, naming its
+// owner (not "another member's run").
+func TestStaggeredDeathsOneFateEach(t *testing.T) {
+	t.Parallel()
+	r := newBareRig(t)
+	const n = 4
+	var dead []*owner
+	prev := r.start("owner 0", harness.Plan{Containers: 1, Networks: 1}).ready()
+	for i := 1; i <= n; i++ {
+		prev.kill()
+		dead = append(dead, prev)
+		prev = r.start(fmt.Sprintf("owner %d", i), harness.Plan{Containers: 1, Networks: 1}).ready()
+		if d, why := prev.sweepOf(dead[len(dead)-1].run); d == "reaped" {
+			t.Logf("owner %d's sweep reaped run %s beside its watchdog (%s)", i, dead[len(dead)-1].run, why)
+		}
+	}
+	prev.finish()
+	for _, o := range append(dead, prev) {
+		r.waitGone(o, "the watchdog")
+	}
+	for _, o := range dead {
+		wd := o.watchdog
+		proctest.WaitUntil(t, goneWithin, fmt.Sprintf("watchdog %d of %s to exit", wd, o.name), func() bool {
+			return wd <= 0 || syscall.Kill(wd, 0) != nil
+		})
+		fs := r.fatesOf(o.run)
+		for _, f := range fs {
+			t.Logf("run %s: %s", o.run, reaper.FateLine(f))
+		}
+		checkFate(t, o, fs, "watchdog")
+	}
 }

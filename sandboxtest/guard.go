@@ -27,10 +27,30 @@ type Guard struct {
 	// view, which stops nothing.
 	keepAlive, view bool
 
+	// lazy starts a suite's sandbox at its first use; nil for the others.
+	lazy *lazy
+
 	mu      sync.Mutex
 	sbx     backend.Sandbox // set once started; read under mu (sandbox)
 	stopped bool
 	execs   execSet
+}
+
+// lazy runs start once, at the first do, and keeps its error for every
+// later one: a suite's sandbox or network is started when a test first
+// needs it, and one that could not start fails each test that does.
+type lazy struct {
+	once  sync.Once
+	err   error
+	start func() error
+}
+
+func (l *lazy) do() error {
+	if l == nil {
+		return nil
+	}
+	l.once.Do(func() { l.err = l.start() })
+	return l.err
 }
 
 // Start starts a sandbox for the test and returns its guard. Its stop is
@@ -70,6 +90,11 @@ func describe(spec Spec) string {
 func (g *Guard) start(ctx context.Context) (string, error) {
 	if err := g.spec.check(); err != nil {
 		return "", err
+	}
+	for _, n := range g.spec.Networks {
+		if err := n.lazy.do(); err != nil {
+			return "", fmt.Errorf("its network did not start: %w", err)
+		}
 	}
 	s, err := getSession(ctx)
 	if err != nil {
@@ -146,8 +171,16 @@ func (g *Guard) setSandbox(sbx backend.Sandbox) {
 	g.mu.Unlock()
 }
 
-// sandbox is the backend's handle, nil until started.
+// sandbox is the backend's handle, nil until started. A suite's sandbox
+// starts here, at its first use; one that cannot start fails its owner.
 func (g *Guard) sandbox() backend.Sandbox {
+	if err := g.lazy.do(); err != nil {
+		if tb := g.o.testTB(); tb != nil {
+			tb.Helper()
+		}
+		g.o.fatalf("sandboxtest: %v", err)
+		return nil
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.sbx
@@ -155,7 +188,10 @@ func (g *Guard) sandbox() backend.Sandbox {
 
 // Name is the sandbox's name: rz-<run-id>-<n>, or rz-reuse-<hash> for a
 // keep-alive sandbox.
-func (g *Guard) Name() string { return g.name }
+func (g *Guard) Name() string {
+	g.lazy.do() // its failure is told where the sandbox is used
+	return g.name
+}
 
 // Host is where this process reaches the sandbox's published ports:
 // 127.0.0.1 beside a local engine, the engine's gateway from inside a
@@ -283,6 +319,9 @@ func (g *Guard) cleanup() {
 //	}
 func (g *Guard) For(tb testing.TB) *Guard {
 	tb.Helper()
+	if err := g.lazy.do(); err != nil {
+		tb.Fatalf("sandboxtest: the suite's sandbox: %v", err)
+	}
 	v := &Guard{o: tbOwner{tb}, spec: g.spec, name: g.name, s: g.s, sbx: g.sandbox(), view: true}
 	tb.Cleanup(v.cleanup)
 	return v

@@ -37,8 +37,9 @@ type TestingM interface{ Run() int }
 type Option interface{ applyMain(*mainConfig) }
 
 type mainConfig struct {
-	setup    []func(*Suite)
-	guardAll bool
+	setup     []func(*Suite)
+	guardAll  bool
+	leakCheck bool
 }
 
 type mainOption func(*mainConfig)
@@ -89,7 +90,11 @@ func Main(m TestingM, opts ...Option) {
 	for _, o := range opts {
 		o.applyMain(&cfg)
 	}
-	exit(runMainWith(m, cfg))
+	code := runMainWith(m, cfg)
+	// A failed package's output is shown by `go test`: the fates it
+	// printed were seen.
+	markShown(code != 0)
+	exit(code)
 }
 
 func runMain(m TestingM, setup []func(*Suite)) int {
@@ -154,6 +159,9 @@ func runMainWith(m TestingM, cfg mainConfig) int {
 	code := m.Run()
 
 	ok := suite.close()
+	if cfg.leakCheck && !reportLeaks(ctx) && code == 0 {
+		code = 1
+	}
 	if err := closeRun(ctx); err != nil {
 		fmt.Fprintf(stderr(), "sandboxtest: %s\n", oneLine(err.Error()))
 		ok = false
@@ -241,29 +249,55 @@ type Suite struct {
 	errs     []string // errors after setup
 }
 
-// Start starts a sandbox shared by the package's tests. When it cannot
-// start, setup ends there and Main exits 1 with the cause.
+// Start returns a sandbox shared by the package's tests, which starts at
+// its first use: the first test's For(t), or a method of the guard (in
+// setup too, for an Endpoint to build a URL from). When no test that runs
+// needs it (`go test -run '^$' -bench .`), it is never started. When it
+// cannot start, every test that needs it fails with the cause; in setup,
+// setup ends there and Main exits 1 with the cause. A spec that is wrong
+// in itself ends setup at once.
 func (s *Suite) Start(spec Spec) *Guard {
-	g, note, err := start(s, spec)
-	if note != "" {
-		s.Logf("%s", note)
-	}
-	if err != nil {
+	if err := spec.check(); err != nil {
 		s.fatalf("sandboxtest: start %s: %v", describe(spec), err)
 	}
+	g := &Guard{o: s, spec: spec}
+	g.lazy = &lazy{start: func() error {
+		// Its networks first, so that their removal, registered before
+		// the sandbox's stop, runs after it.
+		for _, n := range spec.Networks {
+			if err := n.lazy.do(); err != nil {
+				return fmt.Errorf("start %s: its network did not start: %w", describe(spec), err)
+			}
+		}
+		s.addCleanup(g.cleanup)
+		note, err := g.start(s.context())
+		if note != "" {
+			s.Logf("%s", note)
+		}
+		if err != nil {
+			return fmt.Errorf("start %s: %w", describe(spec), err)
+		}
+		return nil
+	}}
 	return g
 }
 
-// NewNetwork creates a network shared by the package's tests; the suite's
+// NewNetwork returns a network shared by the package's tests, created when
+// a sandbox that joins it first starts (or at its Name); the suite's
 // sandboxes can join it.
 func (s *Suite) NewNetwork() *Network {
-	n, note, err := newNetwork(s)
-	if note != "" {
-		s.Logf("%s", note)
-	}
-	if err != nil {
-		s.fatalf("sandboxtest: network: %v", err)
-	}
+	n := &Network{o: s}
+	n.lazy = &lazy{start: func() error {
+		s.addCleanup(n.cleanup)
+		note, err := n.create(s.context())
+		if note != "" {
+			s.Logf("%s", note)
+		}
+		if err != nil {
+			return fmt.Errorf("network: %w", err)
+		}
+		return nil
+	}}
 	return n
 }
 

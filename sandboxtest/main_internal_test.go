@@ -215,11 +215,11 @@ func TestMainSetupFailure(t *testing.T) {
 	}{{
 		name: "missing image",
 		fail: func(t *testing.T, su *Suite) {
-			su.Start(Spec{Image: missing})
+			su.Start(Spec{Image: missing}).Host() // used in setup: started there
 			t.Error("setup went on after a Start that failed")
 		},
 		want:   []string{"start " + missing},
-		reason: "a Start that fails ends setup, and the line names the image",
+		reason: "a suite's sandbox that fails to start where setup uses it ends setup, and the line names the image",
 	}, {
 		name: "panic",
 		fail: func(t *testing.T, su *Suite) {
@@ -459,7 +459,7 @@ func TestMainSetupBoundedByTimeout(t *testing.T) {
 	t.Cleanup(func() { flag.Set("test.timeout", old) })
 	code := runMain(runFunc(func() int { return 0 }), []func(*Suite){func(su *Suite) {
 		<-su.context().Done()
-		su.Start(serverSpec(t))
+		su.Start(serverSpec(t)).Host() // used in setup: started there
 	}})
 	if code != 1 {
 		t.Errorf("runMain = %d, want 1: setup ran past -test.timeout", code)

@@ -18,6 +18,9 @@ type Network struct {
 	name string
 	s    *reaper.Session
 
+	// lazy creates a suite's network at its first use; nil for the others.
+	lazy *lazy
+
 	mu      sync.Mutex
 	removed bool
 }
@@ -60,8 +63,14 @@ func (n *Network) create(ctx context.Context) (string, error) {
 	return watchdogNote(s, note), err
 }
 
-// Name is the network's name.
-func (n *Network) Name() string { return n.name }
+// Name is the network's name; a suite's network is created here when it
+// was not yet ("" when it cannot be).
+func (n *Network) Name() string {
+	if n.lazy.do() != nil {
+		return ""
+	}
+	return n.name
+}
 
 // Remove removes the network, and its ledger line once it is gone. It fails
 // while sandboxes are still attached. Calling it again after success does

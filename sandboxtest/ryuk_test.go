@@ -28,13 +28,18 @@ func TestStartWhereRyukCannotStart(t *testing.T) {
 	env := envlist.Without(os.Environ(), func(k string) bool {
 		return strings.HasPrefix(k, "RIGHTSIZE_") || strings.HasPrefix(k, "TESTCONTAINERS_")
 	})
-	h := proctest.StartHelper(t, proctest.Spec{
-		Name: "helper without a Ryuk setting",
-		Argv: proctest.TestArgv("TestGuardHelper", "-test.timeout=3m"),
-		Env: envlist.Merge(env, envHelperRole+"=first-start", "RIGHTSIZE_TEST_KEEP_ENV=1", "HOME="+home,
-			ledger.EnvCacheDir+"="+filepath.Join(t.TempDir(), "cache"), "RIGHTSIZE_REAPER=sweep", "RZ_TEST_IMAGE="+img),
-	})
-	h.Within = 2 * time.Minute
+	cache := filepath.Join(t.TempDir(), "cache")
+	start := func(name string) *proctest.Helper {
+		h := proctest.StartHelper(t, proctest.Spec{
+			Name: name,
+			Argv: proctest.TestArgv("TestGuardHelper", "-test.timeout=3m"),
+			Env: envlist.Merge(env, envHelperRole+"=first-start", "RIGHTSIZE_TEST_KEEP_ENV=1", "HOME="+home,
+				ledger.EnvCacheDir+"="+cache, "RIGHTSIZE_REAPER=sweep", "RZ_TEST_IMAGE="+img),
+		})
+		h.Within = 2 * time.Minute
+		return h
+	}
+	h := start("helper without a Ryuk setting")
 	took, err := time.ParseDuration(h.Expect("took"))
 	if err != nil {
 		t.Fatal(err)
@@ -48,5 +53,15 @@ func TestStartWhereRyukCannotStart(t *testing.T) {
 	h.KillAndWait()
 	if !strings.Contains(h.Stderr(), "Ryuk cannot start here") || !strings.Contains(h.Stderr(), "turned off for this process") {
 		t.Errorf("the process did not say Ryuk was turned off:\n%s", h.Stderr())
+	}
+
+	// The next test binary on the host (the next package of `go test
+	// ./...`) does the same, silently: the note is said once per host.
+	h2 := start("second helper without a Ryuk setting")
+	name2 := h2.Expect("name")
+	t.Cleanup(func() { r.remove(name2) })
+	h2.KillAndWait()
+	if strings.Contains(h2.Stderr(), "Ryuk cannot start here") {
+		t.Errorf("a second process on the host said the Ryuk note again:\n%s", h2.Stderr())
 	}
 }

@@ -79,7 +79,8 @@ func getSession(ctx context.Context) (*reaper.Session, error) {
 	if _, set := os.LookupEnv(envHostOverride); !set && drv.Name() == backend.Docker && drv.Host() != "" {
 		os.Setenv(envHostOverride, drv.Host())
 	}
-	if n, ok := drv.(interface{ Note() string }); ok && n.Note() != "" {
+	if n, ok := drv.(interface{ Note() string }); ok && n.Note() != "" && ledger.TellNote(s.CacheDir(), n.Note(), time.Now()) {
+		// Once a day per host, not once per test binary of `go test ./...`.
 		warnf("sandboxtest: %s", n.Note())
 	}
 	tellSweep(s)
@@ -87,16 +88,14 @@ func getSession(ctx context.Context) (*reaper.Session, error) {
 	return s, nil
 }
 
-// tellSweep reports, on stderr (where `go test` shows it), what became of
-// the runs that ended since a process last told: a line per fate (the
-// sweep this process just made writes one per run it reaped, a watchdog
-// one per run it reaped), each told by one process only; and when the
-// sweep stopped early, why. Silence when there is nothing to tell.
+// tellSweep reports what became of the runs that ended since a process
+// last told (tellFates: a line per fate; the sweep this process just made
+// writes one per run it reaped, a watchdog one per run it reaped); and,
+// on stderr, when the sweep stopped early, why. Silence when there is
+// nothing to tell.
 func tellSweep(s *reaper.Session) {
 	if s.Ledger() != nil {
-		for _, l := range reaper.TellFates(s.CacheDir(), s.RunID()) {
-			warnf("%s", l)
-		}
+		tellFates(s.CacheDir(), s.RunID())
 	}
 	rep := s.Sweep()
 	if rep == nil {

@@ -3,14 +3,17 @@ package sandboxtest_test
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
 	"github.com/rightsize/rightsize-go/internal/backend"
 	"github.com/rightsize/rightsize-go/internal/backend/docker"
 	"github.com/rightsize/rightsize-go/internal/envlist"
@@ -69,7 +72,9 @@ func TestSuiteMainFixture(t *testing.T) {
 		watchdog bool
 		wantCode int // -1: any failure
 		wantOut  []string
-		reason   string
+		// startsNothing: no container of the run was ever created.
+		startsNothing bool
+		reason        string
 	}{{
 		name:     "normal",
 		goTest:   true,
@@ -84,6 +89,19 @@ func TestSuiteMainFixture(t *testing.T) {
 		wantCode: 1,
 		wantOut:  []string{"sandboxtest: suite setup failed: start " + missingImage + ": "},
 		reason:   "Main removes what setup started, prints one line naming the image and exits 1",
+	}, {
+		name:     "a test needs a sandbox that cannot start",
+		mode:     "testneeds",
+		args:     []string{"-test.count=1", "-test.v"},
+		wantCode: 1,
+		wantOut:  []string{"--- FAIL: TestOne", "sandboxtest: the suite's sandbox: start " + missingImage + ": ", "--- PASS: TestTwo", "--- PASS: TestThree"},
+		reason:   "the suite's sandbox starts at its first use: its failure fails the test that needs it, with the cause, and no other",
+	}, {
+		name:          "no test runs",
+		args:          []string{"-test.count=1", "-test.run=^$"},
+		wantCode:      0,
+		startsNothing: true,
+		reason:        "with no test to use them (go test -run '^$' -bench .), the suite's sandboxes never start",
 	}, {
 		name:     "a test panics",
 		mode:     "panic",
@@ -169,6 +187,11 @@ func TestSuiteMainFixture(t *testing.T) {
 			if tc.mode == "setupfail" {
 				assertOneSetupLine(t, out)
 			}
+			if tc.startsNothing {
+				if n := containersCreated(t, runID, start); n != 0 {
+					t.Errorf("%d containers of run %s were created (%s)", n, runID, tc.reason)
+				}
+			}
 
 			left := func() string { return leftovers(t, d, cache, runID) }
 			if !tc.watchdog {
@@ -246,4 +269,37 @@ func leftovers(t *testing.T, d *docker.Driver, cache, runID string) string {
 		}
 	}
 	return strings.Join(left, ", ")
+}
+
+// containersCreated counts the containers labelled with run that the
+// engine created since since, from its event log.
+func containersCreated(t *testing.T, run string, since time.Time) int {
+	t.Helper()
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	res := cli.Events(ctx, client.EventsListOptions{
+		Since:   strconv.FormatInt(since.Add(-time.Second).Unix(), 10),
+		Until:   strconv.FormatInt(time.Now().Add(time.Second).Unix(), 10),
+		Filters: client.Filters{}.Add("type", "container").Add("event", "create").Add("label", docker.LabelRunID+"="+run),
+	})
+	n := 0
+	for {
+		select {
+		case _, ok := <-res.Messages:
+			if !ok {
+				return n
+			}
+			n++
+		case err := <-res.Err:
+			if err != nil && !errors.Is(err, io.EOF) {
+				t.Fatalf("events: %v", err)
+			}
+			return n
+		}
+	}
 }

@@ -3,6 +3,7 @@ package sandboxtest
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/testcontainers/testcontainers-go"
@@ -22,19 +23,34 @@ import (
 // It needs the Docker backend. Calling Terminate on the container as well
 // is harmless.
 func Track(tb testing.TB) testcontainers.ContainerCustomizer {
-	return tracker{tbOwner{tb}}
+	tb.Helper()
+	t := &tracker{o: tbOwner{tb}}
+	// The first container's name is admitted here, in the test's frame, so
+	// that what the first sandbox logs (the watchdog's pid) points at the
+	// test's line rather than at this file.
+	t.first, t.err = t.admit()
+	return t
 }
 
-type tracker struct{ o owner }
+type tracker struct {
+	o     owner
+	mu    sync.Mutex
+	first *Guard // admitted by Track, not yet given to a container
+	err   error
+}
 
-func (t tracker) Customize(req *testcontainers.GenericContainerRequest) error {
+// admit names a container of the run and lists it, with its removal
+// registered; the name's Guard has no sandbox yet.
+func (t *tracker) admit() (*Guard, error) {
+	if tb := t.o.testTB(); tb != nil {
+		tb.Helper()
+	}
 	s, err := getSession(t.o.context())
 	if err != nil {
-		return fmt.Errorf("sandboxtest.Track: %w", err)
+		return nil, fmt.Errorf("sandboxtest.Track: %w", err)
 	}
-	tr, ok := s.Driver().(backend.Tracker)
-	if !ok {
-		return fmt.Errorf("sandboxtest.Track needs the docker backend; this process uses %s", s.Driver().Name())
+	if _, ok := s.Driver().(backend.Tracker); !ok {
+		return nil, fmt.Errorf("sandboxtest.Track needs the docker backend; this process uses %s", s.Driver().Name())
 	}
 	name := s.NextName()
 	g := &Guard{o: t.o, name: name, s: s}
@@ -44,9 +60,25 @@ func (t tracker) Customize(req *testcontainers.GenericContainerRequest) error {
 		t.o.logf("%s", msg)
 	}
 	if err != nil {
-		return fmt.Errorf("sandboxtest.Track: %w", err)
+		return nil, fmt.Errorf("sandboxtest.Track: %w", err)
 	}
-	sbx, err := tr.Track(req, name, s.RunID())
+	return g, nil
+}
+
+func (t *tracker) Customize(req *testcontainers.GenericContainerRequest) error {
+	t.mu.Lock()
+	g, err := t.first, t.err
+	t.first, t.err = nil, nil
+	t.mu.Unlock()
+	if g == nil && err == nil {
+		// The customizer given to a second container.
+		g, err = t.admit()
+	}
+	if err != nil {
+		return err
+	}
+	s, name := g.s, g.name
+	sbx, err := s.Driver().(backend.Tracker).Track(req, name, s.RunID())
 	if err != nil {
 		return fmt.Errorf("sandboxtest.Track: %w", err)
 	}

@@ -107,7 +107,7 @@ func (d *demo) steps(ctx context.Context) (err error) {
 	} else if err := os.WriteFile(filepath.Join(d.cache, demoRecordFile), run.Record().Marshal(), 0o600); err != nil {
 		return err
 	}
-	d.printf("  engine  %s\n  image   %s (FROM scratch: a static busybox; ready in %s)\n", termtext.Quote(d.drv.Endpoint()), d.ref, ms(took))
+	d.printf("  engine  %s\n  image   %s (FROM scratch: a static busybox; ready in %s)\n", termtext.Quote(docker.SpokenEndpoint(d.drv.Endpoint())), d.ref, ms(took))
 	d.printf("  ledger  %s (a cache dir of its own, removed at the end)\n  label   %s=%s (on the containers the demo starts)\n%s",
 		termtext.Quote(d.cache), demoLabel, d.id, earlier)
 

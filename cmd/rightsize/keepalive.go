@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/backend/docker"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/termtext"
 )
@@ -120,7 +121,7 @@ func (v engineView) where() string {
 	if v.drv == nil {
 		return "no engine"
 	}
-	return fmt.Sprintf("%s engine at %s", v.drv.Name(), dash(v.drv.Endpoint()))
+	return fmt.Sprintf("%s engine at %s", v.drv.Name(), dash(docker.SpokenEndpoint(v.drv.Endpoint())))
 }
 
 // Engine states of a keep-alive sandbox, as ls shows them.
@@ -339,7 +340,7 @@ func (c *cli) lsKeepAliveTable(w io.Writer, cache string) error {
 	reg := termtext.Clean(filepath.Join(cache, ledger.ReuseDir))
 	engine := "the engine could not be asked: " + oneLine(rep.EngineError)
 	if rep.EngineError == "" {
-		engine = fmt.Sprintf("%s engine at %s", termtext.Quote(rep.Backend), termtext.Quote(dash(rep.Endpoint)))
+		engine = fmt.Sprintf("%s engine at %s", termtext.Quote(rep.Backend), termtext.Quote(dash(docker.SpokenEndpoint(rep.Endpoint))))
 	}
 	if rep.RegistryError != "" {
 		fmt.Fprintf(w, "keep-alive registry not read: %s\n", oneLine(rep.RegistryError))

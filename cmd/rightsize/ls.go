@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rightsize/rightsize-go/internal/backend/docker"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/termtext"
 )
@@ -226,7 +227,7 @@ func (c *cli) runRow(t *table, r lsRun) {
 	if r.Status == statusUnreadable {
 		why = r.Error
 	}
-	t.row(termtext.Quote(r.ID), termtext.Quote(r.Writer), termtext.Quote(backend), termtext.Quote(dash(r.Endpoint)), pid,
+	t.row(termtext.Quote(r.ID), termtext.Quote(r.Writer), termtext.Quote(backend), termtext.Quote(dash(docker.SpokenEndpoint(r.Endpoint))), pid,
 		c.paint(statusColour(r.Status), r.Status), formatAge(r), strconv.Itoa(len(r.Sandboxes)), strconv.Itoa(len(r.Networks)), oneLine(why))
 }
 

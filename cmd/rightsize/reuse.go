@@ -220,8 +220,10 @@ func (j *reuseJob) removeNamed(ctx context.Context, name string) {
 	case err == nil:
 		j.removed++
 		j.lineEntries(name, "removed", ents, since)
+		j.dropUse(name)
 	case errors.Is(err, backend.ErrNotFound) && len(ents) > 0:
 		j.lineEntries(name, "already gone from the engine", ents, since)
+		j.dropUse(name)
 	case errors.Is(err, backend.ErrNotFound):
 		j.line('!', name, "no such keep-alive sandbox: the engine has none of that name, and no registry entry names it")
 	case errors.Is(err, backend.ErrNotOwned):
@@ -262,8 +264,10 @@ func (j *reuseJob) remove(ctx context.Context, d backend.Description, why string
 	case err == nil:
 		j.removed++
 		j.lineEntries(d.Name, "removed"+why, ents, since)
+		j.dropUse(d.Name)
 	case errors.Is(err, backend.ErrNotFound):
 		j.lineEntries(d.Name, "already gone from the engine", ents, since)
+		j.dropUse(d.Name)
 	default:
 		j.line('!', d.Name, "not removed: %v", err)
 	}
@@ -330,6 +334,14 @@ func (j *reuseJob) holdUse(name string) (*ledger.FileLock, error) {
 		return nil, fmt.Errorf("a test process is using it (it holds %s)", l.Path())
 	}
 	return l, nil
+}
+
+// dropUse deletes the use lock of name, once its sandbox is gone, unless
+// a test process holds it (prune's own hold deletes it when released).
+func (j *reuseJob) dropUse(name string) {
+	if l, err := j.holdUse(name); err == nil {
+		l.Remove()
+	}
 }
 
 // pruneGone deletes the registry entries of this engine's backend whose
@@ -420,7 +432,9 @@ func (j *reuseJob) deleteEntry(e regEntry, since time.Time) error {
 		case err != nil || !ok:
 			return fmt.Errorf("a process is creating its sandbox (it holds %s)", lp)
 		}
-		defer lock.Unlock()
+		// Deleted with the entry: a process that opened it before comes to
+		// lock a file no longer at the path, and opens it afresh.
+		defer lock.Remove()
 	}
 	fi, err := os.Lstat(ledger.ReusePath(j.cache, e.hash))
 	switch {

@@ -221,3 +221,47 @@ func TestReuseRmFIFO(t *testing.T) {
 		t.Errorf("the registry entry went, its lock a FIFO: %v", err)
 	}
 }
+
+// TestReuseRmLeavesNoLocks: `reuse rm` deletes, with the sandbox and its
+// registry entry, the creation lock (reuse/<hash>.lock) and the host-wide
+// use lock (<name>.<hash>.use) the test process that made it left.
+func TestReuseRmLeavesNoLocks(t *testing.T) {
+	img := testimage.Busybox(t)
+	api := dockerAPI(t)
+	n := randomHex() + randomHex()
+	spec := keepAliveSpec(img, n)
+	hash := ledger.ReuseIdentity{Image: spec.Image, Env: spec.Env, Command: spec.Cmd}.Hash()
+	name := ledger.ReuseName(hash)
+	t.Cleanup(func() {
+		api.ContainerRemove(context.Background(), name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	})
+	tmp, cache := t.TempDir(), t.TempDir()
+	t.Setenv("RZ", hash[:12])
+	t.Setenv(backend.EnvBackend, "clitest-docker")
+	t.Setenv("TMPDIR", tmp)
+	a := keepAliveUser(t, cache, tmp, n, img)
+	a.Expect("id")
+	a.Finish()
+	useDir, err := ledger.UseDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	locks := func() []string {
+		var out []string
+		for _, pat := range []string{filepath.Join(cache, ledger.ReuseDir, "*.lock"), filepath.Join(useDir, name+".*.use")} {
+			m, _ := filepath.Glob(pat)
+			out = append(out, m...)
+		}
+		return out
+	}
+	if len(locks()) == 0 {
+		t.Fatalf("the keep-alive user left no lock files to test with (%s, %s)", cache, useDir)
+	}
+	var out, errs bytes.Buffer
+	if code := run([]string{"reuse", "rm", name, "--cache", cache}, &out, &errs); code != 0 {
+		t.Fatalf("reuse rm exited %d:\n%s%s", code, out.String(), errs.String())
+	}
+	if l := locks(); len(l) > 0 {
+		t.Errorf("after reuse rm, lock files remain: %q\n%s", l, out.String())
+	}
+}

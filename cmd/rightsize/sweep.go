@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/backend/docker"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/reaper"
 	"github.com/rightsize/rightsize-go/internal/termtext"
@@ -108,6 +109,7 @@ func (c *cli) sweep(args []string) error {
 	}
 	rep, err := reaper.Sweep(ctx, drv, opts...)
 	if rep != nil {
+		rep.Endpoint = docker.SpokenEndpoint(rep.Endpoint)
 		if _, werr := rep.WriteTo(safeWriter{c.stdout}); werr != nil && err == nil {
 			err = werr
 		}

@@ -161,6 +161,16 @@ type LapseSweeper interface {
 	SweepLapsed(ctx context.Context, now time.Time, dryRun bool) (runs []string, err error)
 }
 
+// RunFinder is a RunLister that also names what it finds: for a leak
+// check's list.
+type RunFinder interface {
+	RunLister
+	FindRun(ctx context.Context, k Kind, runID string) ([]Found, error)
+}
+
+// Found is a sandbox or network of a run, as the engine shows it.
+type Found struct{ ID, Name string }
+
 // OwnershipChecker is a Backend that can tell, without touching anything,
 // what Remove would decide of each name: a dry run makes the real
 // decision.

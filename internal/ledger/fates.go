@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -106,6 +108,10 @@ const (
 // Gone reports whether o leaves nothing of the item behind.
 func (o Outcome) Gone() bool { return o == Removed || o == AlreadyGone || o == Ended }
 
+// FateOutcomes are the outcomes of a fate's items, in the order a fate's
+// line tells them.
+var FateOutcomes = []Outcome{Removed, AlreadyGone, Ended, Kept, LeftForMember, Escaped, NotOwned}
+
 // Bounds of the fates folder and of each fate.
 const (
 	MaxFates       = 200
@@ -206,6 +212,99 @@ func ReadOwnerStub(cache, run string) FateOwner {
 		json.Unmarshal(b, &o)
 	}
 	return o
+}
+
+// A watchdog mark, <cache>/fates/.<run>.watchdog-<pid>, names a process
+// that watches run (its identity, as JSON), so that a sweep leaves a dead
+// run to its watchdog while that lives: one death, one fate, with its
+// owner.
+func watchdogMarkPrefix(run string) string { return "." + run + ".watchdog-" }
+
+type watchdogMark struct {
+	PID        int    `json:"pid"`
+	StartTicks uint64 `json:"startTicks,omitempty"`
+	StartISO   string `json:"startIso,omitempty"`
+}
+
+// WriteWatchdogMark marks the live process pid as a watchdog of run.
+func WriteWatchdogMark(cache, run string, pid int) error {
+	if !ValidRunID(run) {
+		return fmt.Errorf("fate: %q is not a run id", run)
+	}
+	id, ok, err := Lookup(pid)
+	if err != nil || !ok {
+		return fmt.Errorf("watchdog mark of run %s: no live process %d (%v)", run, pid, err)
+	}
+	dir, err := EnsureSubdir(cache, FatesDir)
+	if err != nil {
+		return err
+	}
+	m := watchdogMark{PID: pid, StartTicks: id.StartTicks}
+	if !id.Start.IsZero() {
+		m.StartISO = FormatISO(id.Start)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(dir, watchdogMarkPrefix(run)+strconv.Itoa(pid)), b)
+}
+
+// LiveWatchdog returns the pid of a live process marked as a watchdog of
+// run, 0 when there is none (a pid taken since by another process does not
+// count).
+func LiveWatchdog(cache, run string) int {
+	if !ValidRunID(run) {
+		return 0
+	}
+	dir := FatesPath(cache)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	prefix := watchdogMarkPrefix(run)
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), prefix) || !e.Type().IsRegular() {
+			continue
+		}
+		b, err := ReadFile(filepath.Join(dir, e.Name()), 4<<10)
+		var m watchdogMark
+		if err != nil || json.Unmarshal(b, &m) != nil || m.PID <= 0 {
+			continue
+		}
+		id, ok, err := Lookup(m.PID)
+		if err != nil || !ok {
+			continue
+		}
+		switch {
+		case m.StartTicks != 0 && id.StartTicks != 0:
+			ok = m.StartTicks == id.StartTicks
+		default:
+			t, err := ParseISO(m.StartISO)
+			ok = err == nil && !id.Start.IsZero() && id.Start.Sub(t).Abs() < time.Second
+		}
+		if ok {
+			return m.PID
+		}
+	}
+	return 0
+}
+
+// RemoveWatchdogMarks deletes run's watchdog marks.
+func RemoveWatchdogMarks(cache, run string) {
+	if !ValidRunID(run) {
+		return
+	}
+	dir := FatesPath(cache)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), watchdogMarkPrefix(run)) {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // FateFile is a fate as read from its file.
@@ -317,7 +416,8 @@ func ClaimTell(path string) bool {
 
 // PruneFates keeps the newest MaxFates fates of cache younger than
 // MaxFateAge and deletes the others, with their marks; and deletes owner
-// stubs whose run has no record left, an hour after they were written.
+// stubs and watchdog marks whose run has no files left, an hour after they
+// were written.
 func PruneFates(cache string, now time.Time) {
 	dir := FatesPath(cache)
 	ents, err := os.ReadDir(dir)
@@ -335,8 +435,8 @@ func PruneFates(cache string, now time.Time) {
 		switch {
 		case strings.HasSuffix(name, ".told"):
 			marks[strings.TrimSuffix(name, ".told")] = true
-		case strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".owner"):
-			run := strings.TrimSuffix(strings.TrimPrefix(name, "."), ".owner")
+		case strings.HasPrefix(name, ".") && (strings.HasSuffix(name, ".owner") || strings.Contains(name, ".watchdog-")):
+			run, _, _ := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(name, "."), ".owner"), ".watchdog-")
 			info, err := e.Info()
 			if err != nil || now.Sub(info.ModTime()) < time.Hour {
 				continue
@@ -372,4 +472,34 @@ func PruneFates(cache string, now time.Time) {
 			}
 		}
 	}
+}
+
+// NoteAgainAfter is how long a long note (Ryuk turned off, say) stays told
+// on a host before a process tells it again.
+const NoteAgainAfter = 24 * time.Hour
+
+// TellNote reports whether note is to be told now: not when a process
+// using cache told it within NoteAgainAfter. A mark in the fates folder,
+// named after the note's hash, says when it was last told; many test
+// binaries starting at once tell it once between them.
+func TellNote(cache, note string, now time.Time) bool {
+	dir, err := EnsureSubdir(cache, FatesDir)
+	if err != nil {
+		return true
+	}
+	sum := sha256.Sum256([]byte(note))
+	mark := filepath.Join(dir, ".note-"+hex.EncodeToString(sum[:8]))
+	if fi, err := os.Lstat(mark); err == nil {
+		if !fi.Mode().IsRegular() || now.Sub(fi.ModTime()) < NoteAgainAfter {
+			return false
+		}
+		os.Remove(mark)
+	}
+	f, err := OpenFile(mark, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return !errors.Is(err, os.ErrExist)
+	}
+	f.Close()
+	os.Chtimes(mark, now, now)
+	return true
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -146,4 +147,42 @@ func TestFatesOfOneMillisecond(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"watchdog", "sweep", "rightsize sweep"}, by, "every fate written is read back: %q", paths)
 	require.Len(t, fates, 3)
+}
+
+// A long note is told once per host (per cache dir) a day, whatever the
+// number of processes that would tell it.
+func TestTellNote(t *testing.T) {
+	cache := t.TempDir()
+	now := time.Now()
+	require.True(t, ledger.TellNote(cache, "Ryuk is off", now), "the first process tells it")
+	require.False(t, ledger.TellNote(cache, "Ryuk is off", now), "the next one does not")
+	require.True(t, ledger.TellNote(cache, "another note", now), "a different note is told")
+	require.True(t, ledger.TellNote(cache, "Ryuk is off", now.Add(ledger.NoteAgainAfter+time.Minute)), "told again a day later")
+	require.False(t, ledger.TellNote(cache, "Ryuk is off", now.Add(ledger.NoteAgainAfter+2*time.Minute)))
+	fates, err := ledger.ReadFates(cache)
+	require.NoError(t, err)
+	require.Empty(t, fates, "a note's mark is no fate")
+	ledger.PruneFates(cache, now.Add(2*time.Minute))
+	require.False(t, ledger.TellNote(cache, "another note", now.Add(3*time.Minute)), "pruning the fates keeps the marks")
+}
+
+// A watchdog mark counts while its process lives, and not for another
+// process that took its pid.
+func TestLiveWatchdog(t *testing.T) {
+	cache := t.TempDir()
+	require.Zero(t, ledger.LiveWatchdog(cache, "run00001"), "no mark")
+	require.NoError(t, ledger.WriteWatchdogMark(cache, "run00001", os.Getpid()))
+	require.Equal(t, os.Getpid(), ledger.LiveWatchdog(cache, "run00001"))
+	require.Zero(t, ledger.LiveWatchdog(cache, "run00002"), "another run's mark")
+
+	// This pid, recorded with another start: a process that took it.
+	p := filepath.Join(ledger.FatesPath(cache), ".run00003.watchdog-"+strconv.Itoa(os.Getpid()))
+	require.NoError(t, os.WriteFile(p, []byte(`{"pid":`+strconv.Itoa(os.Getpid())+`,"startTicks":1,"startIso":"2001-01-01T00:00:00.000Z"}`), 0o600))
+	require.Zero(t, ledger.LiveWatchdog(cache, "run00003"), "a pid taken by another process")
+
+	ledger.RemoveWatchdogMarks(cache, "run00001")
+	require.Zero(t, ledger.LiveWatchdog(cache, "run00001"), "removed")
+	ledger.PruneFates(cache, time.Now().Add(2*time.Hour))
+	_, err := os.Lstat(p)
+	require.True(t, os.IsNotExist(err), "an old mark of a run with no files is pruned (%v)", err)
 }

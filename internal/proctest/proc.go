@@ -34,6 +34,9 @@ type Spec struct {
 	// so that a signal to the group does not reach the test; EnsureDead
 	// then kills the whole group. Unix only.
 	Setpgid bool
+	// Setsid is Setpgid in a session of its own, without the controlling
+	// terminal of the test (so /dev/tty cannot be opened). Unix only.
+	Setsid bool
 }
 
 // Proc is a started process, what it said and how it ended. Its stdin is
@@ -71,12 +74,12 @@ func Start(s Spec) (*Proc, error) {
 	}
 	cmd := exec.Command(s.Argv[0], s.Argv[1:]...)
 	cmd.Env, cmd.Dir = s.Env, s.Dir
-	if s.Setpgid {
-		if err := setpgid(cmd); err != nil {
+	if s.Setpgid || s.Setsid {
+		if err := setpgid(cmd, s.Setsid); err != nil {
 			return nil, fmt.Errorf("start %s: %w", name, err)
 		}
 	}
-	p := &Proc{Cmd: cmd, Name: name, setpgid: s.Setpgid, vals: map[string]string{}, change: make(chan struct{})}
+	p := &Proc{Cmd: cmd, Name: name, setpgid: s.Setpgid || s.Setsid, vals: map[string]string{}, change: make(chan struct{})}
 	var err error
 	if p.in, err = cmd.StdinPipe(); err != nil {
 		return nil, err

@@ -8,7 +8,7 @@ import (
 	"os/exec"
 )
 
-func setpgid(*exec.Cmd) error {
+func setpgid(*exec.Cmd, bool) error {
 	return fmt.Errorf("Spec.Setpgid: process groups: %w", errors.ErrUnsupported)
 }
 

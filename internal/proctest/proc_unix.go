@@ -7,7 +7,11 @@ import (
 	"syscall"
 )
 
-func setpgid(cmd *exec.Cmd) error {
+func setpgid(cmd *exec.Cmd, setsid bool) error {
+	if setsid {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		return nil
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return nil
 }

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/names"
@@ -61,6 +62,7 @@ func (c *config) sweepFate(rf ledger.RunFiles, rr RunReport, noticed time.Time) 
 		c.logger.Warn("fate not written", "run", rf.ID, "err", err)
 	}
 	os.Remove(ledger.OwnerStubPath(c.cache, rf.ID))
+	ledger.RemoveWatchdogMarks(c.cache, rf.ID)
 }
 
 // ownerOf is what the run's record, and its owner's stub, say of it.
@@ -105,31 +107,54 @@ func OwnerInfo(backend string) ledger.FateOwner {
 // are counted.
 const maxToldFates = 3
 
-// TellFates returns the lines that tell the fates of cache no process has
-// told yet, newest first (at most a few, then how many more), and marks
-// every one of them told, so that no later process tells them again. own
-// is this process's run, whose fate is not news to it.
-func TellFates(cache, own string) []string {
+// UntoldFates returns the fates of cache no process has told yet, newest
+// first, but for own's (this process's run, whose fate is not news to it).
+func UntoldFates(cache, own string) []ledger.FateFile {
 	fates, err := ledger.ReadFates(cache)
 	if err != nil {
 		return nil
 	}
-	var lines []string
-	more := 0
+	var out []ledger.FateFile
 	for _, f := range fates {
-		if f.Told || f.Run == own || !ledger.ClaimTell(f.Path) {
-			continue
+		if !f.Told && f.Run != own {
+			out = append(out, f)
 		}
-		if len(lines) == maxToldFates {
-			more++
-			continue
+	}
+	return out
+}
+
+// MarkTold marks fates told, so that no later process tells them again,
+// and returns those this call marked (a sibling may have marked some
+// first).
+func MarkTold(fates []ledger.FateFile) []ledger.FateFile {
+	var out []ledger.FateFile
+	for _, f := range fates {
+		if ledger.ClaimTell(f.Path) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// FateLines tells fates: a line each for the first few, then how many
+// more.
+func FateLines(fates []ledger.FateFile) []string {
+	var lines []string
+	for i, f := range fates {
+		if i == maxToldFates {
+			lines = append(lines, fmt.Sprintf("rightsize: and %d more ended runs: rightsize ls --fates", len(fates)-i))
+			break
 		}
 		lines = append(lines, FateLine(f))
 	}
-	if more > 0 {
-		lines = append(lines, fmt.Sprintf("rightsize: and %d more ended runs: rightsize ls --fates", more))
-	}
 	return lines
+}
+
+// TellFates returns the lines that tell the fates of cache no process has
+// told yet (FateLines), and marks them told: for a caller whose lines are
+// surely seen.
+func TellFates(cache, own string) []string {
+	return FateLines(MarkTold(UntoldFates(cache, own)))
 }
 
 // FateLine is one line on what became of a run, for a terminal: every
@@ -145,7 +170,7 @@ func FateLine(f ledger.FateFile) string {
 		who = append(who, fmt.Sprintf("pid %d", f.Owner.PID))
 	}
 	if f.Owner.Command != "" {
-		who = append(who, termtext.Clean(cutWords(f.Owner.Command, 60)))
+		who = append(who, termtext.Clean(termtext.Clip(f.Owner.Command, 60)))
 	} else if f.Owner.Writer == "" {
 		who = append(who, "another member's run")
 	}
@@ -176,10 +201,20 @@ func FateLine(f ledger.FateFile) string {
 		}
 	}
 	var parts []string
-	for _, o := range []ledger.Outcome{ledger.Removed, ledger.AlreadyGone, ledger.Ended, ledger.Kept, ledger.Escaped, ledger.NotOwned} {
+	for _, o := range ledger.FateOutcomes {
 		if c := counts[o]; len(c) > 0 {
-			parts = append(parts, string(o)+" "+countKinds(c))
+			parts = append(parts, outcomePhrase(o, countKinds(c)))
 		}
+	}
+	var later []ledger.Outcome // outcomes of a later version: said as written
+	for o := range counts {
+		if !slices.Contains(ledger.FateOutcomes, o) {
+			later = append(later, o)
+		}
+	}
+	slices.Sort(later)
+	for _, o := range later {
+		parts = append(parts, outcomePhrase(o, countKinds(counts[o])))
 	}
 	if len(parts) == 0 {
 		parts = append(parts, "found nothing left")
@@ -189,36 +224,90 @@ func FateLine(f ledger.FateFile) string {
 	// its second look, so it is not shown.
 	if t0, err := ledger.ParseISO(f.NoticedISO); err == nil && f.By != ByWatchdog && f.By != ByNativeWatchdog {
 		if t1, err := ledger.ParseISO(f.FinishedISO); err == nil && !t1.Before(t0) {
-			fmt.Fprintf(&b, " in %s", t1.Sub(t0).Round(time.Millisecond))
+			fmt.Fprintf(&b, ", in %s", t1.Sub(t0).Round(time.Millisecond))
 		}
 	}
 	if len(kept) > 0 {
 		k := kept[0]
 		why := ""
 		if k.Note != "" {
-			why = ": " + termtext.Clean(cutWords(k.Note, 80))
+			why = ": " + termtext.Clean(termtext.Clip(k.Note, 80))
 		}
 		fmt.Fprintf(&b, " (kept %s %s%s; the next sweep retries)", termtext.Clean(k.Kind), termtext.Clean(k.Name), why)
 	}
 	if len(escaped) > 0 {
 		e := escaped[0]
-		fmt.Fprintf(&b, " (escaped: process %s %s %s; not signalled: end it yourself if it is not wanted)", termtext.Clean(e.ID), termtext.Clean(e.Name), termtext.Clean(cutWords(e.Note, 60)))
+		what := []string{termtext.Clean(e.Kind)}
+		for _, f := range []string{e.ID, e.Name} {
+			if f != "" {
+				what = append(what, termtext.Clean(f))
+			}
+		}
+		why := ""
+		if e.Note != "" {
+			why = ": " + termtext.Clean(termtext.Clip(e.Note, 60))
+		}
+		fmt.Fprintf(&b, " (escaped: %s%s; not signalled: end it yourself if it is not wanted)", strings.Join(what, " "), why)
 	}
 	return b.String()
 }
 
-// countKinds says "2 sandboxes and 1 network".
+// outcomePhrase is what the reaper did to what (what: "2 sandboxes and 1
+// network"), as the words after "which" in a fate's line.
+func outcomePhrase(outcome ledger.Outcome, what string) string {
+	switch outcome {
+	case ledger.Removed:
+		return "removed " + what
+	case ledger.AlreadyGone:
+		return "found " + what + " already gone"
+	case ledger.Ended:
+		return "ended " + what
+	case ledger.Kept:
+		return "kept " + what
+	case ledger.Escaped:
+		return "found " + what + " that escaped the run"
+	case ledger.NotOwned:
+		return "left " + what + " alone, as not this run's"
+	case ledger.LeftForMember:
+		return "left " + what + " for its member's own sweep"
+	case ledger.WouldRemove:
+		return "would have removed " + what
+	}
+	return "left " + what + " " + strconv.Quote(termtext.Clean(string(outcome)))
+}
+
+// countKinds says "2 sandboxes and 1 network", or "1 sandbox, 2 networks
+// and 1 process".
 func countKinds(c map[string]int) string {
 	var parts []string
-	for _, k := range []string{"sandbox", "network", "exec", "process"} {
+	other := 0
+	for k, n := range c {
+		if !slices.Contains(fateKinds, k) {
+			other += n
+		}
+	}
+	for _, k := range fateKinds {
 		if n := c[k]; n > 0 {
 			parts = append(parts, plural(n, k))
 		}
 	}
-	return strings.Join(parts, " and ")
+	if other > 0 {
+		parts = append(parts, plural(other, "other item"))
+	}
+	if len(parts) <= 1 {
+		return strings.Join(parts, "")
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
 }
 
+// fateKinds are the kinds of a fate's items, in the order a line counts
+// them.
+var fateKinds = []string{"sandbox", "network", "exec", "process"}
+
 func plural(n int, k string) string {
+	if k == "exec" {
+		k = "command" // a command run in a sandbox
+	}
 	if n == 1 {
 		return "1 " + k
 	}
@@ -229,15 +318,4 @@ func plural(n int, k string) string {
 		return fmt.Sprintf("%d processes", n)
 	}
 	return fmt.Sprintf("%d %ss", n, k)
-}
-
-// cutWords shortens s to at most n bytes, on a character's boundary.
-func cutWords(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

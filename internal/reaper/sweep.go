@@ -419,6 +419,12 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 		rr.Reason += "; already reaped by another process"
 		return rr
 	}
+	if pid := ledger.LiveWatchdog(c.cache, rf.ID); pid != 0 {
+		// It tells the run's fate, with its owner, when it is done.
+		rr.Decision = LeftAlone
+		rr.Reason += fmt.Sprintf("; its watchdog (pid %d) is reaping it", pid)
+		return rr
+	}
 	l := rf.ReadLists()
 	rr.Rejected, rr.RejectedCount = l.Rejected, l.RejectedCount
 	rr.Problems = append(rr.Problems, l.Problems...)

@@ -215,6 +215,9 @@ func startWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan, keep
 	leasesMu.Unlock()
 	wd.PID = cmd.Process.Pid
 	wd.lease = w
+	// Without its mark, a sweep may reap the run beside its watchdog, and
+	// one death gets two fates.
+	_ = ledger.WriteWatchdogMark(cache, runID, wd.PID)
 	go func() {
 		wd.err = cmd.Wait()
 		if wd.err == nil {

@@ -75,3 +75,39 @@ func clean(s string, text bool) string {
 	}
 	return b.String()
 }
+
+// Clip shortens s to about n bytes for a line, on a character's boundary,
+// marking the cut with "…". It never cuts inside a rightsize command
+// ("rightsize sweep --run 1a2b3c4d", up to the next "(", ")", ";" or ","): a
+// command cut short cannot be copied, so the cut moves past its end.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for i := 0; ; {
+		j := strings.Index(s[i:], "rightsize ")
+		if j < 0 {
+			break
+		}
+		a := i + j
+		b := len(s)
+		if k := strings.IndexAny(s[a:], "();,"); k >= 0 {
+			b = a + k
+		}
+		if a < n && n < b {
+			n = b
+			break
+		}
+		if a >= n {
+			break
+		}
+		i = b
+	}
+	if n >= len(s) {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strings.TrimRight(s[:n], " ") + "…"
+}

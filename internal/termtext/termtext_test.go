@@ -56,3 +56,25 @@ func TestQuote(t *testing.T) {
 		}
 	}
 }
+
+func TestClip(t *testing.T) {
+	for _, tc := range []struct {
+		s      string
+		n      int
+		want   string
+		reason string
+	}{
+		{"short", 10, "short", "nothing to cut"},
+		{"a long note about nothing", 6, "a long…", "cut at n, the space before the mark dropped"},
+		{"héllo", 2, "h…", "never inside a character"},
+		{"no record; if you know it is dead: rightsize sweep --run 3fe2224a9b; the next sweep retries", 50,
+			"no record; if you know it is dead: rightsize sweep --run 3fe2224a9b…", "the command is kept whole, the rest cut"},
+		{"rightsize sweep --run 3fe2224a (it forgets them)", 10, "rightsize sweep --run 3fe2224a…", "a command at the start"},
+		{"see rightsize ls --fates", 12, "see rightsize ls --fates", "a command that ends the text"},
+		{"rightsize ls; then a very long explanation follows here", 20, "rightsize ls; then a…", "a cut after a command"},
+	} {
+		if got := termtext.Clip(tc.s, tc.n); got != tc.want {
+			t.Errorf("Clip(%q, %d) = %q, want %q: %s", tc.s, tc.n, got, tc.want, tc.reason)
+		}
+	}
+}

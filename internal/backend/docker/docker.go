@@ -195,6 +195,18 @@ func defaultHost() string {
 	return "unix:///var/run/docker.sock"
 }
 
+// SpokenEndpoint is endpoint as people know it: the default socket spelled
+// as testcontainers-go and the docker command line spell it
+// (unix:///var/run/docker.sock), not as the link it resolves through
+// (unix:///run/docker.sock on most Linux hosts). For display only: records
+// keep the resolved form, which is how engines are matched.
+func SpokenEndpoint(endpoint string) string {
+	if endpoint != "" && endpoint == canonicalEndpoint(defaultHost()) {
+		return defaultHost()
+	}
+	return endpoint
+}
+
 // canonicalEndpoint resolves a unix socket's symbolic links
 // (/var/run/docker.sock and /run/docker.sock are one engine).
 func canonicalEndpoint(daemonHost string) string {

@@ -230,12 +230,25 @@ func (d *Driver) RemoveIDs(ctx context.Context, k backend.Kind, ids []string) []
 // networks labelled with run runID under either spelling, keep-alive ones
 // aside.
 func (d *Driver) ListRun(ctx context.Context, k backend.Kind, runID string) ([]string, error) {
+	found, err := d.FindRun(ctx, k, runID)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(found))
+	for _, f := range found {
+		ids = append(ids, f.ID)
+	}
+	return ids, nil
+}
+
+// FindRun is ListRun with each one's name, in id order.
+func (d *Driver) FindRun(ctx context.Context, k backend.Kind, runID string) ([]backend.Found, error) {
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
-	var ids []string
+	var found []backend.Found
 	add := func(id, name string, labels map[string]string) {
-		if notOwnedWhy(runID, name, labels) == "" && !slices.Contains(ids, id) {
-			ids = append(ids, id)
+		if notOwnedWhy(runID, name, labels) == "" && !slices.ContainsFunc(found, func(f backend.Found) bool { return f.ID == id }) {
+			found = append(found, backend.Found{ID: id, Name: name})
 		}
 	}
 	for _, label := range []string{LabelRunID, LabelRunIDAlt} {
@@ -262,8 +275,8 @@ func (d *Driver) ListRun(ctx context.Context, k backend.Kind, runID string) ([]s
 			add(c.ID, name, c.Labels)
 		}
 	}
-	slices.Sort(ids)
-	return ids, nil
+	slices.SortFunc(found, func(a, b backend.Found) int { return strings.Compare(a.ID, b.ID) })
+	return found, nil
 }
 
 // CloseRun removes every container, then every network, labelled with run

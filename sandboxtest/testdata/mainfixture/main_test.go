@@ -25,7 +25,8 @@ const (
 	envRunIDFile = "RZ_FIXTURE_RUNID_FILE"
 	// EnvMode: "" (all pass), "panic" (a test panics), "block" (a test
 	// blocks until -timeout), "exit3" (a test calls os.Exit(3)), "setupfail"
-	// (setup starts an image that does not exist).
+	// (setup uses a sandbox of an image that does not exist), "testneeds"
+	// (TestOne needs that sandbox; setup does not use it).
 	envMode = "RZ_FIXTURE_MODE"
 
 	// MissingImage is what setup starts in mode "setupfail".
@@ -36,8 +37,9 @@ const (
 var (
 	mode = os.Getenv(envMode)
 
-	// web and cache are started by setup and shared by the tests.
-	web, cache *sandboxtest.Guard
+	// web and cache are set up by setup and shared by the tests; missing
+	// is of an image that does not exist.
+	web, cache, missing *sandboxtest.Guard
 )
 
 func TestMain(m *testing.M) {
@@ -65,8 +67,9 @@ func setup(s *sandboxtest.Suite) {
 		WaitingFor: wait.ForLog("ready"),
 	}
 	web = s.Start(spec)
+	missing = s.Start(sandboxtest.Spec{Image: missingImage})
 	if mode == "setupfail" {
-		s.Start(sandboxtest.Spec{Image: missingImage})
+		missing.Host() // used in setup: started, and failing, there
 	}
 	// On the suite's network too, so that Main must stop both before it.
 	cache = s.Start(spec)
@@ -93,7 +96,13 @@ func get(t *testing.T, addr string) {
 	}
 }
 
-func TestOne(t *testing.T) { use(t) }
+func TestOne(t *testing.T) {
+	if mode == "testneeds" {
+		missing.For(t)
+		t.Error("went on after the suite's sandbox it needs failed to start")
+	}
+	use(t)
+}
 
 func TestTwo(t *testing.T) {
 	use(t)

@@ -1,0 +1,86 @@
+package reaper_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/reaper"
+)
+
+// lineShape is a fate's line as a sentence: who died, who noticed, then
+// what became of its things, each phrase led by a verb.
+var lineShape = regexp.MustCompile(`^rightsize: run \S+ \((pid \d+, )?[^()]+\) died; noticed( \d\d:\d\d:\d\d)? by (its|a later) [a-z ]+, which ` +
+	`(removed|found|ended|kept|left) [^;]+(; (removed|found|ended|kept|left) [^;]+)*(, in \d+m?s)?( \(.*\))*$`)
+
+// Every outcome word, alone and with the others, at counts of one and
+// many, by every kind of reaper, reads as a sentence: no "which already
+// gone 2 sandboxes", no "which not this run's 1 sandbox", no "1
+// sandboxes".
+func TestFateLineWording(t *testing.T) {
+	bys := []string{reaper.ByWatchdog, reaper.ByNativeWatchdog, reaper.BySweep, reaper.ByCommand}
+	type row struct {
+		name  string
+		items []ledger.FateItem
+		want  []string // phrases the line must hold
+	}
+	var rows []row
+	for _, o := range ledger.FateOutcomes {
+		one := []ledger.FateItem{{Kind: "sandbox", Name: "rz-1a2b3c4d-1", Outcome: o, Note: "why"}}
+		many := []ledger.FateItem{
+			{Kind: "sandbox", Name: "rz-1a2b3c4d-1", Outcome: o},
+			{Kind: "sandbox", Name: "rz-1a2b3c4d-2", Outcome: o},
+			{Kind: "network", Name: "rz-net-0c1d2e3f", Outcome: o},
+		}
+		rows = append(rows,
+			row{string(o) + ", one", one, []string{"1 sandbox"}},
+			row{string(o) + ", many", many, []string{"2 sandboxes and 1 network"}})
+	}
+	var all []ledger.FateItem
+	for _, o := range ledger.FateOutcomes {
+		all = append(all, ledger.FateItem{Kind: "process", ID: "4300", Name: "sleep", Outcome: o, Note: "why"})
+	}
+	rows = append(rows,
+		row{"every outcome", all, nil},
+		row{"three kinds", []ledger.FateItem{
+			{Kind: "sandbox", Name: "a", Outcome: ledger.Removed},
+			{Kind: "network", Name: "b", Outcome: ledger.Removed},
+			{Kind: "exec", Name: "c", Outcome: ledger.Removed},
+		}, []string{"removed 1 sandbox, 1 network and 1 command"}},
+		row{"nothing", nil, []string{"which found nothing left"}},
+		row{"an outcome of a later version", []ledger.FateItem{{Kind: "sandbox", Name: "a", Outcome: "frozen"}}, []string{`which left 1 sandbox "frozen"`}})
+	for _, by := range bys {
+		for _, r := range rows {
+			line := reaper.FateLine(ledger.FateFile{Fate: ledger.Fate{
+				Run: "1a2b3c4d", By: by, NoticedISO: "2026-11-30T20:03:05.120Z", FinishedISO: "2026-11-30T20:03:05.123Z",
+				Owner: ledger.FateOwner{PID: 4242, Writer: "go", Command: "store.test -test.timeout=10m0s"},
+				Items: r.items,
+			}})
+			if !lineShape.MatchString(line) {
+				t.Errorf("%s by %s: %q is not a sentence of the expected shape", r.name, by, line)
+			}
+			for _, w := range r.want {
+				if !strings.Contains(line, w) {
+					t.Errorf("%s by %s: %q does not say %q", r.name, by, line, w)
+				}
+			}
+			for _, bad := range []string{"which already", "which not ", "which escaped", "1 sandboxes", "1 networks", "1 processes", "  ", "; ;", "which removed ;", "which  "} {
+				if strings.Contains(line, bad) {
+					t.Errorf("%s by %s: %q holds %q", r.name, by, line, bad)
+				}
+			}
+		}
+	}
+}
+
+// A kept item's note is clipped, but never inside the command it gives.
+func TestFateLineKeepsCommandWhole(t *testing.T) {
+	cmd := "rightsize sweep --run 3fe2224a9b8c7d6e"
+	line := reaper.FateLine(ledger.FateFile{Fate: ledger.Fate{Run: "3fe2224a9b8c7d6e", By: reaper.BySweep,
+		Items: []ledger.FateItem{{Kind: "process", Name: "sleep 600", Outcome: ledger.Kept,
+			Note: "in a process group that cannot be proven the run's, so it is not signalled (" + cmd + " ends it)"}}}})
+	if !strings.Contains(line, cmd) {
+		t.Errorf("%q cuts the command %q", line, cmd)
+	}
+}

@@ -1,0 +1,104 @@
+package sandboxtest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/proctree"
+	"github.com/rightsize/rightsize-go/internal/termtext"
+)
+
+// LeakCheck makes Main fail the package when its tests leave anything of
+// this run behind: once the tests and the suite's own cleanups have run,
+// every sandbox and network on the engine carrying the run's label, and
+// every local process of the run still alive, is listed on stderr and the
+// exit code becomes 1. Main then removes them as always. In the manner of
+// goleak's VerifyTestMain:
+//
+//	func TestMain(m *testing.M) {
+//		sandboxtest.Main(m, sandboxtest.GuardAll(), sandboxtest.LeakCheck())
+//	}
+//
+// It is most useful with GuardAll, where the tests' own code (plain
+// testcontainers-go, a Docker client) must stop what it starts; a Start
+// guard is stopped by its test's Cleanup, and a Suite's sandboxes are
+// Main's to stop, so neither is a leak. It needs a backend that lists a
+// run's sandboxes by label (docker); with another, it checks processes
+// alone and says so.
+func LeakCheck() Option {
+	return mainOption(func(c *mainConfig) { c.leakCheck = true })
+}
+
+// maxLeaksListed bounds the list, by kind; the rest are counted.
+const maxLeaksListed = 20
+
+// leaks lists what the run still has, one line each for stderr; none when
+// there is no run or nothing is left.
+func leaks(ctx context.Context) []string {
+	sessMu.Lock()
+	s := sess
+	sessMu.Unlock()
+	if s == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
+	defer cancel()
+	var out []string
+	if f, ok := s.Driver().(backend.RunFinder); ok {
+		for _, k := range []backend.Kind{sandboxKind, networkKind} {
+			found, err := f.FindRun(ctx, k, s.RunID())
+			if err != nil {
+				out = append(out, fmt.Sprintf("the %s of run %s cannot be listed: %s", k.Plural(), s.RunID(), oneLine(err.Error())))
+				continue
+			}
+			for i, x := range found {
+				if i == maxLeaksListed {
+					out = append(out, fmt.Sprintf("and %d more %s", len(found)-i, k.Plural()))
+					break
+				}
+				out = append(out, fmt.Sprintf("%s %s (%s)", k, termtext.Clean(x.Name), termtext.Clean(shortEngineID(x.ID))))
+			}
+		}
+	} else {
+		warnf("sandboxtest: leak check: the %s backend cannot list a run's sandboxes; only its local processes are checked", s.Driver().Name())
+	}
+	pids := proctree.Live(proctree.OfRun(s.RunID()))
+	for i, pid := range pids {
+		if i == maxLeaksListed {
+			out = append(out, fmt.Sprintf("and %d more processes", len(pids)-i))
+			break
+		}
+		out = append(out, "process "+strconv.Itoa(pid))
+	}
+	return out
+}
+
+// reportLeaks prints what leaks found; false when it found anything.
+func reportLeaks(ctx context.Context) bool {
+	l := leaks(ctx)
+	if len(l) == 0 {
+		return true
+	}
+	fmt.Fprintf(stderr(), "sandboxtest: leak check: the tests left these of run %s without stopping them (Main removes them now):\n    %s\n",
+		runIDOf(), strings.Join(l, "\n    "))
+	return false
+}
+
+func runIDOf() string {
+	sessMu.Lock()
+	defer sessMu.Unlock()
+	if sess == nil {
+		return ""
+	}
+	return sess.RunID()
+}
+
+func shortEngineID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
