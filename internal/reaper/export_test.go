@@ -34,3 +34,6 @@ func WithNow(now time.Time) Option {
 
 // Exited is closed when the watchdog process ends.
 func (w *Watchdog) Exited() <-chan struct{} { return w.exited }
+
+// ChoosesNative is choosesNative, for its table test.
+var ChoosesNative = choosesNative

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,6 +129,22 @@ func StartWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan) (*Wa
 	return startWatchdog(cache, runsDir, runID, plan, "")
 }
 
+// choosesNative reports whether a plan that allows the native watchdog
+// gets it: where the plan has no script steps, where it is asked for, where
+// it holds a keeper's lease, and by default on Windows, where the native
+// watchdog is the one whose logic this repository's tests run (the
+// PowerShell script is not run here: there is no Windows), unless the
+// script is asked for or the program cannot run the native one.
+func choosesNative(goos, want string, steps, keeper, capable bool) bool {
+	switch {
+	case !steps, want == NativeWatchdog, keeper:
+		return true
+	case goos == "windows":
+		return want != ScriptWatchdog && capable
+	}
+	return false
+}
+
 // startWatchdog is StartWatchdog; a keeper id makes the watchdog the
 // native one, holding that keeper's lease.
 func startWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan, keeperID string) (*Watchdog, error) {
@@ -139,7 +156,7 @@ func startWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan, keep
 		return nil, fmt.Errorf("watchdog: %w", err)
 	}
 	want := strings.ToLower(strings.TrimSpace(os.Getenv(EnvWatchdog)))
-	useNative := plan.Native && (len(plan.Steps) == 0 || want == NativeWatchdog || keeperID != "")
+	useNative := plan.Native && choosesNative(runtime.GOOS, want, len(plan.Steps) > 0, keeperID != "", nativeCapable.Load())
 	var cmd *exec.Cmd
 	wd := &Watchdog{exited: make(chan struct{})}
 	switch {
