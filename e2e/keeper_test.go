@@ -23,6 +23,10 @@ import (
 // wait, never an assertion of speed.
 const keeperLease = 2 * time.Second
 
+// ownerPause is how long TestKeeperOwnerPaused holds its test binary
+// stopped: the 20 s of a look in a debugger.
+const ownerPause = 10 * keeperLease
+
 // keeperEnv is what a kept owner gets.
 func keeperEnv() []string {
 	return []string{"RIGHTSIZE_WATCHDOG=engine", "RIGHTSIZE_LEASE_TIMEOUT=" + keeperLease.String()}
@@ -119,8 +123,8 @@ func TestKeeperMachineFrozen(t *testing.T) {
 	t.Logf("SIGSTOP of owner and watchdog → 3 containers and 1 network gone %s after the freeze, the keeper %s (lease %s)", ms(run), ms(kept), keeperLease)
 }
 
-// Only the test binary paused (a debugger's breakpoint), for three lease
-// timeouts: the watchdog holds the lease, and nothing is removed. Then
+// Only the test binary paused (a debugger's breakpoint) for 20 s, ten
+// lease timeouts: the watchdog holds the lease, and nothing is removed. Then
 // the owner ends normally, and so does its keeper.
 func TestKeeperOwnerPaused(t *testing.T) {
 	t.Parallel()
@@ -131,9 +135,9 @@ func TestKeeperOwnerPaused(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = syscall.Kill(o.Pid(), syscall.SIGCONT) })
 	// What is asserted is an absence: it needs the time itself.
-	time.Sleep(3 * keeperLease)
-	o.checkAlive("the paused owner, after three lease timeouts")
-	o.checkKeeper(true, "after three lease timeouts of its owner's pause")
+	time.Sleep(ownerPause)
+	o.checkAlive("the paused owner, after ten lease timeouts")
+	o.checkKeeper(true, "after ten lease timeouts of its owner's pause")
 	if err := syscall.Kill(o.Pid(), syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
