@@ -146,10 +146,7 @@ func TestRow18LostMarks(t *testing.T) {
 		poll(t, goneWithin, "the escaped child to be gone", func() (bool, string) { return !harness.Alive(escaped), "" })
 		// A sweep leaves a dead run to a watchdog of it that still lives
 		// (one death, one fate): the next process comes once they are done.
-		poll(t, goneWithin, "the run's watchdogs to finish", func() (bool, string) {
-			pid := ledger.LiveWatchdog(r.cache, o.run)
-			return pid == 0, fmt.Sprintf("watchdog pid %d", pid)
-		})
+		r.waitWatchdogsDone(o)
 		next := r.start("next process", harness.Plan{Processes: 1}).ready()
 		if d, why := next.sweepOf(o.run); d != "reaped" {
 			t.Errorf("the next process's sweep decided %q (%s), want reaped", d, why)

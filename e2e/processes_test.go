@@ -128,10 +128,7 @@ func TestRow17Processes(t *testing.T) {
 		})
 		// A sweep leaves a dead run to a watchdog of it that still lives
 		// (one death, one fate): the next process comes once they are done.
-		poll(t, goneWithin, "the run's watchdogs to finish", func() (bool, string) {
-			pid := ledger.LiveWatchdog(r.cache, o.run)
-			return pid == 0, fmt.Sprintf("watchdog pid %d", pid)
-		})
+		r.waitWatchdogsDone(o)
 		next := r.start("next process", harness.Plan{Processes: 1}).ready()
 		if d, why := next.sweepOf(o.run); d != "reaped" {
 			t.Errorf("the next process's sweep decided %q (%s), want reaped", d, why)

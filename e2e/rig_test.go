@@ -385,6 +385,17 @@ func (r *rig) waitGone(o *owner, what string) time.Duration {
 	return took
 }
 
+// waitWatchdogsDone polls until no watchdog of the owner's run lives (its
+// mark in the fates folder names none), and fails the test after
+// goneWithin.
+func (r *rig) waitWatchdogsDone(o *owner) {
+	r.t.Helper()
+	poll(r.t, goneWithin, "the watchdogs of run "+o.run+" to finish", func() (bool, string) {
+		pid := ledger.LiveWatchdog(r.cache, o.run)
+		return pid == 0, fmt.Sprintf("watchdog pid %d", pid)
+	})
+}
+
 // goneWithin polls until nothing of the owner's run is left, or timeout;
 // it returns how long it waited and what was left ("" when nothing).
 func (r *rig) goneWithin(o *owner, timeout time.Duration) (time.Duration, string) {
