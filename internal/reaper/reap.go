@@ -168,12 +168,6 @@ func reapRun(ctx context.Context, b backend.Backend, t target) *reaped {
 				r.asIs = true
 			}
 		}
-	} else if t.byLabel {
-		for _, k := range engineKinds {
-			if len(retry[k]) > 0 {
-				r.asIs = true
-			}
-		}
 	}
 	if t.procs != nil {
 		r.procs = <-procs
