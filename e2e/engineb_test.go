@@ -217,8 +217,8 @@ func mountsUnder(dir string) []string {
 // through engine A (its files stay, the sweep says the run is recorded
 // against another engine); a sweep through B reaps it; and with its
 // watchdog alive, a SIGKILLed owner's sandboxes are removed from B, by the
-// script watchdog and, with no docker command line on PATH, by the native
-// one.
+// script watchdog (with no docker command line on PATH: it needs none) and
+// by the native one.
 // Sandboxes on B have no published ports (B has no bridge to publish
 // them through); the owner's specs have none.
 func TestRow11SecondEngine(t *testing.T) {
@@ -271,16 +271,26 @@ func TestRow11SecondEngine(t *testing.T) {
 	})
 
 	// What CI images without the docker command line give: DOCKER_HOST
-	// over TCP, and a PATH that holds no docker. The watchdog is the
+	// over TCP, and a PATH that holds no docker. Either watchdog is the
 	// test binary itself, speaking the API to B; A is not touched.
 	t.Run("watchdog without a docker command line", func(t *testing.T) {
 		r := r.sub(t)
 		o := r.start("owner on engine B, no docker on PATH", harness.Plan{Containers: 2, Networks: 1}, onB, "PATH="+t.TempDir()).on(b.eng).ready()
+		if k := o.get("watchdog.kind"); k != "script" {
+			t.Fatalf("with no docker on PATH the watchdog is %q, want the default, script", k)
+		}
+		o.kill()
+		took := r.waitGone(o, "the script watchdog, on engine B over TCP")
+		t.Logf("SIGKILL of B's owner (no docker CLI) → the script watchdog removed everything from B in %s", ms(took))
+	})
+	t.Run("native watchdog", func(t *testing.T) {
+		r := r.sub(t)
+		o := r.start("owner on engine B, native watchdog", harness.Plan{Containers: 2, Networks: 1}, onB, "RIGHTSIZE_WATCHDOG=native").on(b.eng).ready()
 		if k := o.get("watchdog.kind"); k != "native" {
-			t.Fatalf("with no docker on PATH the watchdog is %q, want native", k)
+			t.Fatalf("asked for, the watchdog is %q, want native", k)
 		}
 		o.kill()
 		took := r.waitGone(o, "the native watchdog, on engine B over TCP")
-		t.Logf("SIGKILL of B's owner (no docker CLI) → the native watchdog removed everything from B in %s", ms(took))
+		t.Logf("SIGKILL of B's owner → the native watchdog removed everything from B in %s", ms(took))
 	})
 }

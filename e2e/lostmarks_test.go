@@ -101,7 +101,7 @@ func TestRow18LostMarks(t *testing.T) {
 			// started, and of its kind, before the processes.
 			o := r.start("owner with processes without their mark", harness.Plan{Containers: 1, LostMarks: true}, "RIGHTSIZE_WATCHDOG="+wd).ready()
 			if kind := o.get("watchdog.kind"); kind != wd {
-				t.Skipf("the owner's watchdog is %q (no docker CLI here?), not the %s one", kind, wd)
+				t.Skipf("the owner's watchdog is %q (no /bin/sh here?), not the %s one", kind, wd)
 			}
 			lost := lostIDs(t, o, allLost()...)
 			o.kill()

@@ -72,7 +72,7 @@ func TestAnonymousVolumesGoWithTheirContainer(t *testing.T) {
 			r.closeRun(run)
 			kind := h.Expect("watchdog.kind")
 			if c.sweeps == "" && kind != c.env[len(reaper.EnvWatchdog)+1:] {
-				t.Skipf("the owner's watchdog is %q here (Podman, or no docker CLI), not the one this case is for", kind)
+				t.Skipf("the owner's watchdog is %q here (no /bin/sh here?), not the one this case is for", kind)
 			}
 			vols := r.volumesOf(name)
 			h.KillAndWait()

@@ -183,47 +183,21 @@ type OwnershipChecker interface {
 	CheckOwned(ctx context.Context, k Kind, runID string, names []string) []error
 }
 
-// WatchdogPlan is what a watchdog runs, as data: nothing in it is ever
-// evaluated by a shell, every word reaches a command as one argument.
+// WatchdogPlan is what a run's watchdog needs of the backend: the
+// watchdog is always this program re-executed (internal/reaper,
+// WatchdogMain), speaking the engine's API.
 type WatchdogPlan struct {
-	// Steps are the script watchdog's commands, sandboxes first, then
-	// networks. Empty when the engine's command line is missing.
-	Steps []WatchdogStep
-	// Env is added to the watchdog's environment (KEY=VALUE), so that its
-	// commands reach the same engine as this process (DOCKER_HOST and
-	// friends, MSB_PATH).
+	// Env is added to the watchdog's environment (KEY=VALUE), so that it
+	// reaches the same engine as this process (DOCKER_HOST and friends,
+	// MSB_PATH, RIGHTSIZE_BACKEND).
 	Env []string
-	// Native: the backend is a RunLister, and a watchdog that is this very
-	// program re-executed can do the same work through the engine's API,
-	// without its command line.
-	Native bool
+	// Hold: the backend is a RunHolder, whose claim the watchdog renews
+	// while the owner lives, so the watchdog must itself run from the
+	// start (the native one), not only at the owner's death.
+	Hold bool
 	// ProcessesOnly: a native watchdog for the run's local processes
 	// alone, which opens no engine (the main watchdog is a script).
 	ProcessesOnly bool
-}
-
-// WatchdogStep is one command of the script watchdog, for one kind.
-type WatchdogStep struct {
-	Kind Kind
-	// Find, when set, makes the step a finder: a complete command whose
-	// output lines are "ID|NAME|MARK", one per sandbox or network carrying
-	// the run's mark. A line with a MARK (a keep-alive label) or a NAME
-	// starting with KeepAlivePrefix is never acted on. The kind's other
-	// steps then act on the ids it found.
-	Find bool
-	// Batch runs Command once with every id or name appended; when that
-	// call fails, once per name, so that each outcome is known.
-	Batch bool
-	// Gone lists output fragments (fixed strings, matched with their case,
-	// so each spelling is listed) that, in the output of a failed call on
-	// one id, mean it does not exist.
-	Gone []string
-	// Retry lists output fragments that mean a transient failure: the call
-	// is repeated once after 500 ms.
-	Retry []string
-	// Command is the program (an absolute path) and its leading arguments;
-	// an acting step's ids or names are appended.
-	Command []string
 }
 
 // Spec describes a sandbox to create. The caller (the reaper's session for

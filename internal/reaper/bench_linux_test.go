@@ -32,15 +32,16 @@ import (
 // timed part.
 func BenchmarkStartWatchdog(b *testing.B) {
 	b.Setenv(reaper.EnvDebug, "")
-	e := newFakeEngine(b)
+	e := newMemEngine(b)
+	plan := e.plan(b)
 	cache := b.TempDir()
 	runs := runsDir(b, cache)
-	wd, err := reaper.StartWatchdog(cache, runs, "00000000", e.plan()) // writes the script
+	wd, err := reaper.StartWatchdog(cache, runs, "00000000", plan) // writes the script
 	must(b, err)
 	endWatchdog(b, wd)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		wd, err := reaper.StartWatchdog(cache, runs, fmt.Sprintf("%08x", i+1), e.plan())
+		wd, err := reaper.StartWatchdog(cache, runs, fmt.Sprintf("%08x", i+1), plan)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -150,9 +151,9 @@ func TestWaitingWatchdogFootprint(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc")
 	}
-	e := newFakeEngine(t)
+	e := newMemEngine(t)
 	cache := t.TempDir()
-	wd, err := reaper.StartWatchdog(cache, runsDir(t, cache), "0000ccc1", e.plan())
+	wd, err := reaper.StartWatchdog(cache, runsDir(t, cache), "0000ccc1", e.plan(t))
 	must(t, err)
 	t.Cleanup(func() { endWatchdog(t, wd) })
 	proctest.WaitUntil(t, 10*time.Second, "the watchdog to block reading its stdin", func() bool { return readingStdin(wd.PID) })

@@ -6,28 +6,35 @@ import (
 	"github.com/rightsize/rightsize-go/internal/reaper"
 )
 
-// Which watchdog a plan that allows the native one gets: the script
-// wherever it is the default and can run, the native one where nothing
-// else can, where it is asked for, where it holds a keeper's lease, and by
-// default on Windows, whose script this repository's tests never run.
+// Which watchdog waits for the owner: the native one where something must
+// be held while the owner lives (a backend's claim, the run's local
+// processes, a keeper's lease), where it is asked for, and by default on
+// Windows, whose script this repository's tests never run, and where no
+// shell is there to run the script; the script everywhere else, and where
+// it is asked for on Windows.
 func TestChoosesNative(t *testing.T) {
 	for _, tc := range []struct {
-		goos, want             string
-		steps, keeper, capable bool
-		native                 bool
+		goos, want           string
+		hold, keeper, script bool
+		native               bool
 	}{
-		{"linux", "", true, false, true, false},
-		{"darwin", "", true, false, true, false},
-		{"linux", "", false, false, true, true},
-		{"linux", "native", true, false, true, true},
-		{"linux", "", true, true, true, true},
-		{"windows", "", true, false, true, true},
-		{"windows", "script", true, false, true, false},
-		{"windows", "", true, false, false, false},
-		{"windows", "native", true, false, false, true},
+		{"linux", "", false, false, true, false},
+		{"darwin", "", false, false, true, false},
+		{"linux", "script", false, false, true, false},
+		{"linux", "native", false, false, true, true},
+		{"linux", "", true, false, true, true},
+		{"linux", "script", true, false, true, true},
+		{"linux", "", false, true, true, true},
+		{"windows", "", false, false, true, true},
+		{"windows", "script", false, false, true, false},
+		{"windows", "script", true, false, true, true},
+		{"windows", "native", false, false, true, true},
+		{"linux", "", false, false, false, true},
+		{"linux", "script", false, false, false, true},
+		{"windows", "script", false, false, false, true},
 	} {
-		if got := reaper.ChoosesNative(tc.goos, tc.want, tc.steps, tc.keeper, tc.capable); got != tc.native {
-			t.Errorf("%s, RIGHTSIZE_WATCHDOG=%q, steps %v, keeper %v, capable %v: native %v, want %v", tc.goos, tc.want, tc.steps, tc.keeper, tc.capable, got, tc.native)
+		if got := reaper.ChoosesNative(tc.goos, tc.want, tc.hold, tc.keeper, tc.script); got != tc.native {
+			t.Errorf("%s, RIGHTSIZE_WATCHDOG=%q, hold %v, keeper %v, shell %v: native %v, want %v", tc.goos, tc.want, tc.hold, tc.keeper, tc.script, got, tc.native)
 		}
 	}
 }

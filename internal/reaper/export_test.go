@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"io"
 	"os"
 	"slices"
 	"time"
@@ -37,3 +38,9 @@ func (w *Watchdog) Exited() <-chan struct{} { return w.exited }
 
 // ChoosesNative is choosesNative, for its table test.
 var ChoosesNative = choosesNative
+
+// RunScriptWatchdog is the work the script watchdog hands its told lines
+// to at the owner's death, in this process.
+func RunScriptWatchdog(in io.Reader, runsDir, runID, backendName, endpoint string) int {
+	return runNative(in, runsDir, runID, backendName, endpoint, engineOnly)
+}

@@ -2,6 +2,7 @@ package reaper
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"io"
 	"log"
@@ -30,6 +31,19 @@ const (
 	// envNativeProcessesOnly: a watchdog of the run's local processes
 	// alone, beside a script watchdog of its sandboxes.
 	envNativeProcessesOnly = "RIGHTSIZE_NATIVE_WATCHDOG_PROCESSES_ONLY"
+	// envNativeAfter: run by the script watchdog once the owner died; it
+	// held nothing while it waited, and the run's local processes, if any,
+	// have a native watchdog of their own.
+	envNativeAfter = "RIGHTSIZE_NATIVE_WATCHDOG_AFTER"
+)
+
+// A watchdog's share of a run's reaping.
+type nativeMode int
+
+const (
+	allOfRun      nativeMode = iota // the engine's objects and the local processes
+	engineOnly                      // the engine's objects (the script watchdog's)
+	processesOnly                   // the local processes (beside a script watchdog)
 )
 
 // nativeCapable is set once WatchdogMain has run in this program: only
@@ -48,18 +62,28 @@ func WatchdogMain() {
 	if os.Getenv(envNative) != "1" {
 		return
 	}
-	os.Exit(runNative(os.Stdin, os.Getenv(envNativeRuns), os.Getenv(envNativeRun), os.Getenv(backend.EnvBackend), os.Getenv("DOCKER_HOST"), os.Getenv(envNativeProcessesOnly) == "1"))
+	mode := allOfRun
+	switch {
+	case os.Getenv(envNativeProcessesOnly) == "1":
+		mode = processesOnly
+	case os.Getenv(envNativeAfter) == "1":
+		mode = engineOnly
+	}
+	os.Exit(runNative(os.Stdin, os.Getenv(envNativeRuns), os.Getenv(envNativeRun), os.Getenv(backend.EnvBackend), os.Getenv("DOCKER_HOST"), mode))
 }
 
-// runNative is the native watchdog: it opens the engine, waits for EOF on
-// stdin while taking note of what the owner tells it, then does what the
-// script watchdog does with the engine's API: removes what it was told by
-// id; a moment later finds what still carries the run's label and removes
-// that; deletes the run's files when nothing of it is left. Beside that,
-// it ends the run's local processes (those its marks, the groups of the
-// commands it was told and their descent prove: proctree.End). With
-// processesOnly it opens no engine and does only the latter.
-func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, processesOnly bool) int {
+// runNative is every watchdog's work: it opens the engine, reads stdin to
+// its EOF while taking note of what the owner tells it (for the native
+// watchdog, the wait itself; for the script's, the lines the script kept),
+// then, with the engine's API, removes what it was told by id; a moment
+// later finds what still carries the run's label and removes that (on a
+// backend without labels, msb, it removes the told names); writes the
+// run's fate; deletes the run's files when nothing of it is left. Beside
+// that, it ends the run's local processes (those its marks, the groups of
+// the commands it was told and their descent prove: proctree.End). Mode
+// processesOnly opens no engine and does only the latter; engineOnly only
+// the former.
+func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, mode nativeMode) int {
 	runtime.GOMAXPROCS(1)
 	debug.SetGCPercent(20) // it holds almost nothing: keep the heap small
 	logger := log.New(os.Stderr, "rightsize watchdog ["+runID+"]: ", 0)
@@ -68,7 +92,7 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, proce
 		return 2
 	}
 	var b backend.Backend // nil: local processes only
-	if !processesOnly {
+	if mode != processesOnly {
 		drv, err := backend.OpenEndpoint(backendName, endpoint)
 		if err != nil {
 			logger.Printf("open %s at %s: %v", backendName, endpoint, err)
@@ -76,10 +100,6 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, proce
 		}
 		defer drv.Close()
 		b = drv
-		if _, ok := drv.(backend.RunLister); !ok {
-			logger.Printf("backend %s cannot find a run's sandboxes by their mark", backendName)
-			return 2
-		}
 		if ref := os.Getenv(envNativeKeeper); ref != "" {
 			// Held for the watchdog's whole life: it lets go once its
 			// own work is done, and the keeper then ends.
@@ -87,7 +107,7 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, proce
 				defer l.Close()
 			}
 		}
-		if w, ok := drv.(interface{ Warm() }); ok {
+		if w, ok := drv.(interface{ Warm() }); ok && mode == allOfRun {
 			// While the owner lives: the engine's answers the removals
 			// need are then known when it dies.
 			go func() {
@@ -105,7 +125,7 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, proce
 	// rest itself, and the passes below find it gone.
 	holder, _ := b.(backend.RunHolder)
 	holdCtx, stopHold := context.WithCancel(context.Background())
-	if holder != nil {
+	if holder != nil && mode == allOfRun {
 		go holder.HoldRun(holdCtx, runID)
 	}
 	told := readTold(in, runID)
@@ -121,15 +141,21 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, proce
 	// Until now the owner held each command it told unreaped, and with it
 	// its group's number: what started in a group before now is the
 	// command's.
-	t := target{
-		run: runID, toldNames: told.names, grace: proctree.DefaultGrace,
-		procs: &proctree.Scope{Marks: proctree.OfRun(runID), Commands: told.commands(), PinnedUntil: proctree.Now()},
+	t := target{run: runID, toldNames: told.names, grace: proctree.DefaultGrace}
+	if mode != engineOnly {
+		t.procs = &proctree.Scope{Marks: proctree.OfRun(runID), Commands: told.commands(), PinnedUntil: proctree.Now()}
 	}
 	cache := filepath.Dir(runsDir)
-	if !processesOnly {
+	if mode != processesOnly {
 		logger.Printf("owner gone (stdin closed): reaping run %s in %s", runID, runsDir)
+		_, labelled := b.(backend.RunLister)
 		for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind} {
-			t.told[k] = told.ids(k)
+			if labelled {
+				t.told[k] = told.ids(k)
+			} else {
+				// Told by name, before each create: removed by name.
+				t.listed[k] = told.ids(k)
+			}
 		}
 		// Then whatever still carries the run's label, with what the first
 		// pass could not remove.
@@ -138,14 +164,32 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, proce
 	res := reapRun(context.Background(), b, t)
 	for _, it := range res.items {
 		if it.Kind != names.ProcessKind && !it.Outcome.Gone() {
-			logger.Printf("%s %s: %s (%s)", it.Kind, it.ID, it.Outcome, it.Note)
+			logger.Printf("%s %s: %s (%s)", it.Kind, cmp.Or(it.ID, it.Name), it.Outcome, it.Note)
 		}
 	}
-	writeNativeFate(cache, runID, noticed, res.items, told.execs, logger)
+	by := ByNativeWatchdog
+	if mode == engineOnly {
+		by = ByWatchdog
+	}
+	writeNativeFate(cache, runID, by, noticed, res.items, told.execs, logger)
 	logProcesses(logger, res.procs)
-	if !res.procs.Clean() {
-		if processesOnly || res.engineClean() {
-			if !processesOnly {
+	if mode == engineOnly {
+		if !res.engineClean() {
+			logger.Printf("something was kept; the run's files stay for a later sweep")
+			return 0
+		}
+		if _, err := os.Lstat(ledger.LinePath(runsDir, runID, names.ProcessKind)); err == nil {
+			// The run's local processes have a watchdog of their own,
+			// which deletes the record once it is done with them.
+			if err := ledger.RemoveKindFiles(runsDir, runID, names.SandboxKind, names.NetworkKind); err != nil {
+				logger.Printf("delete the run's files: %v", err)
+			}
+			logger.Printf("everything removed; the record stays for the watchdog of the run's processes")
+			return 0
+		}
+	} else if !res.procs.Clean() {
+		if mode == processesOnly || res.engineClean() {
+			if mode != processesOnly {
 				if err := ledger.RemoveKindFiles(runsDir, runID, names.SandboxKind, names.NetworkKind); err != nil {
 					logger.Printf("delete the run's files: %v", err)
 				}
@@ -159,10 +203,10 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, proce
 	if err := ledger.RemoveKindFiles(runsDir, runID, names.ProcessKind); err != nil {
 		logger.Printf("delete the run's process lines: %v", err)
 	}
-	if processesOnly {
+	if mode == processesOnly {
 		return 0
 	}
-	if !res.clean() {
+	if mode != engineOnly && !res.clean() {
 		logger.Printf("something was kept; the run's files stay for a later sweep")
 		return 0
 	}
@@ -178,7 +222,7 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, proce
 // writeNativeFate writes the run's fate, when there was anything to tell:
 // a run whose owner ended normally has nothing left, and gets none. The
 // commands still running in its sandboxes were ended by their leases.
-func writeNativeFate(cache, runID string, noticed time.Time, reaped []Item, execs []toldExec, logger *log.Logger) {
+func writeNativeFate(cache, runID, by string, noticed time.Time, reaped []Item, execs []toldExec, logger *log.Logger) {
 	var items []ledger.FateItem
 	for _, it := range reaped {
 		items = append(items, fateItem(it))
@@ -191,7 +235,7 @@ func writeNativeFate(cache, runID string, noticed time.Time, reaped []Item, exec
 	}
 	now := time.Now()
 	fate := ledger.Fate{
-		Run: runID, By: ByNativeWatchdog, ByPID: os.Getpid(),
+		Run: runID, By: by, ByPID: os.Getpid(),
 		NoticedISO: ledger.FormatISO(noticed), FinishedISO: ledger.FormatISO(now),
 		Owner: ledger.ReadOwnerStub(cache, runID), Items: items,
 	}

@@ -49,10 +49,10 @@ type Session struct {
 	// prove which process it signals; the main one when it is native.
 	pwdOnce sync.Once
 	pwd     atomic.Pointer[Watchdog]
-	// labelled: the watchdog finds these kinds by the engine's marks, and
-	// is told their ids after the create; other kinds are told by name
-	// before it.
-	labelled [len(names.Kinds)]bool
+	// labelled: the watchdog finds the run's sandboxes and networks by the
+	// engine's marks (backend.RunLister), and is told their ids after the
+	// create; without marks (msb), it is told their names before it.
+	labelled bool
 
 	mu  sync.Mutex
 	ids map[toldKey]string // the ids the watchdog was told, by name
@@ -75,6 +75,7 @@ func Open(ctx context.Context, drv backend.Driver, opts ...Option) (*Session, er
 		o.apply(&cfg)
 	}
 	s := &Session{drv: drv, mode: ModeFromEnv(), ids: map[toldKey]string{}}
+	_, s.labelled = drv.(backend.RunLister)
 	if cfg.mode != nil {
 		s.mode = *cfg.mode
 	}
@@ -196,7 +197,7 @@ func (s *Session) Admit(k names.Kind, name string) (*WatchdogNote, error) {
 	if err := s.run.Add(k, name); err != nil {
 		return note, err
 	}
-	if !s.labelled[k] {
+	if !s.labelled {
 		// Without marks to find it by, the watchdog must know the name
 		// before the create: one the owner dies in the middle of is
 		// still removed.
@@ -210,7 +211,7 @@ func (s *Session) Admit(k names.Kind, name string) (*WatchdogNote, error) {
 // and start, proctree.ID) the ledger line takes the id too, so that a
 // sweep can prove its process group with no watchdog left.
 func (s *Session) Created(k names.Kind, name, id string) {
-	if id == "" || (!s.labelled[k] && k != names.ProcessKind) {
+	if id == "" || (!s.labelled && k != names.ProcessKind) {
 		return
 	}
 	s.tell(k, id, name)
@@ -410,7 +411,7 @@ func (s *Session) ensureProcessWatchdog() *WatchdogNote {
 			return
 		}
 		note = &WatchdogNote{}
-		wd, err := StartWatchdog(s.cache, s.run.RunsDir(), s.runID, backend.WatchdogPlan{Native: true, ProcessesOnly: true})
+		wd, err := StartWatchdog(s.cache, s.run.RunsDir(), s.runID, backend.WatchdogPlan{ProcessesOnly: true})
 		if err != nil {
 			note.Err = fmt.Errorf("local processes: %w", err)
 			return
@@ -449,13 +450,8 @@ func (s *Session) ensureWatchdog() *WatchdogNote {
 		note = &WatchdogNote{}
 		plan, err := s.drv.Watchdog(s.runID)
 		if err == nil {
-			for _, st := range plan.Steps {
-				if st.Find {
-					s.labelled[st.Kind] = true
-				}
-			}
 			var wd *Watchdog
-			if ke, ok := wantKeeper(s.drv); ok && plan.Native {
+			if ke, ok := wantKeeper(s.drv); ok {
 				var k *keeper.Keeper
 				wd, k, note.KeeperErr = s.startKeeper(ke, func(id string) (*Watchdog, error) {
 					return startWatchdog(s.cache, s.run.RunsDir(), s.runID, plan, id)
@@ -463,16 +459,11 @@ func (s *Session) ensureWatchdog() *WatchdogNote {
 				if k != nil {
 					note.Keeper = k.Name
 				}
-			} else if ok {
-				note.KeeperErr = errors.New("the backend offers no native watchdog to hold a keeper's lease")
 			}
 			if wd == nil {
 				wd, err = StartWatchdog(s.cache, s.run.RunsDir(), s.runID, plan)
 			}
 			if err == nil {
-				if wd.Kind == NativeWatchdog {
-					s.labelled[names.SandboxKind], s.labelled[names.NetworkKind] = true, true
-				}
 				s.wd.Store(wd)
 				note.Started, note.PID, note.Kind = true, wd.PID, wd.Kind
 			}

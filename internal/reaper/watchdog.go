@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,12 +23,13 @@ import (
 // <cache>/reaper/watchdog-<run-id>.log instead of discarding its output.
 const EnvDebug = "RIGHTSIZE_REAPER_DEBUG"
 
-// EnvWatchdog chooses the kind of watchdog: "script" (the default where
-// the backend's command line is found: a POSIX sh script, PowerShell on
-// Windows), "native" (this program re-executed, speaking the engine's
-// API: the default where the command line is missing) or "engine" (the
-// native one, holding the lease of an engine-side keeper: the default
-// where the engine is another machine's; see keeper.go).
+// EnvWatchdog chooses the kind of watchdog: "script" (a POSIX sh script,
+// PowerShell on Windows, that waits and runs this program at the owner's
+// death: the default but on Windows), "native" (this program re-executed,
+// waiting itself: the default on Windows, and wherever something must be
+// held while the owner lives) or "engine" (the native one, holding the
+// lease of an engine-side keeper: the default where the engine is another
+// machine's; see keeper.go).
 const EnvWatchdog = "RIGHTSIZE_WATCHDOG"
 
 // Kinds of watchdog, as Watchdog.Kind says.
@@ -44,8 +44,8 @@ type Watchdog struct {
 	PID int
 	// Kind is ScriptWatchdog or NativeWatchdog.
 	Kind string
-	// Script is the path of a readable copy of the script it runs (script
-	// watchdogs only): the watchdog was handed the text itself.
+	// Script is the path of a readable copy of the script that waits
+	// (script watchdogs only): on Unix the shell was handed the text itself.
 	Script string
 	// Log is the debug log file, when RIGHTSIZE_REAPER_DEBUG=1.
 	Log string
@@ -121,26 +121,33 @@ var (
 )
 
 // StartWatchdog spawns a watchdog for run runID of runsDir, detached from
-// this process's session and output: the script the plan describes where
-// the plan has steps, else the native one (this program re-executed, when
-// it can be: WatchdogMain). RIGHTSIZE_WATCHDOG=native asks for the native
-// one whenever the plan allows it.
+// this process's session and output. Every watchdog's work is this
+// program's, re-run as its own watchdog (WatchdogMain): what differs is
+// what waits for the owner's death. The script watchdog waits as a shell
+// (POSIX sh, PowerShell on Windows) in about 1.7 MiB, and runs the program
+// at the death; the native watchdog is the program itself from the start,
+// for what must be held while the owner lives (a keeper's lease, a
+// Kubernetes Lease, the owner's local processes). RIGHTSIZE_WATCHDOG
+// chooses between them where the plan allows it (choosesNative).
 func StartWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan) (*Watchdog, error) {
 	return startWatchdog(cache, runsDir, runID, plan, "")
 }
 
-// choosesNative reports whether a plan that allows the native watchdog
-// gets it: where the plan has no script steps, where it is asked for, where
-// it holds a keeper's lease, and by default on Windows, where the native
-// watchdog is the one whose logic this repository's tests run (the
-// PowerShell script is not run here: there is no Windows), unless the
-// script is asked for or the program cannot run the native one.
-func choosesNative(goos, want string, steps, keeper, capable bool) bool {
+// choosesNative reports whether the native watchdog serves a plan: where
+// something must be held while the owner lives (hold: a backend's claim or
+// the run's local processes; keeper: an engine-side keeper's lease), where
+// it is asked for, and by default on Windows, where the native watchdog is
+// the one this repository's tests run (the PowerShell script is not run
+// here: there is no Windows) unless the script is asked for; and where no
+// shell can run the script (a container with no /bin/sh). Elsewhere the
+// default is the script: its wait holds a shell's 1.7 MiB where the native
+// one holds the test binary's 14 MiB (BENCHMARKS.md).
+func choosesNative(goos, want string, hold, keeper, scriptable bool) bool {
 	switch {
-	case !steps, want == NativeWatchdog, keeper:
+	case hold, keeper, want == NativeWatchdog, !scriptable:
 		return true
 	case goos == "windows":
-		return want != ScriptWatchdog && capable
+		return want != ScriptWatchdog
 	}
 	return false
 }
@@ -151,55 +158,46 @@ func startWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan, keep
 	if !ledger.ValidRunID(runID) {
 		return nil, fmt.Errorf("watchdog: run id %q cannot name a run's files", runID)
 	}
+	if !nativeCapable.Load() {
+		return nil, errors.New("watchdog: this program cannot serve as its own watchdog (it does not import package sandboxtest, nor call reaper.WatchdogMain first thing)")
+	}
 	dir, err := ledger.EnsureSubdir(cache, ledger.ReaperDir)
 	if err != nil {
 		return nil, fmt.Errorf("watchdog: %w", err)
 	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("watchdog: this program's path: %w", err)
+	}
 	want := strings.ToLower(strings.TrimSpace(os.Getenv(EnvWatchdog)))
-	useNative := plan.Native && choosesNative(runtime.GOOS, want, len(plan.Steps) > 0, keeperID != "", nativeCapable.Load())
+	env := append(plan.Env, envNative+"=1", envNativeRuns+"="+runsDir, envNativeRun+"="+runID)
+	if plan.ProcessesOnly {
+		env = append(env, envNativeProcessesOnly+"=1")
+	}
 	var cmd *exec.Cmd
+	var handed []*os.File // the script's descriptors, closed here once it started
 	wd := &Watchdog{exited: make(chan struct{})}
-	switch {
-	case useNative:
-		if !nativeCapable.Load() {
-			why := "this program cannot run the native watchdog (it does not import package sandboxtest, nor call reaper.WatchdogMain first thing)"
-			if len(plan.Steps) == 0 {
-				why = "the engine's command line is missing, and " + why
-			}
-			return nil, errors.New("watchdog: " + why)
-		}
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("watchdog: this program's path: %w", err)
-		}
+	if choosesNative(runtime.GOOS, want, plan.Hold || plan.ProcessesOnly, keeperID != "", scriptable()) {
 		cmd = exec.Command(exe)
 		cmd.Args = []string{"rightsize-watchdog"}
-		env := append(plan.Env, envNative+"=1", envNativeRuns+"="+runsDir, envNativeRun+"="+runID)
-		if plan.ProcessesOnly {
-			env = append(env, envNativeProcessesOnly+"=1")
-		}
 		if keeperID != "" {
 			env = append(env, envNativeKeeper+"="+keeperID)
 		}
-		cmd.Env = envlist.Merge(os.Environ(), env...)
 		wd.Kind = NativeWatchdog
-	case len(plan.Steps) > 0:
-		args, err := planArgs(plan)
-		if err != nil {
-			return nil, err
-		}
-		cmd, wd.Script, err = scriptCommand(dir, runsDir, runID, args)
+	} else {
+		cmd, wd.Script, handed, err = scriptCommand(dir, runID, exe)
 		if err != nil {
 			return nil, fmt.Errorf("watchdog: %w", err)
 		}
-		cmd.Env = envlist.Merge(os.Environ(), plan.Env...)
+		env = append(env, envNativeAfter+"=1")
 		wd.Kind = ScriptWatchdog
-	default:
-		return nil, errors.New("watchdog: the backend offers none")
 	}
-	if keeperID != "" && !useNative {
-		return nil, errors.New("watchdog: only the native watchdog can hold a keeper's lease, and the backend offers none")
-	}
+	defer func() {
+		for _, f := range handed {
+			f.Close()
+		}
+	}()
+	cmd.Env = envlist.Merge(os.Environ(), env...)
 
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -244,28 +242,6 @@ func startWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan, keep
 		close(wd.exited)
 	}()
 	return wd, nil
-}
-
-// planArgs turns the plan into the script's step arguments, one word each.
-func planArgs(plan backend.WatchdogPlan) ([]string, error) {
-	var args []string
-	for i, s := range plan.Steps {
-		if s.Kind != names.SandboxKind && s.Kind != names.NetworkKind {
-			return nil, fmt.Errorf("watchdog: step %d: kind %v", i, s.Kind)
-		}
-		if len(s.Command) == 0 || !filepath.IsAbs(s.Command[0]) {
-			return nil, fmt.Errorf("watchdog: step %d: command %q must start with an absolute path", i, s.Command)
-		}
-		role, mode := "act", "each"
-		if s.Find {
-			role, mode = "find", "-"
-		} else if s.Batch {
-			mode = "batch"
-		}
-		args = append(args, s.Kind.Plural(), role, mode, strings.Join(s.Gone, "\n"), strings.Join(s.Retry, "\n"), strconv.Itoa(len(s.Command)))
-		args = append(args, s.Command...)
-	}
-	return args, nil
 }
 
 // scriptName is the readable copy's file name: watchdog-<12 hex of the

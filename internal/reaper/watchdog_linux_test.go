@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/internal/backend"
 	"github.com/rightsize/rightsize-go/internal/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/backend/memory"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/reaper"
@@ -33,128 +35,79 @@ import (
 )
 
 // The watchdog, spawned for real by an owner process (this binary,
-// re-executed) that the test then kills. The removal command is either a
-// stand-in that records its arguments (scripts/testdata/fake-rm, copied
-// into a folder whose name holds a space) or the real docker command line.
+// re-executed) that the test then kills. The engine is either the memory
+// backend (a real backend whose sandboxes and networks are files of a
+// folder, which the watchdog opens as the owner did) or the real Docker
+// engine.
 
 // reapDeadline bounds how long a watchdog may take to reap after its
 // owner's death: it notices within a second, the rest is the removals.
 const reapDeadline = 15 * time.Second
 
-// fakeEngine is the stand-in removal command and its call log.
-type fakeEngine struct {
-	prog string // fake-rm, or gated-rm in front of it
-	fake string
-	log  string
-	env  []string
+// memEngine is a memory backend's folder, for owners and watchdogs.
+type memEngine struct{ dir string }
+
+func newMemEngine(t testing.TB) *memEngine {
+	t.Helper()
+	return &memEngine{dir: filepath.Join(t.TempDir(), "engine dir")}
 }
 
-func newFakeEngine(t testing.TB) *fakeEngine {
+// open is the memory backend on the folder.
+func (e *memEngine) open(t testing.TB) backend.Driver {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "engine bin")
-	must(t, os.Mkdir(dir, 0o755))
-	e := &fakeEngine{fake: filepath.Join(dir, "fake-rm"), log: filepath.Join(t.TempDir(), "calls.log")}
-	copyFile(t, filepath.Join("scripts", "testdata", "fake-rm"), e.fake)
-	e.prog = e.fake
-	state := t.TempDir()
-	must(t, os.WriteFile(e.log, nil, 0o600))
-	e.env = []string{"FAKE_RM_LOG=" + e.log, "FAKE_RM_STATE=" + state}
-	return e
-}
-
-// gate puts gated-rm in front of fake-rm and returns the FIFO it waits on.
-func (e *fakeEngine) gate(t *testing.T) string {
-	t.Helper()
-	gated := filepath.Join(filepath.Dir(e.fake), "gated-rm")
-	copyFile(t, filepath.Join("testdata", "gated-rm"), gated)
-	fifo := filepath.Join(t.TempDir(), "gate")
-	must(t, syscall.Mkfifo(fifo, 0o600))
-	// Whatever happens to the test, the gate opens at its end: a watchdog
-	// left waiting at it would outlive the test.
-	t.Cleanup(func() {
-		if g, err := os.OpenFile(fifo, os.O_RDWR|syscall.O_NONBLOCK, 0); err == nil {
-			g.WriteString("go\n")
-			g.Close()
-		}
-	})
-	e.prog = gated
-	e.env = append(e.env, "GATE="+fifo, "FAKE_RM="+e.fake)
-	return fifo
-}
-
-func copyFile(t testing.TB, from, to string) {
-	t.Helper()
-	b, err := os.ReadFile(from)
+	d, err := memory.Open(e.dir)
 	must(t, err)
-	must(t, os.WriteFile(to, b, 0o755))
+	return d
 }
 
-// plan is what the docker backend's plan looks like, with the stand-in:
-// a finder and a batch removal per kind.
-func (e *fakeEngine) plan() backend.WatchdogPlan {
-	return backend.WatchdogPlan{
-		Env: e.env,
-		Steps: []backend.WatchdogStep{
-			{Kind: backend.SandboxKind, Find: true, Command: []string{e.prog, "find", "sandboxes"}},
-			{Kind: backend.SandboxKind, Batch: true, Gone: []string{"No such container"}, Command: []string{e.prog, "rmf"}},
-			{Kind: backend.NetworkKind, Find: true, Command: []string{e.prog, "find", "networks"}},
-			{Kind: backend.NetworkKind, Batch: true, Gone: []string{"No such network", "not found"}, Command: []string{e.prog, "netrm"}},
-		},
-	}
-}
-
-// fakeDriver is a Driver whose sandboxes and networks are names only, and
-// whose watchdog runs the stand-in: what the owner creates "exists" as the
-// id "id-NAME".
-type fakeDriver struct {
-	stubBackend
-	plan backend.WatchdogPlan
-}
-
-func (f fakeDriver) Watchdog(string) (backend.WatchdogPlan, error) { return f.plan, nil }
-func (f fakeDriver) Create(_ context.Context, name string, _ backend.Spec) (backend.Sandbox, error) {
-	return fakeSandbox(name), nil
-}
-func (f fakeDriver) Adopt(context.Context, string) (backend.Sandbox, error) {
-	return nil, backend.ErrNotFound
-}
-func (f fakeDriver) CreateNetwork(_ context.Context, name, _ string) (string, error) {
-	return "id-" + name, nil
-}
-func (f fakeDriver) Host() string { return "127.0.0.1" }
-func (f fakeDriver) Close() error { return nil }
-
-type fakeSandbox string
-
-func (s fakeSandbox) Name() string { return string(s) }
-func (s fakeSandbox) ID() string   { return "id-" + string(s) }
-func (s fakeSandbox) Host() string { return "127.0.0.1" }
-func (s fakeSandbox) MappedPort(context.Context, string) (string, error) {
-	return "", errors.ErrUnsupported
-}
-func (s fakeSandbox) Logs(context.Context) (string, error)      { return "", nil }
-func (s fakeSandbox) Stop(context.Context, time.Duration) error { return nil }
-
-// calls parses fake-rm's log: per call, its argument count, then its
-// arguments, each NUL-terminated.
-func (e *fakeEngine) calls(t *testing.T) [][]string {
+// plan is the memory backend's watchdog plan.
+func (e *memEngine) plan(t testing.TB) backend.WatchdogPlan {
 	t.Helper()
-	b, err := os.ReadFile(e.log)
+	p, err := e.open(t).Watchdog("")
 	must(t, err)
-	if len(b) == 0 {
+	return p
+}
+
+// objects lists the sandboxes and networks the folder holds, as
+// "sandbox NAME" and "network NAME".
+func (e *memEngine) objects(t testing.TB) []string {
+	t.Helper()
+	entries, err := os.ReadDir(e.dir)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	fields := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
-	var out [][]string
-	for len(fields) > 0 {
-		n, err := strconv.Atoi(fields[0])
-		if err != nil || n > len(fields)-1 {
-			t.Fatalf("corrupt fake-rm log %q", b)
+	must(t, err)
+	var out []string
+	for _, en := range entries {
+		kind, rest, ok := strings.Cut(en.Name(), ".")
+		if name, json := strings.CutSuffix(rest, ".json"); ok && json {
+			out = append(out, kind+" "+name)
 		}
-		out = append(out, fields[1:1+n])
-		fields = fields[1+n:]
 	}
 	return out
+}
+
+// hold takes the folder's lock, as a removal of the memory backend does,
+// so that the watchdog's removals wait: release lets them go.
+func (e *memEngine) hold(t *testing.T) (release func()) {
+	t.Helper()
+	must(t, os.MkdirAll(e.dir, 0o700))
+	l := ledger.NewFileLock(filepath.Join(e.dir, ".lock"))
+	if ok, err := l.TryLock(); err != nil || !ok {
+		t.Fatalf("the engine's lock: %v (taken %v)", err, ok)
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { l.Unlock() }) }
+	t.Cleanup(release)
+	return release
+}
+
+// checkGone: nothing of the run is left on the memory engine.
+func checkGone(t *testing.T, e *memEngine) {
+	t.Helper()
+	if left := e.objects(t); len(left) > 0 {
+		t.Errorf("left on the engine after the watchdog: %q", left)
+	}
 }
 
 // owner is a helper process that owns a run and its watchdog.
@@ -166,8 +119,8 @@ type owner struct {
 }
 
 type ownerOpts struct {
-	plan      string // "fake" (needs engine) or "docker"
-	engine    *fakeEngine
+	plan      string // "memory" (needs engine) or "docker"
+	engine    *memEngine
 	sandboxes []string
 	networks  []string
 	child     bool // spawn `sleep 30` after the watchdog
@@ -182,7 +135,7 @@ func startOwner(t *testing.T, cache string, o ownerOpts) *owner {
 		"RZ_NETWORKS=" + strings.Join(o.networks, ","),
 	}, o.env...)
 	if o.engine != nil {
-		env = append(env, "RZ_FAKE_PROG="+o.engine.prog, "RZ_FAKE_ENV="+strings.Join(o.engine.env, "\x1f"))
+		env = append(env, "RZ_MEMORY_DIR="+o.engine.dir)
 	}
 	if o.plan == "docker" {
 		// Its log is shown if the test fails.
@@ -281,9 +234,10 @@ func TestWatchdogOwnerHelper(t *testing.T) {
 	var drv backend.Driver
 	var real *docker.Driver
 	switch os.Getenv("RZ_PLAN") {
-	case "fake":
-		e := &fakeEngine{prog: os.Getenv("RZ_FAKE_PROG"), env: strings.Split(os.Getenv("RZ_FAKE_ENV"), "\x1f")}
-		drv = fakeDriver{stubBackend: stubBackend{name: backend.Docker, endpoint: "unix:///fake.sock"}, plan: e.plan()}
+	case "memory":
+		if drv, err = memory.Open(os.Getenv("RZ_MEMORY_DIR")); err != nil {
+			helperFail("memory: %v", err)
+		}
 	case "docker":
 		if real, err = docker.Open(ctx); err != nil {
 			helperFail("docker: %v", err)
@@ -326,7 +280,7 @@ func TestWatchdogOwnerHelper(t *testing.T) {
 			case real == nil && k == backend.NetworkKind:
 				return drv.CreateNetwork(ctx, name, s.RunID())
 			case real == nil:
-				sbx, err := drv.Create(ctx, name, backend.Spec{})
+				sbx, err := drv.Create(ctx, name, backend.Spec{Image: "busybox", RunID: s.RunID()})
 				if err != nil {
 					return "", err
 				}
@@ -392,66 +346,33 @@ func split(s string) []string {
 	return strings.Split(s, ",")
 }
 
-// checkFakeCalls: the ids the owner told, each kind in one call at its
-// death, then the finders' confirmation.
-func checkFakeCalls(t *testing.T, e *fakeEngine, sandboxes, networks []string) {
-	t.Helper()
-	var want [][]string
-	ids := func(verb string, names []string) []string {
-		out := []string{verb}
-		for _, n := range names {
-			out = append(out, "id-"+n)
-		}
-		return out
-	}
-	if len(sandboxes) > 0 {
-		want = append(want, ids("rmf", sandboxes))
-	}
-	if len(networks) > 0 {
-		want = append(want, ids("netrm", networks))
-	}
-	want = append(want, []string{"find", "sandboxes"}, []string{"find", "networks"})
-	// fake-rm fails a netrm batch holding a "missing" name, as docker
-	// network rm does: the second pass tries it again, then each alone,
-	// and "not found" counts as gone.
-	if slices.ContainsFunc(networks, func(n string) bool { return strings.Contains(n, "missing") }) {
-		want = append(want, ids("netrm", networks))
-		for _, n := range networks {
-			want = append(want, []string{"netrm", "id-" + n})
-		}
-	}
-	if got := e.calls(t); !slices.EqualFunc(got, want, slices.Equal[[]string]) {
-		t.Errorf("removal calls\n got  %q\n want %q", got, want)
-	}
-}
-
 var (
-	fakeSandboxes = []string{"rz-a-1", "rz-c-3", "rz-b-2", "rz-missing-4"}
-	fakeNetworks  = []string{"rz-net-1", "rz-net-missing"}
+	memSandboxes = []string{"rz-a-1", "rz-c-3", "rz-b-2", "rz-d-4"}
+	memNetworks  = []string{"rz-net-1", "rz-net-2"}
 )
 
 func TestWatchdogReapsAfterSIGKILL(t *testing.T) {
 	t.Parallel()
-	e := newFakeEngine(t)
-	o := startOwner(t, t.TempDir(), ownerOpts{plan: "fake", engine: e, sandboxes: fakeSandboxes, networks: fakeNetworks})
+	e := newMemEngine(t)
+	o := startOwner(t, t.TempDir(), ownerOpts{plan: "memory", engine: e, sandboxes: memSandboxes, networks: memNetworks})
 	if o.filesGone() {
 		t.Fatal("the owner wrote no run files")
 	}
-	if calls := e.calls(t); len(calls) > 0 {
-		t.Fatalf("removals ran while the owner lives: %q", calls)
+	if got := e.objects(t); len(got) != len(memSandboxes)+len(memNetworks) {
+		t.Fatalf("on the engine while the owner lives: %q", got)
 	}
 	o.kill(syscall.SIGKILL)
 	took := o.waitReaped(t, reapDeadline)
 	t.Logf("SIGKILL → run reaped in %s", took.Round(time.Millisecond))
-	checkFakeCalls(t, e, fakeSandboxes, fakeNetworks)
+	checkGone(t, e)
 }
 
 // TestWatchdogSurvivesCtrlC: ^C in a terminal goes to the whole foreground
 // process group; the watchdog, in a session of its own, is not in it.
 func TestWatchdogSurvivesCtrlC(t *testing.T) {
 	t.Parallel()
-	e := newFakeEngine(t)
-	o := startOwner(t, t.TempDir(), ownerOpts{plan: "fake", engine: e, sandboxes: fakeSandboxes, networks: fakeNetworks})
+	e := newMemEngine(t)
+	o := startOwner(t, t.TempDir(), ownerOpts{plan: "memory", engine: e, sandboxes: memSandboxes, networks: memNetworks})
 	if sid := sessionOf(t, o.watchdog); sid != o.watchdog {
 		t.Errorf("watchdog %d is in session %d, want a session of its own", o.watchdog, sid)
 	}
@@ -466,18 +387,18 @@ func TestWatchdogSurvivesCtrlC(t *testing.T) {
 	}
 	took := o.waitReaped(t, reapDeadline)
 	t.Logf("SIGINT to the owner's process group → run reaped in %s", took.Round(time.Millisecond))
-	checkFakeCalls(t, e, fakeSandboxes, fakeNetworks)
+	checkGone(t, e)
 }
 
 // TestWatchdogOutputNotInherited: a watchdog holding the test's stdout or
 // stderr would keep `go test` waiting ("Test I/O incomplete"). The
-// watchdog is held mid-reap by gated-rm while the owner's stdout must
-// already have reached end-of-file.
+// watchdog is held mid-reap (the engine's lock is taken) while the owner's
+// stdout must already have reached end-of-file.
 func TestWatchdogOutputNotInherited(t *testing.T) {
 	t.Parallel()
-	e := newFakeEngine(t)
-	fifo := e.gate(t)
-	o := startOwner(t, t.TempDir(), ownerOpts{plan: "fake", engine: e, sandboxes: fakeSandboxes})
+	e := newMemEngine(t)
+	o := startOwner(t, t.TempDir(), ownerOpts{plan: "memory", engine: e, sandboxes: memSandboxes})
+	release := e.hold(t)
 	for _, fd := range []string{"1", "2"} {
 		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", o.watchdog, fd)); err != nil || l != os.DevNull {
 			t.Errorf("watchdog fd %s is %q (%v), want %s", fd, l, err, os.DevNull)
@@ -495,26 +416,27 @@ func TestWatchdogOutputNotInherited(t *testing.T) {
 		t.Fatalf("10 s after the owner's SIGKILL (%s), its stdout and stderr have not both reached end-of-file", o.Status())
 	}
 	if !alive(o.watchdog) {
-		t.Fatalf("the watchdog exited before the gate opened: this test proves nothing")
+		t.Fatalf("the watchdog exited before the lock was let go: this test proves nothing")
 	}
-	// The watchdog is now at the gate, or on its way there.
-	if calls := e.calls(t); len(calls) > 0 {
-		t.Fatalf("fake-rm ran before the gate opened: %q", calls)
+	// The watchdog now waits for the lock, or is on its way there.
+	if got := e.objects(t); len(got) != len(memSandboxes) {
+		t.Fatalf("removed before the lock was let go: left %q", got)
 	}
-	g, err := os.OpenFile(fifo, os.O_RDWR, 0) // never blocks; kept open so the line waits for its reader
-	must(t, err)
-	t.Cleanup(func() { g.Close() })
-	_, err = g.WriteString("go\n")
-	must(t, err)
+	for _, fd := range []string{"1", "2"} {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", o.watchdog, fd)); err != nil || l != os.DevNull {
+			t.Errorf("the reaping watchdog's fd %s is %q (%v), want %s", fd, l, err, os.DevNull)
+		}
+	}
+	release()
 	o.waitReaped(t, reapDeadline)
-	checkFakeCalls(t, e, fakeSandboxes, nil)
+	checkGone(t, e)
 }
 
 func TestWatchdogDebugLog(t *testing.T) {
 	t.Parallel()
-	e := newFakeEngine(t)
+	e := newMemEngine(t)
 	cache := t.TempDir()
-	o := startOwner(t, cache, ownerOpts{plan: "fake", engine: e, sandboxes: fakeSandboxes, env: []string{reaper.EnvDebug + "=1"}})
+	o := startOwner(t, cache, ownerOpts{plan: "memory", engine: e, sandboxes: memSandboxes, env: []string{reaper.EnvDebug + "=1"}})
 	want := filepath.Join(cache, ledger.ReaperDir, "watchdog-"+o.id+".log")
 	if got := o.Expect("log"); got != want {
 		t.Errorf("Watchdog.Log = %q, want %q", got, want)
@@ -543,8 +465,8 @@ func TestWatchdogDebugLog(t *testing.T) {
 // the write end of the watchdog's stdin, the watchdog would wait for it.
 func TestWatchdogPipeNotInherited(t *testing.T) {
 	t.Parallel()
-	e := newFakeEngine(t)
-	o := startOwner(t, t.TempDir(), ownerOpts{plan: "fake", engine: e, sandboxes: fakeSandboxes, child: true})
+	e := newMemEngine(t)
+	o := startOwner(t, t.TempDir(), ownerOpts{plan: "memory", engine: e, sandboxes: memSandboxes, child: true})
 	child, _ := strconv.Atoi(o.Expect("child"))
 	stdin, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/0", o.watchdog))
 	must(t, err)
@@ -561,7 +483,7 @@ func TestWatchdogPipeNotInherited(t *testing.T) {
 		t.Fatalf("the child %d died with the owner: this test proves nothing", child)
 	}
 	t.Logf("owner killed, its child alive: run reaped in %s", took.Round(time.Millisecond))
-	checkFakeCalls(t, e, fakeSandboxes, nil)
+	checkGone(t, e)
 }
 
 func TestWatchdogRealDocker(t *testing.T) {
@@ -579,7 +501,7 @@ func TestWatchdogRealDocker(t *testing.T) {
 	}
 	o.kill(syscall.SIGKILL)
 	took := o.waitReaped(t, 30*time.Second)
-	t.Logf("SIGKILL → 3 containers removed by `docker rm -f` and the run's files deleted in %s", took.Round(time.Millisecond))
+	t.Logf("SIGKILL → 3 containers removed by the watchdog and the run's files deleted in %s", took.Round(time.Millisecond))
 	for _, n := range names {
 		if containerExists(t, d, n) {
 			t.Errorf("container %s survived its owner", n)
@@ -736,31 +658,31 @@ func TestWatchdogScriptRewrittenAfterSpawn(t *testing.T) {
 	}
 }
 
-// TestWatchdogNative: where the docker command line is missing (the
-// official golang images; a job beside a docker:dind service), the
-// watchdog is this very program, re-executed, speaking the engine's API:
+// TestWatchdogNative: both watchdogs are this very program, speaking the
+// engine's API: the script one run at the owner's death (the default; no
+// docker command line needed), the native one waiting itself (asked for):
 // the same removal after SIGKILL.
 func TestWatchdogNative(t *testing.T) {
 	d := openDocker(t)
-	for _, tc := range []struct{ name, env string }{
-		{"no docker on PATH", "PATH=" + t.TempDir()},
-		{"asked for", reaper.EnvWatchdog + "=native"},
+	for _, tc := range []struct{ name, env, kind string }{
+		{"the default, no docker on PATH", "PATH=" + t.TempDir(), reaper.ScriptWatchdog},
+		{"native asked for", reaper.EnvWatchdog + "=native", reaper.NativeWatchdog},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			o := startOwner(t, t.TempDir(), ownerOpts{plan: "docker", sandboxes: []string{"family:3"}, env: []string{tc.env}})
-			if k := o.Expect("kind"); k != reaper.NativeWatchdog {
-				t.Fatalf("watchdog kind %q, want %q", k, reaper.NativeWatchdog)
+			if k := o.Expect("kind"); k != tc.kind {
+				t.Fatalf("watchdog kind %q, want %q", k, tc.kind)
 			}
 			names := split(o.Expect("sandboxes"))
 			if rss, err := proctest.VmRSSKiB(o.watchdog); err == nil {
 				cpu0 := cpuTicks(t, o.watchdog)
 				time.Sleep(time.Second) // the measurement window, not a synchronisation
-				t.Logf("waiting native watchdog: VmRSS %d KiB, CPU %d ticks over 1 s", rss, cpuTicks(t, o.watchdog)-cpu0)
+				t.Logf("waiting %s watchdog: VmRSS %d KiB, CPU %d ticks over 1 s", tc.kind, rss, cpuTicks(t, o.watchdog)-cpu0)
 			}
 			o.kill(syscall.SIGKILL)
 			took := o.waitReaped(t, 30*time.Second)
-			t.Logf("SIGKILL → 3 containers removed by the native watchdog and the run's files deleted in %s", took.Round(time.Millisecond))
+			t.Logf("SIGKILL → 3 containers removed by the %s watchdog and the run's files deleted in %s", tc.kind, took.Round(time.Millisecond))
 			for _, n := range names {
 				if containerExists(t, d, n) {
 					t.Errorf("container %s survived its owner", n)
@@ -775,7 +697,7 @@ func TestWatchdogNative(t *testing.T) {
 // at that name later is never read back, never run.
 func TestWatchdogScript(t *testing.T) {
 	t.Setenv(reaper.EnvDebug, "")
-	e := newFakeEngine(t)
+	e := newMemEngine(t)
 	cache := t.TempDir()
 	runs := runsDir(t, cache)
 	sum := sha256.Sum256(scripts.WatchdogSh)
@@ -783,7 +705,7 @@ func TestWatchdogScript(t *testing.T) {
 
 	start := func(id string) *reaper.Watchdog {
 		t.Helper()
-		wd, err := reaper.StartWatchdog(cache, runs, id, e.plan())
+		wd, err := reaper.StartWatchdog(cache, runs, id, e.plan(t))
 		must(t, err)
 		t.Cleanup(func() { endWatchdog(t, wd) })
 		if wd.Script != want || wd.Kind != reaper.ScriptWatchdog {
@@ -803,23 +725,16 @@ func TestWatchdogScript(t *testing.T) {
 
 	pwned := filepath.Join(t.TempDir(), "PWNED")
 	must(t, os.WriteFile(want, []byte("#!/bin/sh\ntouch "+pwned+"\n"), 0o600))
-	endWatchdog(t, start("0000aaa3"))
+	wd := start("0000aaa3")
+	// The embedded script ran, as the work it hands over shows: the run's
+	// files deleted.
+	writeRun(t, runs, "0000aaa3", []byte(`{"pid":1,"startedIso":"","backend":"memory"}`), nil, nil)
+	endWatchdog(t, wd)
 	if _, err := os.Stat(pwned); err == nil {
 		t.Errorf("the tampered copy ran")
 	}
-	checkFakeCallsN(t, e, 2)
-}
-
-// checkFakeCallsN: n watchdogs that were told nothing each ran the
-// finders, and nothing else.
-func checkFakeCallsN(t *testing.T, e *fakeEngine, n int) {
-	t.Helper()
-	var want [][]string
-	for range n {
-		want = append(want, []string{"find", "sandboxes"}, []string{"find", "networks"})
-	}
-	if got := e.calls(t); !slices.EqualFunc(got, want, slices.Equal[[]string]) {
-		t.Errorf("calls\n got  %q\n want %q", got, want)
+	if left := listDir(t, runs); len(left) > 0 {
+		t.Errorf("runs folder holds %q after the watchdog", left)
 	}
 }
 
@@ -827,10 +742,10 @@ func checkFakeCallsN(t *testing.T, e *fakeEngine, n int) {
 // to the null device, working in /, no child while it waits.
 func TestStartWatchdogDetached(t *testing.T) {
 	t.Setenv(reaper.EnvDebug, "")
-	e := newFakeEngine(t)
+	e := newMemEngine(t)
 	cache := t.TempDir()
 	runs := runsDir(t, cache)
-	wd, err := reaper.StartWatchdog(cache, runs, "0000bbb1", e.plan())
+	wd, err := reaper.StartWatchdog(cache, runs, "0000bbb1", e.plan(t))
 	must(t, err)
 	t.Cleanup(func() { endWatchdog(t, wd) })
 	if sid := sessionOf(t, wd.PID); sid != wd.PID {
@@ -848,10 +763,15 @@ func TestStartWatchdogDetached(t *testing.T) {
 	}
 
 	// Released, it reaps the run: here a record and a name, neither ever
-	// read; nothing was told, and nothing carries the run's label.
-	writeRun(t, runs, "0000bbb1", []byte(`{"pid":1,"startedIso":"","backend":"docker"}`), []string{"rz-x-1"}, nil)
+	// read (the name is another run's sandbox); nothing was told, and
+	// nothing carries the run's label.
+	_, err = e.open(t).Create(context.Background(), "rz-x-1", backend.Spec{Image: "busybox", RunID: "0000ffff"})
+	must(t, err)
+	writeRun(t, runs, "0000bbb1", []byte(`{"pid":1,"startedIso":"","backend":"memory"}`), []string{"rz-x-1"}, nil)
 	endWatchdog(t, wd)
-	checkFakeCallsN(t, e, 1)
+	if got := e.objects(t); !slices.Equal(got, []string{"sandbox rz-x-1"}) {
+		t.Errorf("on the engine after the watchdog: %q, want another run's sandbox rz-x-1 alone", got)
+	}
 	if left := listDir(t, runs); len(left) > 0 {
 		t.Errorf("runs folder holds %q after the watchdog", left)
 	}

@@ -3,6 +3,8 @@
 package reaper
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,18 +15,54 @@ import (
 	"github.com/rightsize/rightsize-go/internal/reaper/scripts"
 )
 
-// scriptCommand runs the script's text itself, `sh -c TEXT NAME ARGS...`:
+// scriptCommand runs the script's text itself, `sh -c TEXT NAME PROGRAM`:
 // the shell never reads it from a file, so nobody who can write a file
 // after the spawn can change what runs (dash reads a script file lazily,
 // the rest of it after the owner dies). A copy is written under reaper/
-// for people to read.
-func scriptCommand(dir, runsDir, runID string, args []string) (*exec.Cmd, string, error) {
+// for people to read. The script is handed, as descriptors 3 to 5, this
+// program (so that a binary `go test` deletes at the owner's death still
+// runs) and an unlinked file, for writing and for reading, where it keeps
+// the lines it is told (no file of it is left, whatever ends it). The
+// caller closes the handed files once the script started.
+func scriptCommand(dir, runID, exe string) (*exec.Cmd, string, []*os.File, error) {
 	copyPath, err := writeCopy(dir, scriptName(scripts.WatchdogSh, ".sh"), scripts.WatchdogSh)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
-	argv := append([]string{"-c", string(scripts.WatchdogSh), "rightsize-watchdog", runsDir, runID}, args...)
-	return exec.Command("/bin/sh", argv...), copyPath, nil
+	prog, err := os.Open(exe)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	handed := []*os.File{prog}
+	fail := func(err error) (*exec.Cmd, string, []*os.File, error) {
+		for _, f := range handed {
+			f.Close()
+		}
+		return nil, "", nil, err
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	told := filepath.Join(dir, ".told-"+runID+"-"+hex.EncodeToString(b[:]))
+	w, err := ledger.OpenFile(told, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fail(err)
+	}
+	handed = append(handed, w)
+	r, err := ledger.OpenFile(told, os.O_RDONLY, 0)
+	os.Remove(told)
+	if err != nil {
+		return fail(err)
+	}
+	handed = append(handed, r)
+	cmd := exec.Command("/bin/sh", "-c", string(scripts.WatchdogSh), "rightsize-watchdog", exe)
+	cmd.ExtraFiles = handed
+	return cmd, copyPath, handed, nil
+}
+
+// scriptable reports whether the script watchdog's shell is there.
+func scriptable() bool {
+	fi, err := os.Stat("/bin/sh")
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
 
 // startDetached starts cmd in a session of its own: a Ctrl-C sent to the

@@ -28,30 +28,36 @@ func interpreter() ([]string, error) {
 	return nil, errors.New("neither powershell.exe nor pwsh.exe is on PATH")
 }
 
+// scriptable reports whether a PowerShell is there to run the script.
+func scriptable() bool {
+	_, err := interpreter()
+	return err == nil
+}
+
 // scriptCommand runs a copy of the script made for this spawn alone, with
 // a name no other spawn uses, created exclusively in the private reaper
 // folder. PowerShell parses a whole script file before it runs any of it,
 // so a change to the file after the spawn runs nothing; the text is not
 // handed over on the command line as on Unix because, encoded for
 // -EncodedCommand, it is longer than a Windows command line may be.
-func scriptCommand(dir, runsDir, runID string, args []string) (*exec.Cmd, string, error) {
+func scriptCommand(dir, runID, exe string) (*exec.Cmd, string, []*os.File, error) {
 	interp, err := interpreter()
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	name := strings.TrimSuffix(scriptName(scripts.WatchdogPs1, ".ps1"), ".ps1") + "-" + strconv.Itoa(os.Getpid()) + "-" + runID + ".ps1"
 	p := filepath.Join(dir, name)
 	f, err := ledger.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	_, werr := f.Write(scripts.WatchdogPs1)
 	if err := errors.Join(werr, f.Close()); err != nil {
 		os.Remove(p)
-		return nil, "", err
+		return nil, "", nil, err
 	}
-	argv := append(append(interp[1:], p, runsDir, runID), args...)
-	return exec.Command(interp[0], argv...), p, nil
+	argv := append(interp[1:], p, exe)
+	return exec.Command(interp[0], argv...), p, nil, nil
 }
 
 // startDetached starts cmd without a console, in a process group of its

@@ -72,19 +72,6 @@ var (
 	noShell = answer{nil, []string{`exec: "/bin/sh"`, "command that was not found"}}
 )
 
-// goneTexts are the fragments of a docker command line's output that mean
-// "does not exist", per kind, for the script watchdog, which compares them
-// as they are: each spelling is listed. `docker rm -f ID` says "No such
-// container: ID" from Docker and `no container with name or ID "ID"
-// found: no such container` from Podman. `docker network rm ID` says
-// "network ID not found" from Docker and "network not found" from Podman
-// through a docker CLI of today; the docker CLI of the 20.10 days said
-// "Error: No such network: ID".
-var goneTexts = map[backend.Kind][]string{
-	backend.SandboxKind: {"No such container", "no such container", "no container with name or ID"},
-	backend.NetworkKind: {"No such network", "not found"},
-}
-
 // says reports whether err is the answer a.
 func (a answer) says(err error) bool {
 	if err == nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -69,10 +68,6 @@ type Driver struct {
 	// isDefault: the engine is the one a process with no configuration
 	// reaches (the default socket, however it was named).
 	isDefault bool
-
-	cliOnce sync.Once
-	cliPath string
-	cliErr  error
 
 	// kindMu serialises asking whether the engine is Podman; kindKnown
 	// is set once it has answered, podman is the answer.
@@ -271,47 +266,9 @@ func (d *Driver) Client() *client.Client { return d.cli }
 // Close releases the API client.
 func (d *Driver) Close() error { return d.cli.Close() }
 
-// dockerCLI finds the docker command line, which the script watchdog needs.
-func (d *Driver) dockerCLI() (string, error) {
-	d.cliOnce.Do(func() {
-		p, err := exec.LookPath("docker")
-		if err != nil {
-			d.cliErr = fmt.Errorf("the docker command line is not on PATH (%v)", err)
-			return
-		}
-		if abs, err := filepath.Abs(p); err == nil {
-			p = abs
-		}
-		d.cliPath = p
-	})
-	return d.cliPath, d.cliErr
-}
-
-// Watchdog: where the docker command line is found, the script removes the
-// containers the owner told it of in one `docker rm -f` by id, then its
-// networks; then, a moment later, finds whatever still carries the run's
-// label (a create the engine finished after its owner died) and removes
-// that. Everywhere, a native watchdog can do the same through the API.
+// Watchdog: the watchdog reaches this engine as this process does.
 func (d *Driver) Watchdog(runID string) (backend.WatchdogPlan, error) {
-	plan := backend.WatchdogPlan{Native: true, Env: d.engineEnv()}
-	docker, err := d.dockerCLI()
-	if err != nil || d.isPodman() {
-		// Podman removes a network by id from under containers of
-		// others attached to it, which `docker network rm ID` cannot
-		// check first: the native watchdog, which does, serves it.
-		return plan, nil
-	}
-	format := func(name string) string {
-		return "{{.ID}}|{{." + name + `}}|{{.Label "` + LabelReuse + `"}}`
-	}
-	plan.Steps = []backend.WatchdogStep{
-		{Kind: backend.SandboxKind, Find: true, Command: []string{docker, "ps", "-a", "--no-trunc", "--format", format("Names"), "--filter", filterArg(runID)}},
-		// -v: with its anonymous volumes, as every other removal does.
-		{Kind: backend.SandboxKind, Batch: true, Gone: goneTexts[backend.SandboxKind], Command: []string{docker, "rm", "-f", "-v"}},
-		{Kind: backend.NetworkKind, Find: true, Command: []string{docker, "network", "ls", "--no-trunc", "--format", format("Name"), "--filter", filterArg(runID)}},
-		{Kind: backend.NetworkKind, Batch: true, Gone: goneTexts[backend.NetworkKind], Command: []string{docker, "network", "rm"}},
-	}
-	return plan, nil
+	return backend.WatchdogPlan{Env: d.engineEnv()}, nil
 }
 
 // filterArg is the label filter that finds what run id made. Go's own runs

@@ -142,38 +142,6 @@ func TestOpen(t *testing.T) {
 			t.Errorf("watchdog env %q lacks %q: its docker CLI could reach another engine", plan.Env, kv)
 		}
 	}
-	if !plan.Native {
-		t.Error("no native watchdog offered: without the docker CLI there would be none")
-	}
-	if d.IsPodman() {
-		// Served by the native watchdog, which checks a network is free
-		// before removing it by id (Podman would remove it from under
-		// whatever is attached).
-		if len(plan.Steps) != 0 {
-			t.Errorf("Podman: watchdog steps %v, want none (the native watchdog)", plan.Steps)
-		}
-		return
-	}
-	var kinds []string
-	for _, s := range plan.Steps {
-		role := "act"
-		if s.Find {
-			role = "find"
-		}
-		kinds = append(kinds, s.Kind.Plural()+" "+role)
-		if !filepath.IsAbs(s.Command[0]) || filepath.Base(s.Command[0]) != "docker" {
-			t.Errorf("step %s runs %q, want the docker CLI by absolute path", s.Kind, s.Command)
-		}
-		if s.Find && !slices.Contains(s.Command, "label=dev.rightsize.runId=1a2b3c4d") {
-			t.Errorf("finder %q does not filter on the run's label", s.Command)
-		}
-	}
-	if want := []string{"sandboxes find", "sandboxes act", "networks find", "networks act"}; !slices.Equal(kinds, want) {
-		t.Fatalf("watchdog steps %q, want %q", kinds, want)
-	}
-	if got := plan.Steps[1].Command[1:]; !slices.Equal(got, []string{"rm", "-f", "-v"}) || !plan.Steps[1].Batch {
-		t.Errorf("sandboxes step: %q batch %v, want one `docker rm -f` for all", got, plan.Steps[1].Batch)
-	}
 	if !d.DefaultEndpoint() && os.Getenv("DOCKER_HOST") == "" {
 		t.Errorf("the engine reached with no configuration (%s) is not the default one", d.Endpoint())
 	}

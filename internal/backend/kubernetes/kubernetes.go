@@ -216,7 +216,7 @@ func (d *Driver) Watchdog(runID string) (backend.WatchdogPlan, error) {
 	if len(d.kubeconfig) > 0 {
 		env = append(env, clientcmd.RecommendedConfigPathEnvVar+"="+strings.Join(d.kubeconfig, string(filepath.ListSeparator)))
 	}
-	return backend.WatchdogPlan{Native: true, Env: env}, nil
+	return backend.WatchdogPlan{Hold: true, Env: env}, nil
 }
 
 // apiError wraps err with what failed, and backend.ErrUnreachable when the

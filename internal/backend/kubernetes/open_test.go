@@ -64,7 +64,7 @@ func TestOpenNamespaceFromTheContextUnlessNamed(t *testing.T) {
 			t.Errorf("%s=%q: namespace %s, endpoint %s", kubernetes.EnvNamespace, env, d.Namespace(), d.Endpoint())
 		}
 		plan, err := d.Watchdog("0a1b2c3d")
-		if err != nil || !plan.Native || !slices.Contains(plan.Env, "KUBECONFIG="+kc) || !slices.Contains(plan.Env, kubernetes.EnvNamespace+"="+want) {
+		if err != nil || !plan.Hold || !slices.Contains(plan.Env, "KUBECONFIG="+kc) || !slices.Contains(plan.Env, kubernetes.EnvNamespace+"="+want) {
 			t.Errorf("watchdog plan %+v (%v): want the native one, on this kubeconfig and namespace", plan, err)
 		}
 	}

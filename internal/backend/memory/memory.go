@@ -95,10 +95,10 @@ func (d *driver) DefaultEndpoint() bool { return d.def }
 func (d *driver) Host() string { return "" }
 func (d *driver) Close() error { return nil }
 
-// Watchdog: the native watchdog (this program re-executed) opens the same
-// folder; there is no command line to script.
+// Watchdog: the watchdog (this program re-executed) opens the same
+// folder.
 func (d *driver) Watchdog(string) (backend.WatchdogPlan, error) {
-	return backend.WatchdogPlan{Native: true, Env: []string{backend.EnvBackend + "=" + backend.Memory, EnvDir + "=" + d.dir}}, nil
+	return backend.WatchdogPlan{Env: []string{backend.EnvBackend + "=" + backend.Memory, EnvDir + "=" + d.dir}}, nil
 }
 
 // object is one sandbox or network, as its file holds it.

@@ -111,26 +111,14 @@ func (d *Driver) CreateNetwork(ctx context.Context, name, runID string) (string,
 	return "", fmt.Errorf("msb backend: cannot create network %q: networks are not supported on msb (use RIGHTSIZE_BACKEND=docker for tests that need one): %w", name, errors.ErrUnsupported)
 }
 
-// Watchdog is stop then rm, one name at a time, each retried once on
-// msb's state-database error; msb's "sandbox not found" counts as removed.
-// msb keeps no labels: the names the owner told the watchdog are what it
-// removes (keep-alive names aside), and there is no native watchdog.
+// Watchdog: the watchdog runs the same msb. msb keeps no labels: the
+// names the owner told the watchdog, before each create, are what it
+// removes (through Remove: stop, then rm, keep-alive names aside).
 func (d *Driver) Watchdog(runID string) (backend.WatchdogPlan, error) {
 	if d.path == "" || !filepath.IsAbs(d.path) {
 		return backend.WatchdogPlan{}, fmt.Errorf("msb backend: no absolute msb path for the watchdog (have %q)", d.path)
 	}
-	step := func(verb string) backend.WatchdogStep {
-		return backend.WatchdogStep{
-			Kind:    backend.SandboxKind,
-			Gone:    []string{notFoundFragment},
-			Retry:   []string{dbErrorFragment},
-			Command: []string{d.path, verb},
-		}
-	}
-	return backend.WatchdogPlan{
-		Steps: []backend.WatchdogStep{step("stop"), step("rm")},
-		Env:   []string{EnvPath + "=" + d.path, backend.EnvBackend + "=" + backend.Msb},
-	}, nil
+	return backend.WatchdogPlan{Env: []string{EnvPath + "=" + d.path, backend.EnvBackend + "=" + backend.Msb}}, nil
 }
 
 // Remove stops (best effort) and removes each named sandbox, one after the
