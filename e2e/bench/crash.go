@@ -32,11 +32,14 @@ const (
 	sideScript = "script"
 	sideNative = "native"
 	sideFloor  = "floor"
-	// sideTraced is the native watchdog again, its owner pointed at a
-	// tracing proxy (traceProxy): these runs say when its removal call
+	// tracedSuffix makes a side a watchdog's again, its owner pointed at
+	// a tracing proxy (traceProxy): these runs say when its removal call
 	// starts, and are kept out of the crash-to-clean figures.
-	sideTraced = "native-traced"
+	tracedSuffix = "-traced"
 )
+
+// traced reports whether side is a traced one, and its watchdog's kind.
+func traced(side string) (string, bool) { return strings.CutSuffix(side, tracedSuffix) }
 
 type bench struct {
 	eng  *harness.Engine
@@ -185,17 +188,12 @@ type sample struct {
 	// taken the first removal call and signalled the container).
 	engineKill time.Duration
 	// dockerExec: to the exec of the docker command line that removes
-	// (the script watchdog's, the floor's).
+	// (the floor's).
 	dockerExec time.Duration
-	// The script watchdog's steps: the owner's last thread gone (the
-	// watchdog's stdin is at end-of-file by then), the watchdog's first
-	// fork after the kill, and the exec of the program that fork runs
-	// (the time bound, timeout(1)).
-	ownerGone, fork, boundExec time.Duration
-	// execsBefore lists the programs the script watchdog's process tree
-	// executed after the kill and before docker ("timeout" when only its
-	// time bound did).
-	execsBefore string
+	// ownerGone: to the owner's last thread gone (the watchdog's stdin is
+	// at end-of-file by then); selfExec: to the script watchdog's exec of
+	// the test binary, which then reaps.
+	ownerGone, selfExec time.Duration
 	// Through the tracing proxy: to the first request after the kill,
 	// and to the first DELETE; firstLine is the first request's line.
 	request, delete time.Duration
@@ -207,7 +205,7 @@ const unknown = time.Duration(-1)
 
 // newSample is a sample with every step unknown.
 func newSample() sample {
-	return sample{engineKill: unknown, dockerExec: unknown, ownerGone: unknown, fork: unknown, boundExec: unknown, request: unknown, delete: unknown}
+	return sample{engineKill: unknown, dockerExec: unknown, ownerGone: unknown, selfExec: unknown, request: unknown, delete: unknown}
 }
 
 func (b *bench) crash(ctx context.Context, ns []int, runs int, kinds []string) error {
@@ -221,12 +219,12 @@ func (b *bench) crash(ctx context.Context, ns []int, runs int, kinds []string) e
 		return fmt.Errorf("the docker command line (the script watchdog's and the floor's): %w", err)
 	}
 	sides := append(slices.Clone(kinds), sideFloor)
-	if slices.Contains(kinds, sideNative) {
-		if b.trace, err = startTraceProxy(b.eng.Host); err != nil {
-			fmt.Printf("eof-to-removal watchdog=native: no tracing proxy (%v): only the engine's view\n", err)
-		} else {
-			defer b.trace.Close()
-			sides = append(sides, sideTraced)
+	if b.trace, err = startTraceProxy(b.eng.Host); err != nil {
+		fmt.Printf("eof-to-removal: no tracing proxy (%v): only the engine's view\n", err)
+	} else {
+		defer b.trace.Close()
+		for _, k := range kinds {
+			sides = append(sides, k+tracedSuffix)
 		}
 	}
 	for _, n := range ns {
@@ -274,7 +272,7 @@ func (b *bench) report(n int, sides []string, got map[string][]sample, loads []f
 	fmt.Printf("crash-to-clean n=%d runs=%d load(1m)=%.2f-%.2f | floor: docker rm -f NAME..., its start to the last destroy median=%s p95=%s\n",
 		n, len(fl), slices.Min(loads), slices.Max(loads), ms(harness.Median(flTotal)), ms(harness.P95(flTotal)))
 	for _, s := range sides {
-		if s == sideFloor || s == sideTraced {
+		if _, tr := traced(s); s == sideFloor || tr {
 			continue
 		}
 		rz := got[s]
@@ -295,28 +293,18 @@ func (b *bench) report(n int, sides []string, got map[string][]sample, loads []f
 		dx := known(pick(sm, func(s sample) time.Duration { return s.dockerExec }))
 		totalOf := func(s sample) time.Duration { return s.total }
 		tail := between(sm, func(s sample) time.Duration { return s.dockerExec }, totalOf)
-		switch s {
-		case sideScript:
+		kind, tr := traced(s)
+		switch {
+		case s == sideScript:
 			gone := known(pick(sm, func(s sample) time.Duration { return s.ownerGone }))
-			fork := known(pick(sm, func(s sample) time.Duration { return s.fork }))
-			bound := known(pick(sm, func(s sample) time.Duration { return s.boundExec }))
-			fromGone := between(sm, func(s sample) time.Duration { return s.ownerGone }, func(s sample) time.Duration { return s.dockerExec })
-			execs := map[string]int{}
-			for _, x := range sm {
-				if x.dockerExec >= 0 {
-					execs[x.execsBefore]++
-				}
-			}
-			fmt.Printf("eof-to-removal n=%d watchdog=script runs=%d: SIGKILL to the watchdog's docker exec median=%s p95=%s (target <= 15ms: %s) | from the owner's last thread gone median=%s p95=%s | steps from the SIGKILL (medians): owner gone %s, first fork %s, exec of the time bound %s, docker exec %s | programs run before docker: %s | docker exec to the last destroy median=%s | SIGKILL to the engine's first kill event median=%s%s\n",
-				n, len(dx), ms1(harness.Median(dx)), ms1(harness.P95(dx)), verdict(len(dx) > 0 && harness.Median(dx) <= 15*time.Millisecond),
-				ms1(harness.Median(fromGone)), ms1(harness.P95(fromGone)),
-				ms1(harness.Median(gone)), ms1(harness.Median(fork)), ms1(harness.Median(bound)), ms1(harness.Median(dx)),
-				firstLines(execs), ms(harness.Median(tail)), ms1(harness.Median(kill)), lostNote(sm))
-		case sideNative:
+			self := known(pick(sm, func(s sample) time.Duration { return s.selfExec }))
+			fmt.Printf("eof-to-removal n=%d watchdog=script runs=%d, the engine's view: SIGKILL to the engine's first kill event median=%s p95=%s | owner gone median=%s | the script's exec of the test binary median=%s p95=%s%s\n",
+				n, len(kill), ms1(harness.Median(kill)), ms1(harness.P95(kill)), ms1(harness.Median(gone)), ms1(harness.Median(self)), ms1(harness.P95(self)), lostNote(sm))
+		case s == sideNative:
 			gone := known(pick(sm, func(s sample) time.Duration { return s.ownerGone }))
 			fmt.Printf("eof-to-removal n=%d watchdog=native runs=%d, the engine's view: SIGKILL to the engine's first kill event median=%s p95=%s (the call's start, plus the request and the engine's signal to the container; the call's start itself is in the traced line) | owner gone median=%s%s\n",
 				n, len(kill), ms1(harness.Median(kill)), ms1(harness.P95(kill)), ms1(harness.Median(gone)), lostNote(sm))
-		case sideTraced:
+		case tr:
 			del := known(pick(sm, func(s sample) time.Duration { return s.delete }))
 			req := known(pick(sm, func(s sample) time.Duration { return s.request }))
 			fromGone := between(sm, func(s sample) time.Duration { return s.ownerGone }, func(s sample) time.Duration { return s.delete })
@@ -326,11 +314,11 @@ func (b *bench) report(n int, sides []string, got map[string][]sample, loads []f
 			}
 			total := pick(sm, func(s sample) time.Duration { return s.total })
 			delTail := between(sm, func(s sample) time.Duration { return s.delete }, totalOf)
-			fmt.Printf("eof-to-removal n=%d watchdog=native runs=%d (through a tracing proxy, runs apart from the crash-to-clean figures): SIGKILL to its first DELETE request median=%s p95=%s (target <= 15ms: %s) | from the owner's last thread gone median=%s p95=%s | SIGKILL to its first request median=%s (first requests: %s) | first DELETE to the last destroy median=%s | SIGKILL to the last destroy through the proxy median=%s%s\n",
-				n, len(del), ms1(harness.Median(del)), ms1(harness.P95(del)), verdict(len(del) > 0 && harness.Median(del) <= 15*time.Millisecond),
+			fmt.Printf("eof-to-removal n=%d watchdog=%s runs=%d (through a tracing proxy, runs apart from the crash-to-clean figures): SIGKILL to its first DELETE request median=%s p95=%s (target <= 15ms: %s) | from the owner's last thread gone median=%s p95=%s | SIGKILL to its first request median=%s (first requests: %s) | first DELETE to the last destroy median=%s | SIGKILL to the last destroy through the proxy median=%s%s\n",
+				n, kind, len(del), ms1(harness.Median(del)), ms1(harness.P95(del)), verdict(len(del) > 0 && harness.Median(del) <= 15*time.Millisecond),
 				ms1(harness.Median(fromGone)), ms1(harness.P95(fromGone)), ms1(harness.Median(req)), firstLines(lines),
 				ms(harness.Median(delTail)), ms(harness.Median(total)), lostNote(sm))
-		case sideFloor:
+		case s == sideFloor:
 			fmt.Printf("eof-to-removal n=%d floor runs=%d: start of docker rm -f to its exec median=%s | to the engine's first kill event median=%s | docker exec to the last destroy median=%s%s\n",
 				n, len(sm), ms1(harness.Median(dx)), ms1(harness.Median(kill)), ms(harness.Median(tail)), lostNote(sm))
 		}
@@ -342,9 +330,10 @@ func (b *bench) report(n int, sides []string, got map[string][]sample, loads []f
 func (b *bench) rightsizeOnce(ctx context.Context, cache, side string, n int) (sm sample, err error) {
 	sm = newSample()
 	p := harness.Plan{Image: b.img, Cmd: b.cmd, Containers: n}
-	kind, extra := side, []string(nil)
-	if side == sideTraced {
-		kind, extra = sideNative, []string{"DOCKER_HOST=" + b.trace.Host, "DOCKER_CONTEXT="}
+	kind, tr := traced(side)
+	var extra []string
+	if tr {
+		extra = []string{"DOCKER_HOST=" + b.trace.Host, "DOCKER_CONTEXT="}
 	}
 	env := harness.OwnerEnv(os.Environ(), cache, p, append(extra, "RIGHTSIZE_WATCHDOG="+kind)...)
 	proc, err := proctest.Start(proctest.Spec{Name: "owner", Argv: []string{os.Args[0]}, Env: env})
@@ -380,7 +369,7 @@ func (b *bench) rightsizeOnce(ctx context.Context, cache, side string, n int) (s
 	wd, _ := strconv.Atoi(wdPID)
 	label := harness.LabelRunID + "=" + run
 	w := b.watch(ctx, label)
-	if side == sideTraced {
+	if tr {
 		b.trace.arm()
 	}
 	b.proc.arm()
@@ -390,7 +379,7 @@ func (b *bench) rightsizeOnce(ctx context.Context, cache, side string, n int) (s
 	}
 	firstKill, last, err := w.wait(n, *timeoutFor)
 	evs, lost := b.proc.collect()
-	if side == sideTraced {
+	if tr {
 		first, line, del := b.trace.collect()
 		if !first.IsZero() {
 			sm.request, sm.firstLine = first.Sub(t0), line
@@ -428,20 +417,8 @@ func (b *bench) rightsizeOnce(ctx context.Context, cache, side string, n int) (s
 		sm.ownerGone = at.Sub(t0)
 	}
 	if kind == sideScript && wd > 0 {
-		if f, ok := firstFork(evs, wd, t0); ok {
-			sm.fork = f.at.Sub(t0)
-			if x, ok := execOf(evs, f.tgid); ok {
-				sm.boundExec = x.at.Sub(t0)
-			}
-		}
-		var before []string
-		for _, x := range descendantExecs(evs, wd, t0) {
-			if x.comm == "docker" {
-				sm.dockerExec = x.at.Sub(t0)
-				sm.execsBefore = strings.Join(before, ",")
-				break
-			}
-			before = append(before, x.comm)
+		if x, ok := execOf(evs, wd); ok {
+			sm.selfExec = x.at.Sub(t0)
 		}
 	}
 	return sm, nil

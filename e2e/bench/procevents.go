@@ -193,36 +193,6 @@ func (w *procWatch) parse(d []byte) (procEvent, bool) {
 	return ev, true
 }
 
-// descendantExecs returns, in order, the execs after since of root and of
-// the processes it and they forked (found from the fork events).
-func descendantExecs(evs []procEvent, root int, since time.Time) []procEvent {
-	tree := map[int]bool{root: true}
-	var out []procEvent
-	for _, ev := range evs {
-		switch ev.kind {
-		case evFork:
-			if tree[ev.parent] && ev.pid == ev.tgid {
-				tree[ev.tgid] = true
-			}
-		case evExec:
-			if tree[ev.tgid] && !ev.at.Before(since) {
-				out = append(out, ev)
-			}
-		}
-	}
-	return out
-}
-
-// firstFork is the first process (not thread) parent forked after since.
-func firstFork(evs []procEvent, parent int, since time.Time) (procEvent, bool) {
-	for _, ev := range evs {
-		if ev.kind == evFork && ev.parent == parent && ev.pid == ev.tgid && !ev.at.Before(since) {
-			return ev, true
-		}
-	}
-	return procEvent{}, false
-}
-
 // lastExit is when the last thread of process tgid exited.
 func lastExit(evs []procEvent, tgid int) (time.Time, bool) {
 	var last time.Time

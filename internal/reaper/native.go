@@ -116,7 +116,7 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, mode 
 				// the system for the wait.
 				debug.FreeOSMemory()
 			}()
-		} else {
+		} else if mode == allOfRun {
 			debug.FreeOSMemory()
 		}
 	}
