@@ -24,13 +24,13 @@ import (
 
 // Row 14: a test binary inside a container with the engine's socket
 // mounted, as CI docker executors and devcontainers run tests: static,
-// with no docker command line and no shell of its own to lean on. It
+// with no docker command line, in an image whose only shell is busybox's. It
 // starts a sandbox with a published port and reaches it through the
 // guard's Endpoint, and through what testcontainers-go says for a Track(t)
 // container (the two must agree: the engine's loopback is not this
 // container's, so both go through the bridge's gateway); then it is
-// SIGKILLed, and its watchdog — the binary itself, re-executed, speaking
-// the engine's API — removes everything.
+// SIGKILLed, and its watchdog — busybox's sh waiting, then the binary
+// itself, speaking the engine's API — removes everything.
 func TestRow14InAContainer(t *testing.T) {
 	proctest.NeedHostPidNamespace(t) // it kills the fixture by the pid the engine reports
 	t.Parallel()
@@ -119,8 +119,8 @@ func TestRow14InAContainer(t *testing.T) {
 	if gh != th {
 		t.Errorf("two answers to where a port is: the guard says %s, testcontainers-go %s", gh, th)
 	}
-	if said["watchdog"] != "native" {
-		t.Errorf("the watchdog is %q, want the native one: the container has no docker command line", said["watchdog"])
+	if said["watchdog"] != "script" {
+		t.Errorf("the watchdog is %q, want the script (the default: the image has busybox's sh, and no docker command line is needed)", said["watchdog"])
 	}
 
 	// SIGKILL the test binary alone (from here: it is a process of this

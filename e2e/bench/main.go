@@ -5,7 +5,7 @@
 //
 //   - crash-to-clean: SIGKILL of an owner process with N running containers
 //     to the last of them destroyed, for each kind of watchdog asked for
-//     (-watchdog: the sh script, the native one), each run paired with the
+//     (-watchdog: the script, the native one), each run paired with the
 //     floor: one `docker rm -f NAME...` of as many fresh running
 //     containers, from just before the command starts to the last of them
 //     destroyed. Both sides end at the same point, seen the same way: the
@@ -17,10 +17,12 @@
 //     average over the runs;
 //   - eof-to-removal, from the same runs: where the time between the kill
 //     and the removal goes, from the kernel's process events (the netlink
-//     process connector: the owner's exit, the watchdog's fork, the exec of
-//     its time bound and of docker, with the kernel's timestamps and
-//     nothing added to the watchdog's path; it needs root) and the
-//     engine's kill events (the first removal call taken);
+//     process connector: the owner's exit, the script watchdog's exec of
+//     the test binary, the floor's exec of docker, with the kernel's
+//     timestamps and nothing added to the watchdog's path; it needs root),
+//     the engine's kill events (the first removal call taken) and, in runs
+//     of their own, a tracing proxy in front of the engine (each
+//     watchdog's first request and first DELETE);
 //   - the same crash-to-clean for testcontainers-go with its reaper: the
 //     real Ryuk image when the engine has it, else a stand-in of the
 //     bench's own that speaks Ryuk's protocol and keeps its timings
