@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
@@ -298,25 +296,4 @@ func execNoShell(t *testing.T, d *Driver) error {
 	s := d.SandboxFor(testContainer(t, d, testimage.NoShell(t)))
 	_, err := s.Exec(context.Background(), []string{"true"}, ExecOptions{})
 	return err
-}
-
-// cliGone runs the docker command line's args on a name that does not
-// exist, as the watchdog runs it, and returns its output as the error.
-// `docker rm -f` of a missing name exits 0 today, and says so all the same.
-func cliGone(args ...string) func(*testing.T, *Driver) error {
-	return func(t *testing.T, d *Driver) error {
-		docker, err := exec.LookPath("docker")
-		if err != nil {
-			t.Skip("no docker command line on the PATH: the script watchdog is not used without one")
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, docker, append(args, "rz-classify-missing")...)
-		cmd.Env = append(os.Environ(), d.engineEnv()...)
-		out, _ := cmd.CombinedOutput()
-		if len(out) == 0 {
-			t.Fatalf("docker %q of a missing name said nothing", args)
-		}
-		return errors.New(string(out))
-	}
 }

@@ -271,10 +271,6 @@ func (d *Driver) Watchdog(runID string) (backend.WatchdogPlan, error) {
 	return backend.WatchdogPlan{Env: d.engineEnv()}, nil
 }
 
-// filterArg is the label filter that finds what run id made. Go's own runs
-// carry both spellings of the label; the watchdog serves only those.
-func filterArg(runID string) string { return "label=" + LabelRunID + "=" + runID }
-
 // engineEnv is what a watchdog needs in its environment to reach this
 // engine: DOCKER_HOST, the TLS settings that travel with it, and no
 // context (which would override DOCKER_HOST's meaning).
