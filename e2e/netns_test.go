@@ -30,11 +30,11 @@ import (
 // veth, and dropping M's traffic leaves the proxy with connections that
 // never see a FIN or an RST.
 type machineNS struct {
-	name     string // the namespace, /run/netns/<name>
-	hostIf   string // the host side of the veth
-	hostIP   string // its address, the proxy's
-	px       *harness.Proxy
-	dockerHo string // tcp://hostIP:port, DOCKER_HOST inside M
+	name       string // the namespace, /run/netns/<name>
+	hostIf     string // the host side of the veth
+	hostIP     string // its address, the proxy's
+	px         *harness.Proxy
+	dockerHost string // tcp://hostIP:port, DOCKER_HOST inside M
 }
 
 // ipCmd runs ip (or another command) and fails with what it said.
@@ -105,7 +105,7 @@ func newMachineNS(t *testing.T, b *engineB) *machineNS {
 		t.Fatalf("proxy to engine B on %s: %v", m.hostIP, err)
 	}
 	m.px = px
-	m.dockerHo = "tcp://" + px.Addr
+	m.dockerHost = "tcp://" + px.Addr
 	return m
 }
 
@@ -208,7 +208,7 @@ func startKeptIn(r *rig, m *machineNS, b *engineB, name string, p harness.Plan) 
 	if err != nil {
 		r.t.Skip("no nsenter")
 	}
-	env := append(keeperEnv(), "DOCKER_HOST="+m.dockerHo,
+	env := append(keeperEnv(), "DOCKER_HOST="+m.dockerHost,
 		// The engine's socket on its host: engine B's, not the
 		// host's default one (which is engine A's).
 		keeper.EnvSocketOverride+"="+b.sock)
@@ -216,8 +216,8 @@ func startKeptIn(r *rig, m *machineNS, b *engineB, name string, p harness.Plan) 
 	o := r.startWith(name, p, func(s *proctest.Spec) {
 		s.Argv = append([]string{nsenter, "--net=/run/netns/" + m.name, "--"}, s.Argv...)
 	}, env...).on(b.eng).ready()
-	if ep := o.get("endpoint"); ep != m.dockerHo {
-		r.t.Fatalf("%s records endpoint %q, want %s", name, ep, m.dockerHo)
+	if ep := o.get("endpoint"); ep != m.dockerHost {
+		r.t.Fatalf("%s records endpoint %q, want %s", name, ep, m.dockerHost)
 	}
 	if o.watchdog <= 0 {
 		r.t.Fatalf("%s has no watchdog: %s", name, o.say())
