@@ -32,12 +32,17 @@
 //	16   TestRow16Fates                  each reaper writes the run's fate; the next process tells it
 //	17   TestRow17Processes              local processes: SIGKILL, go test -timeout, one escaped, the next sweep
 //	18   TestRow18LostMarks              local processes without their mark (a title over it, env -i): SIGKILL under either watchdog, one escaped, the next sweep
+//	19   TestRow19MachineInNetns         the machine (owner and watchdog) in a network namespace of its own, kept by the engine-side keeper on a second dockerd over TCP:
+//	       killed                        SIGKILL of every process in it
+//	       frozen                        SIGSTOP of every process in it: gone after the lease timeout
+//	       traffic dropped               iptables DROP in it, no FIN or RST sent, its processes alive: gone after the lease timeout
 //
 // `go test ./e2e/` runs rows 8 and 12 with reduced counts (10 rounds; 3
 // kills at the first ledger write and 10 at random); `-args -full` (make
 // e2e) or RIGHTSIZE_E2E_FULL=1 runs 100 rounds and 3 + 200 kills. Rows
 // skip, saying why, where the machine cannot give what they need (a
-// writable memory cgroup, unshare, dockerd).
+// writable memory cgroup, unshare, dockerd, root for network namespaces
+// and veths).
 //
 // The benchmark harness of the same promise is ./bench (`go run
 // ./e2e/bench -h`).
