@@ -59,6 +59,45 @@ func TestLapsedNeedsARenewalAndADuration(t *testing.T) {
 	}
 }
 
+// TestJudgeLeaseIsWhatTheSweepActsOn: every state a listing shows, and
+// that only a run's Lease past its time is judged lapsed: the one state
+// SweepLapsed deletes.
+func TestJudgeLeaseIsWhatTheSweepActsOn(t *testing.T) {
+	now := time.Now()
+	at := func(d time.Duration) *metav1.MicroTime { m := metav1.NewMicroTime(now.Add(d)); return &m }
+	secs := func(n int32) *int32 { return &n }
+	run := map[string]string{backend.LabelRunID: "0a1b2c3d", backend.LabelRunIDAlt: "0a1b2c3d"}
+	holder := "ci/42"
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		renew  *metav1.MicroTime
+		dur    *int32
+		state  backend.ClaimState
+		lapsed bool
+		reason string
+		why    string
+	}{
+		{"rz-run-0a1b2c3d", run, at(-16 * time.Second), secs(15), backend.ClaimLapsed, true, "dead: not renewed for 16s, past its 15s", "a run's, renewed 16 s ago for 15"},
+		{"rz-run-0a1b2c3d", run, at(-14 * time.Second), secs(15), backend.ClaimHeld, false, "alive: renewed 14s ago, within its 15s", "a run's, renewed 14 s ago for 15"},
+		{"rz-run-0a1b2c3d", run, at(5 * time.Second), secs(15), backend.ClaimHeld, false, "ahead of this machine's clock", "renewed by a clock ahead of ours"},
+		{"rz-run-0a1b2c3d", run, nil, secs(15), backend.ClaimUnjudged, false, "never judged lapsed", "never renewed"},
+		{"rz-run-0a1b2c3d", run, at(-time.Hour), nil, backend.ClaimUnjudged, false, "never judged lapsed", "no duration"},
+		{"rz-run-0a1b2c3e", run, at(-time.Hour), secs(15), backend.ClaimNotARun, true, "its name is not rz-run-0a1b2c3d", "stale, and another run's name"},
+		{"rz-run-0a1b2c3d", map[string]string{backend.LabelRunID: "0a1b2c3d"}, at(-time.Hour), secs(15), backend.ClaimNotARun, true, "run_id label \"\" is not its", "one label only"},
+	} {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: c.name, Labels: c.labels},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: c.renew, LeaseDurationSeconds: c.dur}}
+		got := judgeLease(l, now)
+		if got.State != c.state || got.Lapsed != c.lapsed || !strings.Contains(got.Reason, c.reason) || got.Name != c.name || got.Holder != holder {
+			t.Errorf("%s: %+v, want state %q, lapsed %v, a reason saying %q", c.why, got, c.state, c.lapsed, c.reason)
+		}
+		if (got.Run != "") != (c.state != backend.ClaimNotARun) {
+			t.Errorf("%s: run %q for state %q", c.why, got.Run, got.State)
+		}
+	}
+}
+
 func TestPodForRefusesWhatItCannotDo(t *testing.T) {
 	d := &Driver{}
 	ok := backend.Spec{Image: "busybox", RunID: "0a1b2c3d"}
