@@ -43,18 +43,29 @@
 // sandbox each. ls --json keeps its shape (an array of runs) and does not
 // ask the engine.
 //
-//	rightsize sweep [--dry-run] [--backend docker|msb] [--cache DIR] [-v] [--timeout D]
+//	rightsize ls --leases [--json]
+//
+// The run Leases of the kubernetes backend's namespace (RIGHTSIZE_BACKEND=
+// kubernetes), of runs from any machine: each one's run, holder, renewal,
+// duration, whether it has expired, and what a sweep makes of it (held,
+// lapsed, unjudged, or not a run's and never touched). Plain ls ends with
+// the same table on that backend.
+//
+//	rightsize sweep [--dry-run] [--backend docker|msb|kubernetes] [--cache DIR] [-v] [--timeout D]
 //
 // Removes now what dead runs left, through the backend RIGHTSIZE_BACKEND
 // (or --backend) chooses, and prints the sweep's report: per run, what was
-// decided and why, and per sandbox or network, how its removal went.
+// decided and why, and per sandbox or network, how its removal went. On
+// the kubernetes backend it also deletes the run Leases that lapsed,
+// whichever machine made them; the cluster's garbage collector deletes
+// what they own.
 // --dry-run decides and reports but touches nothing, neither the engine nor
 // a file of the ledger. -v logs each decision to stderr. --timeout bounds
 // the whole sweep, finding the engine included: when it runs out, the
 // report says so, what was not reached stays in the ledger, and the exit
 // code is 1.
 //
-//	rightsize sweep --run ID [--dry-run] [--backend docker|msb] [--cache DIR] [-v] [--timeout D]
+//	rightsize sweep --run ID [--dry-run] [--backend docker|msb|kubernetes] [--cache DIR] [-v] [--timeout D]
 //
 // Reaps the one run ID by hand, after printing what it holds (its ls row
 // and names): unless its owner is proven alive, even when no record says

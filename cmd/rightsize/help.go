@@ -19,8 +19,11 @@ Usage:
                                                the keep-alive sandboxes
   rightsize ls --keep-alive [--json]           list only the keep-alive sandboxes
   rightsize ls --fates [--json]                what became of the runs that died
-  rightsize sweep [--dry-run] [--backend docker|msb] [--cache DIR] [-v]
-                  [--timeout D]                remove what dead runs left
+  rightsize ls --leases [--json]               list the kubernetes backend's run
+                                               Leases
+  rightsize sweep [--dry-run] [--backend docker|msb|kubernetes]
+                  [--cache DIR] [-v] [--timeout D]
+                                               remove what dead runs left
   rightsize sweep --run ID [--dry-run] [...]   reap one run by hand
   rightsize reuse rm [--dry-run] NAME... | --all
                                                remove keep-alive sandboxes
@@ -34,7 +37,10 @@ Usage:
 Environment:
   RIGHTSIZE_CACHE_DIR  the cache dir (default $HOME/.cache/rightsize;
                        %LOCALAPPDATA%\rightsize on Windows)
-  RIGHTSIZE_BACKEND    docker (the default) or msb
+  RIGHTSIZE_BACKEND    docker (the default), msb or kubernetes (the cluster
+                       of KUBECONFIG, else ~/.kube/config, else the pod's
+                       own; the namespace RIGHTSIZE_KUBE_NAMESPACE, else
+                       the context's)
   NO_COLOR             any non-empty value: no colour, even on a terminal
   TESTCONTAINERS_RYUK_DISABLED
                        the demo sets it to true for its test processes when
@@ -48,6 +54,7 @@ var commandHelps = map[string]string{
 	"ls": `Usage: rightsize ls [--json] [-v] [--cache DIR]
        rightsize ls --keep-alive [--json] [--cache DIR]
        rightsize ls --fates [--json] [--cache DIR]
+       rightsize ls --leases [--json]
 
 Lists every run in the ledger's runs folder, one row each: the run id; its
 writer ("go", or "unknown" for the Rust, Kotlin and Node members of the
@@ -70,7 +77,15 @@ engine, the one RIGHTSIZE_BACKEND chooses, is given 5 s to answer; without
 one, ls says so and still exits 0. When ended runs have fates, ls says how
 many. Last, when the engine has any, its engine-side keepers (the leases
 of runs whose watchdog holds one there, from any machine): each one's run,
-name, state, lease timeout and age.
+name, state, lease timeout and age. On the kubernetes backend
+(RIGHTSIZE_BACKEND=kubernetes), the run Leases of its namespace instead,
+from any machine, each judged as a sweep judges it: its name, its run, its
+holder (host/pid), when it was last renewed (by the holder's clock) and
+for how long, whether that time has passed, and its state: held (its run
+is alive), lapsed (its run is dead: a sweep deletes the Lease, and the
+cluster's garbage collector its pods and Services), unjudged (it says no
+renewal or duration) or not a run's (its name and labels disagree: never
+touched, however stale).
 
 --fates lists what became of the runs whose owners died (newest first, the
 last 200, none older than 7 days): who noticed the death (its watchdog, a
@@ -89,6 +104,9 @@ Flags:
                 array of fates, each as its file holds it
                 (docs/after-a-crash.md) with path, writtenIso, told and
                 error added
+  --leases      list only the run Leases of the kubernetes backend; with
+                --json, as one JSON object (below). Another backend keeps
+                none, and says so
   --cache DIR   read DIR instead of the cache dir
 
 JSON fields of a run (all always present):
@@ -130,9 +148,25 @@ JSON of --keep-alive --json: an object (all fields always present):
     entry        whether the registry holds an entry for it
     error        why the entry could not be read ("" otherwise)
     note         "no entry", an unreadable entry's error, another backend
+
+JSON of --leases --json: an object (all fields always present):
+  backend        the backend asked ("" when none answered)
+  endpoint       its endpoint (the API server's URL and the namespace)
+  namespace      the namespace listed
+  engineError    why the Leases could not be listed ("" when they were)
+  leases         an array, sorted by name, of:
+    name             the Lease's name (rz-run-<run id>)
+    run              the run it is ("" when not a run's)
+    holder           who last took or renewed it (host/pid)
+    renewedIso       its renewTime ("" when none), by the holder's clock
+    durationSeconds  its leaseDurationSeconds (0 when none)
+    expiresIso       renewedIso plus that ("" when either is missing)
+    expired          whether expiresIso has passed, by this clock
+    state            "held", "lapsed", "unjudged" or "not a run's"
+    reason           why that state
 `,
-	"sweep": `Usage: rightsize sweep [--dry-run] [--backend docker|msb] [--cache DIR] [-v]
-                       [--timeout D] [--run ID]
+	"sweep": `Usage: rightsize sweep [--dry-run] [--backend docker|msb|kubernetes]
+                       [--cache DIR] [-v] [--timeout D] [--run ID]
 
 Removes what dead runs left behind, now, as every test process does at its
 first use of a backend: for each run whose owner is dead, its sandboxes,
@@ -145,6 +179,15 @@ the engine shows carries the run's label is removed: a listed name that is
 not the run's (no label of it, a keep-alive sandbox) is left running and
 reported as "not this run's".
 
+On the kubernetes backend it also deletes, in its namespace, the run
+Leases nobody renewed for their duration, from any machine, in this
+machine's ledger or not (ls --leases lists them); the cluster's garbage
+collector then deletes the pods and Services they own. A Lease renewed
+since it was listed, a live one, and any Lease that is not provably a
+run's (its name is not rz-run- and the run id both its labels carry) are
+left alone. The report names the runs whose Lease was deleted ("lapsed
+run claims dropped").
+
 With --run ID, one run only, by hand: first what it holds (its row and its
 names, as ls -v shows them), then the sweep of it. It is reaped unless its
 owner is proven alive, even when no record says who owns it (the lines a
@@ -155,7 +198,8 @@ know is dead.
 Flags:
   --dry-run          say what the sweep would decide, touching nothing (names
                      are looked up: what is not the run's is said so)
-  --backend NAME     docker or msb, as RIGHTSIZE_BACKEND would choose it
+  --backend NAME     docker, msb or kubernetes, as RIGHTSIZE_BACKEND would
+                     choose it
   --cache DIR        sweep DIR instead of the cache dir
   -v                 log each decision and removal to stderr
   --run ID           sweep run ID alone, by hand (above)

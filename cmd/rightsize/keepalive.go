@@ -74,7 +74,9 @@ type engineView struct {
 	drv backend.Driver // nil when no engine answered
 	ka  backend.KeepAliver
 	// err says why the engine could not be asked (ka is nil then).
-	err    error
+	err error
+	// none: the backend makes no keep-alive sandboxes (err says so).
+	none   bool
 	list   []backend.Description
 	byName map[string]backend.Description
 	// listed is when the engine was asked.
@@ -92,7 +94,7 @@ func askEngine(ctx context.Context) (v engineView) {
 	v.drv = drv
 	ka, ok := drv.(backend.KeepAliver)
 	if !ok {
-		v.err = fmt.Errorf("the %s backend cannot list keep-alive sandboxes", drv.Name())
+		v.err, v.none = fmt.Errorf("the %s backend makes no keep-alive sandboxes", drv.Name()), true
 		return v
 	}
 	v.listed = time.Now()
@@ -292,6 +294,8 @@ type keepAliveReport struct {
 	// RegistryError says why the registry could not be read.
 	RegistryError string  `json:"registryError"`
 	KeepAlive     []kaRow `json:"keepAlive"`
+
+	none bool // the backend makes none: EngineError says so
 }
 
 // gatherKeepAlives reads the registry and asks the engine, for at most
@@ -309,6 +313,7 @@ func gatherKeepAlives(cache string) keepAliveReport {
 	if v.drv != nil {
 		rep.Backend, rep.Endpoint = v.drv.Name(), v.drv.Endpoint()
 	}
+	rep.none = v.none
 	if v.err != nil {
 		rep.EngineError = v.err.Error()
 		if ctx.Err() != nil {
@@ -339,6 +344,9 @@ func (c *cli) lsKeepAliveTable(w io.Writer, cache string) error {
 	rep := gatherKeepAlives(cache)
 	reg := termtext.Clean(filepath.Join(cache, ledger.ReuseDir))
 	engine := "the engine could not be asked: " + oneLine(rep.EngineError)
+	if rep.none {
+		engine = oneLine(rep.EngineError)
+	}
 	if rep.EngineError == "" {
 		engine = fmt.Sprintf("%s engine at %s", termtext.Quote(rep.Backend), termtext.Quote(dash(docker.SpokenEndpoint(rep.Endpoint))))
 	}

@@ -8,14 +8,16 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/rightsize/rightsize-go/internal/backend"
 	"github.com/rightsize/rightsize-go/internal/keeper"
 	"github.com/rightsize/rightsize-go/internal/termtext"
 )
 
 // lsKeepersTable prints the engine-side keepers on the engine, when there
 // are any: the runs whose lease a watchdog holds there (from this machine
-// or another). An engine that cannot be asked prints nothing: the
-// keep-alive table above has said so.
+// or another); on the kubernetes backend, the run Leases of its namespace.
+// An engine that cannot be asked prints nothing: the keep-alive table
+// above has said so.
 func (c *cli) lsKeepersTable(w io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), lsEngineTimeout)
 	defer cancel()
@@ -24,6 +26,15 @@ func (c *cli) lsKeepersTable(w io.Writer) error {
 		return nil
 	}
 	defer drv.Close()
+	if _, ok := drv.(backend.ClaimLister); ok {
+		fmt.Fprintln(w)
+		rep := leasesOf(ctx, drv, time.Now())
+		if rep.EngineError != "" {
+			fmt.Fprintf(w, "run Leases not listed: %s\n", oneLine(rep.EngineError))
+			return nil
+		}
+		return c.leasesTable(w, rep, time.Now())
+	}
 	ke, ok := drv.(interface{ Client() *client.Client })
 	if !ok {
 		return nil

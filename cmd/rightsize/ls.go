@@ -55,6 +55,7 @@ func (c *cli) ls(args []string) error {
 	verbose := fs.Bool("v", false, "")
 	keepAlive := fs.Bool("keep-alive", false, "")
 	fates := fs.Bool("fates", false, "")
+	leases := fs.Bool("leases", false, "")
 	cacheFlag := fs.String("cache", "", "")
 	if stop, err := c.parse("ls", fs, args, 0); stop {
 		return err
@@ -66,9 +67,17 @@ func (c *cli) ls(args []string) error {
 	// One buffer for the whole output: a table of 200,000 runs is written
 	// cell by cell, and stdout is not buffered.
 	w := bufio.NewWriterSize(c.stdout, 64<<10)
+	given := 0
+	for _, b := range []bool{*fates, *keepAlive, *leases} {
+		if b {
+			given++
+		}
+	}
 	switch {
-	case *fates && *keepAlive:
-		return &exitError{code: exitUsage, msg: "ls: --fates and --keep-alive list different things: give one"}
+	case given > 1:
+		return &exitError{code: exitUsage, msg: "ls: --fates, --keep-alive and --leases list different things: give one"}
+	case *leases:
+		err = c.lsLeases(w, *asJSON)
 	case *fates:
 		err = lsFates(w, cache, *asJSON)
 	case *keepAlive:

@@ -43,8 +43,8 @@ func (c *cli) sweep(args []string) error {
 	}
 	if *backendFlag != "" {
 		name := backend.Canonical(strings.ToLower(strings.TrimSpace(*backendFlag)))
-		if name != backend.Docker && name != backend.Msb {
-			return &usageError{cmd: "sweep", msg: fmt.Sprintf("--backend %s: want docker or msb", termtext.Quote(*backendFlag))}
+		if name != backend.Docker && name != backend.Msb && name != backend.Kubernetes {
+			return &usageError{cmd: "sweep", msg: fmt.Sprintf("--backend %s: want docker, msb or kubernetes", termtext.Quote(*backendFlag))}
 		}
 		// Exactly what RIGHTSIZE_BACKEND would choose.
 		os.Setenv(backend.EnvBackend, name)

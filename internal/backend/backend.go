@@ -161,6 +161,65 @@ type LapseSweeper interface {
 	SweepLapsed(ctx context.Context, now time.Time, dryRun bool) (runs []string, err error)
 }
 
+// ClaimLister is a LapseSweeper that shows every run claim its engine
+// holds, each judged as SweepLapsed judges it: for a listing
+// (rightsize ls), never a second copy of the sweep's decisions.
+type ClaimLister interface {
+	LapseSweeper
+	// Claims returns the claims that carry a run's mark, judged at now,
+	// sorted by name.
+	Claims(ctx context.Context, now time.Time) ([]Claim, error)
+}
+
+// ClaimState is what a sweep makes of a claim.
+type ClaimState string
+
+// The states of a claim.
+const (
+	// ClaimHeld: renewed within its duration; its run is alive.
+	ClaimHeld ClaimState = "held"
+	// ClaimLapsed: nobody renewed it for its duration; its run is dead,
+	// and a sweep drops it.
+	ClaimLapsed ClaimState = "lapsed"
+	// ClaimUnjudged: a run's, saying no renewal or no duration; never
+	// judged lapsed.
+	ClaimUnjudged ClaimState = "unjudged"
+	// ClaimNotARun: it carries a run's mark but is not provably a run's
+	// claim (its name and marks disagree); never touched, however stale.
+	ClaimNotARun ClaimState = "not a run's"
+)
+
+// Claim is a run's claim as the engine holds it (a Kubernetes Lease),
+// judged at one time.
+type Claim struct {
+	// Name is the engine's name of it.
+	Name string
+	// Run is the run it provably is; "" for ClaimNotARun.
+	Run string
+	// Holder is who last took or renewed it, as it says ("host/pid").
+	Holder string
+	// Renewed is when it was last renewed, by the holder's clock; zero
+	// when it says none. Duration is how long a renewal holds; 0 when it
+	// says none.
+	Renewed  time.Time
+	Duration time.Duration
+	// Lapsed: it says when it was renewed and for how long, and that time
+	// is past, whoever's it is. Only a run's is dropped (State).
+	Lapsed bool
+	State  ClaimState
+	// Reason says why that state, for people.
+	Reason string
+}
+
+// Expires is when the claim lapses unless renewed; zero when it says no
+// renewal or duration.
+func (c Claim) Expires() time.Time {
+	if c.Renewed.IsZero() || c.Duration <= 0 {
+		return time.Time{}
+	}
+	return c.Renewed.Add(c.Duration)
+}
+
 // RunFinder is a RunLister that also names what it finds: for a leak
 // check's list.
 type RunFinder interface {

@@ -1,9 +1,10 @@
 // Package kubernetes is rightsize-go's Kubernetes backend, on client-go:
-// a sandbox is a Pod in one namespace, a network is the Services that give
-// a run's pods their aliases, and each run has a coordination.k8s.io Lease
-// that owns every object of the run (ownerReferences). The run's process
-// and its native watchdog renew the Lease; the watchdog deletes it when
-// the owner dies, and the cluster's own garbage collector deletes the rest.
+// a sandbox is a Pod in one namespace (its files a ConfigMap it mounts), a
+// network is the Services that give a run's pods their aliases, and each
+// run has a coordination.k8s.io Lease that owns every object of the run
+// (ownerReferences). The run's process and its native watchdog renew the
+// Lease; the watchdog deletes it when the owner dies, and the cluster's
+// own garbage collector deletes the rest.
 // A Lease nobody renewed for its duration is a dead run's, wherever its
 // owner ran: any sweep deletes it (SweepLapsed).
 //

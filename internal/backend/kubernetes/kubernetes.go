@@ -263,5 +263,6 @@ var (
 	_ backend.OwnershipChecker = (*Driver)(nil)
 	_ backend.RunHolder        = (*Driver)(nil)
 	_ backend.LapseSweeper     = (*Driver)(nil)
+	_ backend.ClaimLister      = (*Driver)(nil)
 	_ backend.RunCloser        = (*Driver)(nil)
 )

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,11 +41,59 @@ func validRunID(id string) bool {
 // leaseRun is the run whose Lease l provably is: its name is LeasePrefix and
 // the run id its label carries. "" for any other Lease.
 func leaseRun(l *coordinationv1.Lease) string {
-	id := l.Labels[backend.LabelRunID]
-	if !validRunID(id) || l.Name != LeasePrefix+id || l.Labels[backend.LabelRunIDAlt] != id {
-		return ""
-	}
+	id, _ := leaseRunWhy(l)
 	return id
+}
+
+// leaseRunWhy is leaseRun, with why not when it is "".
+func leaseRunWhy(l *coordinationv1.Lease) (run, whyNot string) {
+	id, alt := l.Labels[backend.LabelRunID], l.Labels[backend.LabelRunIDAlt]
+	switch {
+	case !validRunID(id):
+		return "", fmt.Sprintf("its %s label %q is no run id of this backend", backend.LabelRunID, id)
+	case alt != id:
+		return "", fmt.Sprintf("its %s label %q is not its %s label %q", backend.LabelRunIDAlt, alt, backend.LabelRunID, id)
+	case l.Name != LeasePrefix+id:
+		return "", fmt.Sprintf("its name is not %s%s, the run its labels name", LeasePrefix, id)
+	}
+	return id, ""
+}
+
+// judgeLease is what a sweep at now makes of l: the one judgement both
+// SweepLapsed and Claims use.
+func judgeLease(l *coordinationv1.Lease, now time.Time) backend.Claim {
+	c := backend.Claim{Name: l.Name}
+	if h := l.Spec.HolderIdentity; h != nil {
+		c.Holder = *h
+	}
+	if r := l.Spec.RenewTime; r != nil {
+		c.Renewed = r.Time
+	}
+	if s := l.Spec.LeaseDurationSeconds; s != nil && *s > 0 {
+		c.Duration = time.Duration(*s) * time.Second
+	}
+	c.Lapsed = lapsed(l, now)
+	id, whyNot := leaseRunWhy(l)
+	if id == "" {
+		c.State, c.Reason = backend.ClaimNotARun, "not a run's Lease ("+whyNot+"): never touched"
+		return c
+	}
+	c.Run = id
+	age := now.Sub(c.Renewed).Round(100 * time.Millisecond)
+	switch {
+	case c.Lapsed:
+		c.State = backend.ClaimLapsed
+		c.Reason = fmt.Sprintf("dead: not renewed for %s, past its %s (renewed %s by %q)", age, c.Duration, c.Renewed.UTC().Format(time.RFC3339), c.Holder)
+	case c.Renewed.IsZero() || c.Duration <= 0:
+		c.State, c.Reason = backend.ClaimUnjudged, "it says no renewTime or no leaseDurationSeconds: never judged lapsed"
+	case age < 0:
+		c.State = backend.ClaimHeld
+		c.Reason = fmt.Sprintf("alive: renewed %s ahead of this machine's clock, by %q", -age, c.Holder)
+	default:
+		c.State = backend.ClaimHeld
+		c.Reason = fmt.Sprintf("alive: renewed %s ago, within its %s, by %q", age, c.Duration, c.Holder)
+	}
+	return c
 }
 
 // lapsed: the Lease says when it was last renewed and for how long, and
@@ -230,22 +280,22 @@ func (d *Driver) deleteLease(ctx context.Context, l *coordinationv1.Lease, curre
 
 // SweepLapsed deletes the Leases of the namespace that are provably runs'
 // (LeaseName of the run id both run labels carry) and were not renewed for
-// their duration; the garbage collector deletes what they own. A Lease
-// renewed between the listing and the delete is left: the delete is of
-// the version listed. Any other Lease is never touched.
+// their duration (judgeLease); the garbage collector deletes what they
+// own. A Lease renewed between the listing and the delete is left: the
+// delete is of the version listed. Any other Lease is never touched.
 func (d *Driver) SweepLapsed(ctx context.Context, now time.Time, dryRun bool) ([]string, error) {
 	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
-	list, err := d.cs.CoordinationV1().Leases(d.ns).List(cctx, metav1.ListOptions{LabelSelector: backend.LabelRunID})
+	list, err := d.runLeases(cctx)
 	if err != nil {
-		return nil, d.apiError("list Leases", err)
+		return nil, err
 	}
 	var runs []string
 	var errs []error
-	for i := range list.Items {
-		l := &list.Items[i]
-		id := leaseRun(l)
-		if id == "" || !lapsed(l, now) {
+	for i := range list {
+		l := &list[i]
+		c := judgeLease(l, now)
+		if c.State != backend.ClaimLapsed {
 			continue
 		}
 		if !dryRun {
@@ -256,9 +306,35 @@ func (d *Driver) SweepLapsed(ctx context.Context, now time.Time, dryRun bool) ([
 				continue
 			}
 		}
-		runs = append(runs, id)
+		runs = append(runs, c.Run)
 	}
 	return runs, errors.Join(errs...)
+}
+
+// Claims is every Lease of the namespace that carries a run's label,
+// judged as SweepLapsed judges it at now, sorted by name.
+func (d *Driver) Claims(ctx context.Context, now time.Time) ([]backend.Claim, error) {
+	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	list, err := d.runLeases(cctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]backend.Claim, 0, len(list))
+	for i := range list {
+		out = append(out, judgeLease(&list[i], now))
+	}
+	slices.SortFunc(out, func(a, b backend.Claim) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// runLeases lists the Leases that carry a run's label.
+func (d *Driver) runLeases(ctx context.Context) ([]coordinationv1.Lease, error) {
+	list, err := d.cs.CoordinationV1().Leases(d.ns).List(ctx, metav1.ListOptions{LabelSelector: backend.LabelRunID})
+	if err != nil {
+		return nil, d.apiError("list Leases", err)
+	}
+	return list.Items, nil
 }
 
 // runLabels are the labels of every object of run runID.

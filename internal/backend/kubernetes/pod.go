@@ -36,6 +36,7 @@ func (d *Driver) Start(ctx context.Context, name string, spec backend.Spec) (*Sa
 	if err != nil {
 		return nil, err
 	}
+	cm := filesMap(pod, spec.Files)
 	ref, err := d.owner(ctx, spec.RunID)
 	if err != nil {
 		return nil, err
@@ -43,7 +44,20 @@ func (d *Driver) Start(ctx context.Context, name string, spec backend.Spec) (*Sa
 	pod.OwnerReferences = []metav1.OwnerReference{ref}
 	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
+	if cm != nil {
+		cm.OwnerReferences = []metav1.OwnerReference{ref}
+		if _, err := d.cs.CoreV1().ConfigMaps(d.ns).Create(cctx, cm, metav1.CreateOptions{}); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return nil, fmt.Errorf("kubernetes: the files of pod %s/%s: a ConfigMap of that name exists: %w", d.ns, name, backend.ErrNameTaken)
+			}
+			return nil, d.apiError("create ConfigMap "+name+" (the pod's files)", err)
+		}
+	}
 	if _, err := d.cs.CoreV1().Pods(d.ns).Create(cctx, pod, metav1.CreateOptions{}); err != nil {
+		if cm != nil {
+			// No pod of ours mounts it: gone now rather than with the Lease.
+			_ = d.deleteFiles(context.WithoutCancel(ctx), spec.RunID, name)
+		}
 		if apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("kubernetes: pod %s/%s: %w", d.ns, name, backend.ErrNameTaken)
 		}
@@ -56,7 +70,7 @@ func (d *Driver) Start(ctx context.Context, name string, spec backend.Spec) (*Sa
 			}
 		}
 	}
-	return &Sandbox{d: d, name: name}, nil
+	return &Sandbox{d: d, name: name, run: spec.RunID, files: cm != nil}, nil
 }
 
 // Create creates the sandbox's pod and waits until it runs, within
@@ -100,8 +114,6 @@ func (d *Driver) podFor(name string, spec backend.Spec) (*corev1.Pod, error) {
 		return nil, fmt.Errorf("kubernetes: run id %q cannot name a Lease", spec.RunID)
 	case spec.Image == "":
 		return nil, errors.New("kubernetes: the spec names no image")
-	case len(spec.Files) > 0:
-		return nil, errors.New("kubernetes: Spec.Files is not supported by the kubernetes backend")
 	case spec.WaitingFor != nil || len(spec.Customize) > 0:
 		return nil, errors.New("kubernetes: WaitingFor and Customize are testcontainers-go's, for the docker backend")
 	}
@@ -142,7 +154,7 @@ func (d *Driver) podFor(name string, spec backend.Spec) (*corev1.Pod, error) {
 		}
 	}
 	no, grace := false, int64(backend.DefaultStopGrace/time.Second)
-	return &corev1.Pod{
+	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lb},
 		Spec: corev1.PodSpec{
 			Containers:                    []corev1.Container{c},
@@ -151,7 +163,11 @@ func (d *Driver) podFor(name string, spec backend.Spec) (*corev1.Pod, error) {
 			EnableServiceLinks:            &no,
 			TerminationGracePeriodSeconds: &grace,
 		},
-	}, nil
+	}
+	if err := mountFiles(pod, spec.Files); err != nil {
+		return nil, err
+	}
+	return pod, nil
 }
 
 func containerPort(p string) (corev1.ContainerPort, error) {
@@ -248,7 +264,7 @@ func (d *Driver) Adopt(ctx context.Context, name string) (backend.Sandbox, error
 	case p.DeletionTimestamp != nil:
 		return nil, fmt.Errorf("kubernetes: pod %s/%s is being deleted: %w: %w", d.ns, name, backend.ErrNotFound, backend.ErrStopped)
 	case p.Status.Phase == corev1.PodRunning:
-		return &Sandbox{d: d, name: name}, nil
+		return &Sandbox{d: d, name: name, run: p.Labels[backend.LabelRunID], files: hasFiles(p)}, nil
 	case p.Status.Phase == corev1.PodPending || p.Status.Phase == "":
 		return nil, fmt.Errorf("kubernetes: pod %s/%s is pending: %w: %w", d.ns, name, backend.ErrNotFound, backend.ErrStarting)
 	}
@@ -304,7 +320,10 @@ func (d *Driver) removePod(ctx context.Context, runID, name string, remove bool)
 	if !remove {
 		return nil
 	}
-	return d.deletePod(ctx, p, 0)
+	if err := d.deletePod(ctx, p, 0); err != nil {
+		return err
+	}
+	return d.deletePodFiles(ctx, p)
 }
 
 func (d *Driver) deletePod(ctx context.Context, p *corev1.Pod, grace int64) error {
@@ -439,7 +458,10 @@ func (d *Driver) removeAnyRun(ctx context.Context, k backend.Kind, id string) er
 	if err := owned(p.Labels, p.Labels[backend.LabelRunID], "pod "+id); err != nil {
 		return err
 	}
-	return d.deletePod(ctx, p, 0)
+	if err := d.deletePod(ctx, p, 0); err != nil {
+		return err
+	}
+	return d.deletePodFiles(ctx, p)
 }
 
 // CloseRun deletes run runID's Lease, and with it, through the garbage

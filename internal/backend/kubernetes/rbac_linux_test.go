@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,8 +73,12 @@ func TestNoNodeRoleIsEnough(t *testing.T) {
 	}
 	_, err := d.CreateNetwork(ctx, net, run)
 	must("create a network", err)
-	sb, err := d.Start(ctx, "rz-"+run+"-1", backend.Spec{Image: never, RunID: run, Ports: []string{"80"}, Networks: map[string][]string{net: {"db"}}})
-	must("start a pod", err)
+	sb, err := d.Start(ctx, "rz-"+run+"-1", backend.Spec{Image: never, RunID: run, Ports: []string{"80"}, Networks: map[string][]string{net: {"db"}},
+		Files: []backend.File{{GuestPath: "/etc/app.conf", Content: []byte("a=1\n")}}})
+	must("start a pod with files", err)
+	if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, sb.Name(), metav1.GetOptions{}); err != nil {
+		t.Fatalf("the pod's files: %v", err)
+	}
 	lease := leaseOf(ctx, t, cs, ns, run)
 	if lease == nil {
 		t.Fatalf("no Lease")
@@ -103,7 +108,10 @@ func TestNoNodeRoleIsEnough(t *testing.T) {
 	_, err = d.SweepLapsed(ctx, time.Now(), false)
 	must("sweep lapsed Leases", err)
 	must("remove the network", d.Remove(ctx, backend.NetworkKind, run, nets)[0])
-	must("remove the pod", d.Remove(ctx, backend.SandboxKind, run, ids)[0])
+	must("remove the pod and its files", d.Remove(ctx, backend.SandboxKind, run, ids)[0])
+	if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, sb.Name(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the removed pod's files: %v, want them gone", err)
+	}
 	must("drop the run's Lease", d.DropRun(ctx, run))
 	if leaseOf(ctx, t, cs, ns, run) != nil {
 		t.Fatalf("the Lease is still there")
@@ -147,4 +155,77 @@ func impersonating(t *testing.T, user string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestNoNodeRoleWithoutConfigMapsServesARunWithoutFiles: the Role of
+// docs/kubernetes.md less its configmaps rule still serves a run that has
+// no files (its pods are started, stopped, removed and closed without a
+// call on ConfigMaps), and refuses files, saying so.
+func TestNoNodeRoleWithoutConfigMapsServesARunWithoutFiles(t *testing.T) {
+	t.Parallel()
+	cs := kubetest.Client(t)
+	ns := kubetest.Namespace(t, cs, "rz-rbac-nocm-")
+	ctx, cancel := context.WithTimeout(context.Background(), gcWithin)
+	defer cancel()
+	role := docRole(t)
+	rules := role.Rules[:0]
+	for _, r := range role.Rules {
+		if !slices.Contains(r.Resources, "configmaps") {
+			rules = append(rules, r)
+		}
+	}
+	if len(rules) == len(docRole(t).Rules) {
+		t.Fatalf("the Role of docs/kubernetes.md has no configmaps rule")
+	}
+	role.Rules = rules
+	if _, err := cs.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the Role without configmaps: %v", err)
+	}
+	const sa = "rightsize-runner"
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("service account: %v", err)
+	}
+	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "rightsize"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("bind the Role: %v", err)
+	}
+	vars := map[string]string{"KUBECONFIG": impersonating(t, "system:serviceaccount:"+ns+":"+sa), kubernetes.EnvNamespace: ns, kubernetes.EnvLeaseSeconds: "3"}
+	var d *kubernetes.Driver
+	proctest.WaitUntil(t, 30*time.Second, "the binding in force", func() bool {
+		var err error
+		d, err = kubernetes.OpenEnv(ctx, vars)
+		return err == nil
+	})
+	defer d.Close()
+
+	const run = "0dd5ba12"
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s as %s without configmaps: %v", what, sa, err)
+		}
+	}
+	sb, err := d.Start(ctx, "rz-"+run+"-1", backend.Spec{Image: never, RunID: run})
+	must("start a pod", err)
+	must("stop it", sb.Stop(ctx, 0))
+	_, err = d.Start(ctx, "rz-"+run+"-2", backend.Spec{Image: never, RunID: run})
+	must("start a pod", err)
+	must("remove it", d.Remove(ctx, backend.SandboxKind, run, []string{"rz-" + run + "-2"})[0])
+	_, err = d.Start(ctx, "rz-"+run+"-3", backend.Spec{Image: never, RunID: run})
+	must("start a pod", err)
+	_, err = d.CloseRun(ctx, run)
+	must("close the run", err)
+	if err := kubetest.WaitGone(ctx, cs.CoreV1().Pods(ns).Get, "rz-"+run+"-3"); err != nil {
+		t.Errorf("the closed run's pod: %v", err)
+	}
+	_, err = d.Start(ctx, "rz-"+run+"-4", backend.Spec{Image: never, RunID: run, Files: []backend.File{{GuestPath: "/a"}}})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "ConfigMap rz-"+run+"-4 (the pod's files)") {
+		t.Errorf("files without the configmaps rule: %v, want forbidden, naming the ConfigMap", err)
+	}
+	if _, err := cs.CoreV1().Pods(ns).Get(ctx, "rz-"+run+"-4", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the pod of refused files: %v, want none", err)
+	}
 }

@@ -18,6 +18,9 @@ import (
 type Sandbox struct {
 	d    *Driver
 	name string
+	run  string
+	// files: the pod mounts a ConfigMap of its name (Spec.Files).
+	files bool
 }
 
 // Name is the pod's name.
@@ -65,7 +68,7 @@ func (s *Sandbox) Stop(ctx context.Context, grace time.Duration) error {
 	defer cancel()
 	p, err := s.d.cs.CoreV1().Pods(s.d.ns).Get(cctx, s.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil
+		return s.stopped(cctx)
 	}
 	if err != nil {
 		return s.d.apiError("get pod "+s.name, err)
@@ -76,7 +79,7 @@ func (s *Sandbox) Stop(ctx context.Context, grace time.Duration) error {
 	for {
 		_, err := s.d.cs.CoreV1().Pods(s.d.ns).Get(cctx, s.name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return nil
+			return s.stopped(cctx)
 		}
 		if cctx.Err() != nil {
 			return fmt.Errorf("kubernetes: pod %s/%s still there after its delete: %w", s.d.ns, s.name, context.Cause(cctx))
@@ -86,6 +89,14 @@ func (s *Sandbox) Stop(ctx context.Context, grace time.Duration) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// stopped deletes what the gone pod leaves: its files' ConfigMap.
+func (s *Sandbox) stopped(ctx context.Context) error {
+	if !s.files {
+		return nil
+	}
+	return s.d.deleteFiles(ctx, s.run, s.name)
 }
 
 // WaitRunning waits until a node runs the pod, or ctx ends: the error then
