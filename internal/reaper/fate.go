@@ -137,8 +137,11 @@ func MarkTold(fates []ledger.FateFile) []ledger.FateFile {
 }
 
 // FateLines tells fates: a line each for the first few, then how many
-// more.
+// more. One death is one line: the fates a run's two watchdogs wrote of
+// it (the script's, of its sandboxes; the native one's, of its local
+// processes) are told together.
 func FateLines(fates []ledger.FateFile) []string {
+	fates = oneDeathOneFate(fates)
 	var lines []string
 	for i, f := range fates {
 		if i == maxToldFates {
@@ -148,6 +151,41 @@ func FateLines(fates []ledger.FateFile) []string {
 		lines = append(lines, FateLine(f))
 	}
 	return lines
+}
+
+// oneDeathOneFate merges the watchdogs' fates of each run into the first
+// of them, in their order: its items, then the others', noticed when the
+// first of them noticed. A sweep's fate of the same run is another event
+// (what a watchdog kept, reaped later) and stays a line of its own.
+func oneDeathOneFate(fates []ledger.FateFile) []ledger.FateFile {
+	byWatchdog := func(f ledger.FateFile) bool {
+		return f.Err == nil && (f.By == ByWatchdog || f.By == ByNativeWatchdog)
+	}
+	var out []ledger.FateFile
+	first := map[string]int{} // run: its watchdog fate's index in out
+	for _, f := range fates {
+		i, seen := first[f.Run]
+		switch {
+		case !byWatchdog(f):
+		case !seen:
+			first[f.Run] = len(out)
+		default:
+			m := &out[i]
+			m.Items = append(slices.Clone(m.Items), f.Items...)
+			if a, b := m.NoticedISO, f.NoticedISO; b != "" && (a == "" || b < a) {
+				m.NoticedISO = b
+			}
+			if m.By != f.By {
+				m.By = ByWatchdog // both of them: "its watchdog"
+			}
+			if m.Owner.PID == 0 && m.Owner.Command == "" {
+				m.Owner = f.Owner
+			}
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 // TellFates returns the lines that tell the fates of cache no process has

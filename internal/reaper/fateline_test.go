@@ -84,3 +84,36 @@ func TestFateLineKeepsCommandWhole(t *testing.T) {
 		t.Errorf("%q cuts the command %q", line, cmd)
 	}
 }
+
+// One death, two watchdogs (the script's of the sandboxes, the native
+// one's of the local processes): one line tells both, noticed when the
+// first noticed; another run's fate, and a later sweep's of the same run,
+// stay lines of their own.
+func TestFateLinesOneDeathOneLine(t *testing.T) {
+	owner := ledger.FateOwner{PID: 4242, Writer: "go", Command: "store.test"}
+	fate := func(run, by, noticed string, items ...ledger.FateItem) ledger.FateFile {
+		return ledger.FateFile{Fate: ledger.Fate{Run: run, By: by, NoticedISO: noticed, FinishedISO: noticed, Owner: owner, Items: items}}
+	}
+	sbx := ledger.FateItem{Kind: "sandbox", Name: "rz-1a2b3c4d-1", Outcome: ledger.Removed}
+	proc := ledger.FateItem{Kind: "process", ID: "4300", Name: "sleep", Outcome: ledger.Ended}
+	lines := reaper.FateLines([]ledger.FateFile{
+		fate("1a2b3c4d", reaper.ByNativeWatchdog, "2026-11-30T20:03:05.100Z", proc),
+		fate("0f0f0f0f", reaper.ByWatchdog, "2026-11-30T20:03:04.000Z", sbx),
+		fate("1a2b3c4d", reaper.ByWatchdog, "2026-11-30T20:03:05.090Z", sbx, sbx),
+		fate("1a2b3c4d", reaper.BySweep, "2026-11-30T20:04:00.000Z", sbx),
+	})
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want 3 (the death of 1a2b3c4d, 0f0f0f0f's, the later sweep's):\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	for _, want := range []string{"run 1a2b3c4d", "by its watchdog, which", "removed 2 sandboxes", "ended 1 process"} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("the merged line %q does not say %q", lines[0], want)
+		}
+	}
+	if !lineShape.MatchString(lines[0]) {
+		t.Errorf("the merged line %q is not a sentence of the expected shape", lines[0])
+	}
+	if !strings.Contains(lines[1], "run 0f0f0f0f") || !strings.Contains(lines[2], "by a later sweep") {
+		t.Errorf("the other lines:\n%s\n%s", lines[1], lines[2])
+	}
+}
