@@ -36,15 +36,18 @@ test: lint engine
 # service (test-podman below: root's, or as another user that user's
 # rootless one), then, as root, the crash row as a throw-away unprivileged
 # user against rootless Podman (where user namespaces and /dev/net/tun
-# allow). Where Podman cannot be had, or its service cannot be brought up,
+# allow). The engine-side keeper's rows run against root's Podman too
+# (PODMANKEEPERROWS: its socket mounted into the keeper). Where Podman cannot be had, or its service cannot be brought up,
 # it says so and passes; a test that fails against it fails the gate.
 # RIGHTSIZE_SKIP_PODMAN=1 skips it.
 PODMANROWS ?= TestWatchdogAfterSIGKILL
+PODMANKEEPERROWS ?= ^TestKeeper
 podman-gate:
 	@if [ -n "$$RIGHTSIZE_SKIP_PODMAN" ]; then echo "podman gate: skipped (RIGHTSIZE_SKIP_PODMAN is set)"; exit 0; fi; \
 	if ! bash scripts/podman.sh available; then echo "podman gate: skipped (make test-podman runs it where Podman is)"; exit 0; fi; \
 	if ! bash scripts/podman.sh start >/dev/null; then echo "podman gate: skipped: Podman's API service could not be brought up here (the reason is above)"; exit 0; fi; \
 	$(MAKE) --no-print-directory test-podman || exit 1; \
+	$(MAKE) --no-print-directory test-podman PODMANPKGS=./e2e/ PODMANRUNRE='$(PODMANKEEPERROWS)' || exit 1; \
 	if bash scripts/podman.sh rootless-ready; then \
 		$(MAKE) --no-print-directory test-podman PODMANRUN=rootless PODMANPKGS=./sandboxtest/ PODMANRUNRE='$(PODMANROWS)'; \
 	else echo "podman gate: the rootless row is skipped here"; fi
@@ -93,7 +96,7 @@ kube-gate:
 # PODMANRUNRE picks tests by name (go test's -run), for example
 # `make test-podman PODMANRUN=rootless PODMANPKGS=./sandboxtest/
 # PODMANRUNRE=TestWatchdogAfterSIGKILL` for the rootless crash row.
-PODMANPKGS ?= ./internal/backend/docker/ ./sandboxtest/ ./internal/reaper/
+PODMANPKGS ?= ./internal/backend/docker/ ./sandboxtest/ ./internal/reaper/ ./internal/keeper/
 PODMANRUNRE ?= .
 test-podman:
 	@if [ "$(PODMANRUN)" = rootless ]; then \
