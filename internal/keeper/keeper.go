@@ -1,7 +1,7 @@
 package keeper
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -233,37 +233,102 @@ func (k *Keeper) WaitHeld(ctx context.Context, wait time.Duration) error {
 	return fmt.Errorf("keeper %s: waiting for its holder: %w", k.Name, err)
 }
 
-// followLine follows the keeper's stdout from its start, and returns the
-// first line (trimmed) that want accepts, or why there was none within
-// wait. It reads the log, not an attach: an attach that ends would end the
-// keeper's stdin on Podman.
+// followLine returns the first line (trimmed) of the keeper's stdout, from
+// its start, that want accepts, or why there was none within wait. It
+// reads the log, not an attach (an attach that ends would end the
+// keeper's stdin on Podman), and reads it whole every few milliseconds
+// rather than following it: Podman's follow hands over a new line about a
+// quarter of a second after it was written, twice in a first sandbox
+// ("ready", then "held"; BENCHMARKS.md).
 func (k *Keeper) followLine(ctx context.Context, wait time.Duration, want func(string) bool) (string, error) {
 	rctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	logs, err := k.cli.ContainerLogs(rctx, k.ID, client.ContainerLogsOptions{ShowStdout: true, Follow: true})
-	if err != nil {
-		return "", fmt.Errorf("reading its log: %w", err)
-	}
-	defer logs.Close()
-	pr, pw := io.Pipe()
-	go func() { _, err := stdcopy.StdCopy(pw, io.Discard, logs); pw.CloseWithError(err) }()
-	defer pr.Close()
-	br := bufio.NewReader(io.LimitReader(pr, 1<<16))
-	for {
-		line, err := br.ReadString('\n')
-		if l := strings.TrimSpace(line); l != "" && want(l) {
-			return l, nil
+	every, last := 2*time.Millisecond, ""
+	for polls := 0; ; polls++ {
+		lines, err := k.logLines(rctx)
+		for _, l := range lines {
+			if want(l) {
+				return l, nil
+			}
+			last = l
+		}
+		if err == nil && polls%8 == 7 {
+			// Now and then: a keeper that ended says nothing more.
+			if _, running, ierr := k.state(rctx); ierr == nil && !running {
+				lines, _ = k.logLines(rctx)
+				for _, l := range lines {
+					if want(l) {
+						return l, nil
+					}
+				}
+				err = errors.New("the keeper ended")
+			}
 		}
 		if err != nil {
 			if rctx.Err() != nil {
-				return strings.TrimSpace(line), rctx.Err()
+				return last, rctx.Err()
 			}
-			if err == io.EOF {
-				err = errors.New("the keeper ended")
-			}
-			return strings.TrimSpace(line), err
+			return last, err
+		}
+		select {
+		case <-rctx.Done():
+			return last, rctx.Err()
+		case <-time.After(every):
+		}
+		every = min(2*every, 50*time.Millisecond)
+	}
+}
+
+// logLines is the keeper's stdout so far, trimmed lines, the first 64 KiB.
+func (k *Keeper) logLines(ctx context.Context) ([]string, error) {
+	logs, err := k.cli.ContainerLogs(ctx, k.ID, client.ContainerLogsOptions{ShowStdout: true})
+	if err != nil {
+		if errors.Is(docker.Classify("logs", err), backend.ErrNotFound) {
+			return nil, errors.New("the keeper ended")
+		}
+		return nil, fmt.Errorf("reading its log: %w", err)
+	}
+	defer logs.Close()
+	var out bytes.Buffer
+	if _, err := stdcopy.StdCopy(&limitWriter{w: &out, n: 1 << 16}, io.Discard, logs); err != nil && !errors.Is(err, errFull) {
+		return nil, fmt.Errorf("reading its log: %w", err)
+	}
+	var lines []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
 		}
 	}
+	return lines, nil
+}
+
+// state is whether the keeper's container exists and runs.
+func (k *Keeper) state(ctx context.Context) (exists, running bool, err error) {
+	res, err := k.cli.ContainerInspect(ctx, k.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		if errors.Is(docker.Classify("inspect", err), backend.ErrNotFound) {
+			return false, false, nil
+		}
+		return false, false, err
+	}
+	return true, res.Container.State != nil && res.Container.State.Running, nil
+}
+
+// errFull is limitWriter's: what was kept is all that is read.
+var errFull = errors.New("full")
+
+// limitWriter keeps the first n bytes written to it.
+type limitWriter struct {
+	w *bytes.Buffer
+	n int
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if l.w.Len()+len(p) > l.n {
+		l.w.Write(p[:l.n-l.w.Len()])
+		return 0, errFull
+	}
+	return l.w.Write(p)
 }
 
 // Hold takes the keeper's lease, from this process (see the package's
