@@ -55,6 +55,7 @@ var commandHelps = map[string]string{
        rightsize ls --keep-alive [--json] [--cache DIR]
        rightsize ls --fates [--json] [--cache DIR]
        rightsize ls --leases [--json]
+       rightsize ls --keepers [--json]
 
 Lists every run in the ledger's runs folder, one row each: the run id; its
 writer ("go", or "unknown" for the Rust, Kotlin and Node members of the
@@ -107,6 +108,8 @@ Flags:
   --leases      list only the run Leases of the kubernetes backend; with
                 --json, as one JSON object (below). Another backend keeps
                 none, and says so
+  --keepers     list only the engine-side keepers on the engine; with
+                --json, as one JSON object (below)
   --cache DIR   read DIR instead of the cache dir
 
 JSON fields of a run (all always present):
@@ -164,6 +167,18 @@ JSON of --leases --json: an object (all fields always present):
     expired          whether expiresIso has passed, by this clock
     state            "held", "lapsed", "unjudged" or "not a run's"
     reason           why that state
+
+JSON of --keepers --json: an object (all fields always present):
+  backend        the backend asked ("" when none answered)
+  endpoint       its engine's endpoint
+  engineError    why the keepers could not be listed ("" when they were)
+  keepers        an array, as the engine lists them, of:
+    run           the run whose lease it keeps
+    name          its container's name (rz-keeper-<run id>)
+    id            its container's id
+    state         the engine's word: running, exited, ...
+    leaseSeconds  its lease timeout (0 when its label does not say)
+    createdIso    when the engine created it
 `,
 	"sweep": `Usage: rightsize sweep [--dry-run] [--backend docker|msb|kubernetes]
                        [--cache DIR] [-v] [--timeout D] [--run ID]

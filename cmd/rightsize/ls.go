@@ -56,6 +56,7 @@ func (c *cli) ls(args []string) error {
 	keepAlive := fs.Bool("keep-alive", false, "")
 	fates := fs.Bool("fates", false, "")
 	leases := fs.Bool("leases", false, "")
+	keepers := fs.Bool("keepers", false, "")
 	cacheFlag := fs.String("cache", "", "")
 	if stop, err := c.parse("ls", fs, args, 0); stop {
 		return err
@@ -68,14 +69,16 @@ func (c *cli) ls(args []string) error {
 	// cell by cell, and stdout is not buffered.
 	w := bufio.NewWriterSize(c.stdout, 64<<10)
 	given := 0
-	for _, b := range []bool{*fates, *keepAlive, *leases} {
+	for _, b := range []bool{*fates, *keepAlive, *leases, *keepers} {
 		if b {
 			given++
 		}
 	}
 	switch {
 	case given > 1:
-		return &exitError{code: exitUsage, msg: "ls: --fates, --keep-alive and --leases list different things: give one"}
+		return &exitError{code: exitUsage, msg: "ls: --fates, --keep-alive, --leases and --keepers list different things: give one"}
+	case *keepers:
+		err = c.lsKeepers(w, *asJSON)
 	case *leases:
 		err = c.lsLeases(w, *asJSON)
 	case *fates:
