@@ -27,6 +27,11 @@
 //     real Ryuk image when the engine has it, else a stand-in of the
 //     bench's own that speaks Ryuk's protocol and keeps its timings
 //     (./ryukstandin: not Ryuk), built FROM scratch on the spot;
+//   - freeze: every process of the test's side SIGSTOPped, its
+//     connections left open: rightsize with an engine-side keeper
+//     (RIGHTSIZE_WATCHDOG=engine) against testcontainers-go with Ryuk (or
+//     the stand-in), each side's freeze to its last destroy, or nothing
+//     within -freeze-wait;
 //   - sweep: reaper.Sweep over K dead runs whose one sandbox is already
 //     gone (the engine answers "not found"), over K dead runs listing
 //     none, and over an empty ledger.
@@ -62,7 +67,9 @@ var (
 	runs       = flag.Int("runs", 20, "crash-to-clean: paired runs per container count")
 	counts     = flag.String("n", "1,5,20", "container counts, comma-separated")
 	watchdogs  = flag.String("watchdog", "script,native", "crash-to-clean: the kinds of watchdog to measure (RIGHTSIZE_WATCHDOG), comma-separated: script, native")
-	figures    = flag.String("figures", "crash,sweep,ryuk", "figures to measure, comma-separated: crash (with eof-to-removal), sweep, ryuk")
+	figures    = flag.String("figures", "crash,sweep,ryuk", "figures to measure, comma-separated: crash (with eof-to-removal), sweep, ryuk, freeze")
+	freezeWait = flag.Duration("freeze-wait", 30*time.Second, "freeze: how long to wait for a frozen side's containers to go")
+	freezeRuns = flag.Int("freeze-runs", 3, "freeze: runs per container count and side")
 	ryukMode   = flag.String("ryuk", "auto", "the reaper of testcontainers-go's side: real (testcontainers/ryuk:0.14.0, which must be on the engine), standin (the bench's stand-in, not Ryuk), or auto (real when present, else the stand-in)")
 	ryukRuns   = flag.Int("ryuk-runs", 5, "testcontainers-go + Ryuk: runs per container count (each takes Ryuk's 10 s wait)")
 	ryukCounts = flag.String("ryuk-n", "", "testcontainers-go + Ryuk: container counts (default: -n)")
@@ -178,6 +185,11 @@ func run() error {
 	if want["ryuk"] {
 		if err := b.ryuk(ctx, rns, *ryukRuns, *ryukMode); err != nil {
 			fail("crash-to-clean/testcontainers-ryuk", err)
+		}
+	}
+	if want["freeze"] {
+		if err := b.freeze(ctx, rns, *freezeRuns, *ryukMode, *freezeWait); err != nil {
+			fail("freeze", err)
 		}
 	}
 	fmt.Printf("# done %s, load %s\n", time.Now().UTC().Format(time.RFC3339), loadavg())

@@ -59,25 +59,11 @@ var standinSource []byte
 // sides. The reaper is the real Ryuk image when the engine has it (mode
 // auto or real), else the bench's stand-in (auto or standin).
 func (b *bench) ryuk(ctx context.Context, ns []int, runs int, mode string) error {
-	prefix, what, err := b.reaperImage(ctx, mode)
+	prefix, what, undo, err := b.reaperSetup(ctx, mode)
 	if err != nil {
 		return err
 	}
-	if prefix != "" {
-		// The hub prefix applies to every image of the owner, its
-		// containers' too: give the containers' image that name for as
-		// long as the figure runs (an image of the bench's, untagged at
-		// the end; the engine keeps the original name).
-		alias := path.Join(prefix, b.img)
-		if _, err := b.eng.Client().ImageTag(ctx, client.ImageTagOptions{Source: b.img, Target: alias}); err != nil {
-			return fmt.Errorf("tag %s as %s: %w", b.img, alias, err)
-		}
-		defer func() {
-			if _, err := b.eng.Client().ImageRemove(context.Background(), alias, client.ImageRemoveOptions{}); err != nil {
-				fmt.Fprintf(os.Stderr, "bench: untag %s: %v\n", alias, err)
-			}
-		}()
-	}
+	defer undo()
 	cache, err := os.MkdirTemp("", "rz-bench-cache-")
 	if err != nil {
 		return err
@@ -103,6 +89,26 @@ func (b *bench) ryuk(ctx context.Context, ns []int, runs int, mode string) error
 			n, len(ds), what, slices.Min(loads), slices.Max(loads), ms(harness.Median(ds)), ms(harness.P95(ds)), floor)
 	}
 	return nil
+}
+
+// reaperSetup finds the reaper image (reaperImage) and, behind a hub
+// prefix, gives the containers' image that name too: the prefix applies to
+// every image of the owner. undo untags it (the engine keeps the original
+// name).
+func (b *bench) reaperSetup(ctx context.Context, mode string) (prefix, what string, undo func(), err error) {
+	prefix, what, err = b.reaperImage(ctx, mode)
+	if err != nil || prefix == "" {
+		return prefix, what, func() {}, err
+	}
+	alias := path.Join(prefix, b.img)
+	if _, err := b.eng.Client().ImageTag(ctx, client.ImageTagOptions{Source: b.img, Target: alias}); err != nil {
+		return "", "", nil, fmt.Errorf("tag %s as %s: %w", b.img, alias, err)
+	}
+	return prefix, what, func() {
+		if _, err := b.eng.Client().ImageRemove(context.Background(), alias, client.ImageRemoveOptions{}); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: untag %s: %v\n", alias, err)
+		}
+	}, nil
 }
 
 // reaperImage finds the reaper image to run: the hub prefix to give
