@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -90,9 +91,12 @@ func startGuardFixtureTest(t *testing.T, bin, test, cache, img, tag, mode, then 
 			f.mu.Unlock()
 		}
 	}()
-	go func() { err := cmd.Wait(); pw.Close(); f.done <- err }()
+	// waited is set once Wait returned: the cleanup must not read
+	// cmd.ProcessState, which Wait writes from its goroutine.
+	var waited atomic.Bool
+	go func() { err := cmd.Wait(); waited.Store(true); pw.Close(); f.done <- err }()
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
+		if !waited.Load() {
 			cmd.Process.Kill()
 			<-f.done
 		}
