@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 )
@@ -21,4 +22,47 @@ func VmRSSKiB(pid int) (int, error) {
 		}
 	}
 	return 0, errors.New("no VmRSS line")
+}
+
+// CPUTicks is a process's user plus system CPU time in clock ticks
+// (fields 14 and 15 of Linux's /proc/<pid>/stat); elsewhere an error.
+func CPUTicks(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, s)
+	}
+	u, err1 := strconv.Atoi(f[11])
+	st, err2 := strconv.Atoi(f[12])
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, s)
+	}
+	return u + st, nil
+}
+
+// WaitingOnStdin reports whether a process sleeps reading its stdin, as
+// Linux's /proc/<pid>/syscall shows it: in read(0, …), or in poll(2) with
+// no timeout (busybox's read builtin polls first). known is false where
+// the architecture's syscall numbers are not known here.
+func WaitingOnStdin(pid int) (waiting, known bool) {
+	known = runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64"
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", pid))
+	if err != nil || !known {
+		return false, known
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 4 {
+		return false, known
+	}
+	switch runtime.GOARCH + " " + f[0] {
+	case "amd64 0", "arm64 63": // read
+		return f[1] == "0x0", known
+	case "amd64 7": // poll(fds, 1, -1)
+		return f[2] == "0x1" && f[3] == "0xffffffff", known
+	}
+	return false, known
 }

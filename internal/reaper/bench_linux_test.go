@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -156,9 +155,10 @@ func TestWaitingWatchdogFootprint(t *testing.T) {
 	wd, err := reaper.StartWatchdog(cache, runsDir(t, cache), "0000ccc1", e.plan(t))
 	must(t, err)
 	t.Cleanup(func() { endWatchdog(t, wd) })
-	proctest.WaitUntil(t, 10*time.Second, "the watchdog to block reading its stdin", func() bool { return readingStdin(wd.PID) })
+	proctest.WaitUntil(t, 10*time.Second, "the watchdog to block reading its stdin", func() bool { w, _ := proctest.WaitingOnStdin(wd.PID); return w })
 
-	rss := procStatus(t, wd.PID, "VmRSS")
+	rss, err := proctest.VmRSSKiB(wd.PID)
+	must(t, err)
 	cpu0 := cpuTicks(t, wd.PID)
 	time.Sleep(time.Second) // the measurement window, not a synchronisation
 	cpu1 := cpuTicks(t, wd.PID)
@@ -172,49 +172,12 @@ func TestWaitingWatchdogFootprint(t *testing.T) {
 	}
 }
 
-// readingStdin reports whether pid sleeps in read(0, …).
-func readingStdin(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", pid))
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(b))
-	read, known := readSyscall[runtime.GOARCH]
-	return known && len(f) > 1 && f[0] == read && f[1] == "0x0"
-}
-
-// readSyscall is read(2)'s number, as /proc/<pid>/syscall shows it, on the
-// architectures readingStdin knows.
-var readSyscall = map[string]string{"amd64": "0", "arm64": "63"}
-
-func procStatus(t *testing.T, pid int, key string) int {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	must(t, err)
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, key+":"); ok {
-			n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-			must(t, err)
-			return n
-		}
-	}
-	t.Fatalf("no %s in /proc/%d/status", key, pid)
-	return 0
-}
-
-// cpuTicks is utime+stime of pid (fields 14 and 15 of /proc/<pid>/stat).
+// cpuTicks is proctest.CPUTicks, failing the test when it cannot be read.
 func cpuTicks(t *testing.T, pid int) int {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	n, err := proctest.CPUTicks(pid)
 	must(t, err)
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	u, err1 := strconv.Atoi(f[11])
-	st, err2 := strconv.Atoi(f[12])
-	if err1 != nil || err2 != nil {
-		t.Fatalf("/proc/%d/stat: %q", pid, s)
-	}
-	return u + st
+	return n
 }
 
 // BenchmarkFirstAdmit: a session's first Admit on the real engine, which

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -179,8 +178,8 @@ func startOwner(t *testing.T, cache string, o ownerOpts) *owner {
 	// Its checks done, the script waits in read(0, …): what the tests
 	// inspect is that state, not a moment of its start-up (a builtin's
 	// redirection briefly swaps its descriptors).
-	if _, known := readSyscall[runtime.GOARCH]; known {
-		proctest.WaitUntil(t, 10*time.Second, "the watchdog to wait on its stdin", func() bool { return readingStdin(ow.watchdog) })
+	if _, known := proctest.WaitingOnStdin(ow.watchdog); known {
+		proctest.WaitUntil(t, 10*time.Second, "the watchdog to wait on its stdin", func() bool { w, _ := proctest.WaitingOnStdin(ow.watchdog); return w })
 	}
 	return ow
 }

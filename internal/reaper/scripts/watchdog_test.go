@@ -5,12 +5,10 @@ package scripts
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -127,32 +125,15 @@ func (w *waiter) exit() int {
 	return 0
 }
 
-// waiting reports whether the watchdog sleeps in read(0, …).
-func (w *waiter) waiting() bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", w.cmd.Process.Pid))
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 4 {
-		return false
-	}
-	// read(0, …), or busybox's poll on it with no timeout.
-	switch runtime.GOARCH + " " + f[0] {
-	case "amd64 0", "arm64 63":
-		return f[1] == "0x0"
-	case "amd64 7":
-		return f[2] == "0x1" && f[3] == "0xffffffff"
-	}
-	return false
-}
-
 func (w *waiter) waitReading() {
 	w.t.Helper()
 	if runtime.GOOS != "linux" {
 		return
 	}
-	proctest.WaitUntil(w.t, 10*time.Second, "the watchdog to wait on its stdin", w.waiting)
+	proctest.WaitUntil(w.t, 10*time.Second, "the watchdog to wait on its stdin", func() bool {
+		waiting, _ := proctest.WaitingOnStdin(w.cmd.Process.Pid)
+		return waiting
+	})
 }
 
 func must(t *testing.T, err error) {
@@ -303,19 +284,12 @@ func TestWaitingFootprint(t *testing.T) {
 	})
 }
 
-// cpuTicks is utime+stime of pid (fields 14 and 15 of /proc/<pid>/stat).
+// cpuTicks is proctest.CPUTicks, failing the test when it cannot be read.
 func cpuTicks(t *testing.T, pid int) int {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	n, err := proctest.CPUTicks(pid)
 	must(t, err)
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	u, err1 := strconv.Atoi(f[11])
-	st, err2 := strconv.Atoi(f[12])
-	if err1 != nil || err2 != nil {
-		t.Fatalf("/proc/%d/stat: %q", pid, s)
-	}
-	return u + st
+	return n
 }
 
 func TestEmbeddedScriptsMatchFiles(t *testing.T) {
