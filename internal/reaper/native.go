@@ -173,48 +173,31 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, mode 
 	}
 	writeNativeFate(cache, runID, by, noticed, res.items, told.execs, logger)
 	logProcesses(logger, res.procs)
-	if mode == engineOnly {
-		if !res.engineClean() {
-			logger.Printf("something was kept; the run's files stay for a later sweep")
-			return 0
-		}
-		if _, err := os.Lstat(ledger.LinePath(runsDir, runID, names.ProcessKind)); err == nil {
-			// The run's local processes have a watchdog of their own,
-			// which deletes the record once it is done with them.
-			if err := ledger.RemoveKindFiles(runsDir, runID, names.SandboxKind, names.NetworkKind); err != nil {
-				logger.Printf("delete the run's files: %v", err)
-			}
-			logger.Printf("everything removed; the record stays for the watchdog of the run's processes")
-			return 0
-		}
-	} else if !res.procs.Clean() {
-		if mode == processesOnly || res.engineClean() {
-			if mode != processesOnly {
-				if err := ledger.RemoveKindFiles(runsDir, runID, names.SandboxKind, names.NetworkKind); err != nil {
-					logger.Printf("delete the run's files: %v", err)
-				}
-			}
-			logger.Printf("processes were left; the record and the run's .processes file stay for a later sweep")
-		} else {
-			logger.Printf("something was kept; the run's files stay for a later sweep")
-		}
-		return 0
+	// Each share deletes its kinds' line files once they are clean, and
+	// RemoveKindFiles the record with the last line file: the script's
+	// watchdog and the processes' one each do their part, whichever ends
+	// last. A share that is not clean leaves its files to a later sweep.
+	var done []names.Kind
+	if mode != processesOnly && res.engineClean() {
+		done = append(done, names.SandboxKind, names.NetworkKind)
 	}
-	if err := ledger.RemoveKindFiles(runsDir, runID, names.ProcessKind); err != nil {
-		logger.Printf("delete the run's process lines: %v", err)
+	if mode != engineOnly && res.procs.Clean() {
+		done = append(done, names.ProcessKind)
 	}
-	if mode == processesOnly {
-		return 0
-	}
-	if mode != engineOnly && !res.clean() {
+	if len(done) == 0 {
 		logger.Printf("something was kept; the run's files stay for a later sweep")
 		return 0
 	}
-	os.Remove(ledger.OwnerStubPath(cache, runID))
-	if err := ledger.RemoveRunFiles(runsDir, runID); err != nil {
+	if err := ledger.RemoveKindFiles(runsDir, runID, done...); err != nil {
 		logger.Printf("delete the run's files: %v", err)
 		return 0
 	}
+	if ledger.HasFiles(runsDir, runID) {
+		logger.Printf("its share removed; what else the run lists stays, for the run's other watchdog or a later sweep")
+		return 0
+	}
+	// A stub left by a watchdog killed here is pruned with the fates.
+	os.Remove(ledger.OwnerStubPath(cache, runID))
 	logger.Printf("everything removed; ledger files deleted")
 	return 0
 }
