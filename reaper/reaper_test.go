@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	iledger "github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/ledger"
 	"github.com/rightsize/rightsize-go/reaper"
 )
@@ -28,8 +29,8 @@ func TestSweep(t *testing.T) {
 	if err := child.Run(); err != nil {
 		t.Fatal(err)
 	}
-	write := func(id string, pid int) {
-		rec := `{"pid":` + strconv.Itoa(pid) + `,"startedIso":"` + time.Now().UTC().Format("2006-01-02T15:04:05.000Z") + `","backend":"docker"}` + "\n"
+	write := func(id string, pid int, started time.Time) {
+		rec := `{"pid":` + strconv.Itoa(pid) + `,"startedIso":"` + started.UTC().Format("2006-01-02T15:04:05.000Z") + `","backend":"docker"}` + "\n"
 		if err := os.WriteFile(filepath.Join(runs, id+".json"), []byte(rec), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -38,8 +39,15 @@ func TestSweep(t *testing.T) {
 		}
 	}
 	dead, live := "d0"+strconv.Itoa(os.Getpid()%1000000), "a0"+strconv.Itoa(os.Getpid()%1000000)
-	write(dead, child.Process.Pid)
-	write(live, os.Getpid())
+	// The live run's start is this process's own: a clock read now would
+	// be seconds after it once the test runs again in the same process
+	// (-count), and the pid would look reused.
+	me, err := iledger.Self()
+	if err != nil || me.Start.IsZero() {
+		t.Fatalf("this process's start: %+v, %v", me, err)
+	}
+	write(dead, child.Process.Pid, time.Now())
+	write(live, os.Getpid(), me.Start)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
