@@ -70,9 +70,6 @@ type reaped struct {
 	procs proctree.Result
 }
 
-// clean reports whether nothing of the run is known to be left.
-func (r *reaped) clean() bool { return r.engineClean() && !r.procsKept }
-
 // engineClean reports whether nothing of the run is known to be left on
 // the engine.
 func (r *reaped) engineClean() bool {
