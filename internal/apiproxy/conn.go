@@ -188,6 +188,11 @@ func (c *conn) answer(req *http.Request, rt route, next <-chan error, pc *pendin
 
 	f := responseFraming(req.Method, resp)
 	ok := resp.StatusCode/100 == 2
+	// A removal's answer, whatever it is, is checked against the engine:
+	// a 404 or a 409 may mean something else removed it first (Podman's
+	// own cleanup of a container run with --rm races the client's
+	// DELETE), and the hook hears only of what the engine no longer has.
+	checkRemoved := rt.op == opRemove && (ok || resp.StatusCode/100 == 4 || resp.StatusCode/100 == 5)
 	removed := func([]byte) {
 		for _, k := range rt.kinds {
 			c.p.hook.Removed(k, rt.ref)
@@ -221,7 +226,7 @@ func (c *conn) answer(req *http.Request, rt route, next <-chan error, pc *pendin
 		if err := c.cw.Flush(); err == nil {
 			c.ur.WriteTo(c.client)
 		}
-		if rt.op == opRemove && ok {
+		if checkRemoved {
 			removed(nil)
 		}
 		c.abort()
@@ -233,7 +238,7 @@ func (c *conn) answer(req *http.Request, rt route, next <-chan error, pc *pendin
 		if !c.hold(head, f, func(body []byte) { c.p.hook.Created(pc.kind, pc.name, answerID(body, f)) }) {
 			return nil, false
 		}
-	case rt.op == opRemove && ok:
+	case checkRemoved:
 		// The hook hears of it before the client has the answer, or, for
 		// an answer with a body, its body: a wait's head comes at once,
 		// and its client waits for it before it starts the container;

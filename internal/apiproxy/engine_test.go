@@ -600,6 +600,8 @@ func TestEngineRemovalsHeard(t *testing.T) {
 	byID := r.createContainer(r.name("rm-by-id"), container.Config{Cmd: []string{"sleep", "60"}})
 	running := r.createContainer(r.name("rm-refused"), container.Config{Cmd: []string{"sleep", "60"}})
 	r.start(running)
+	byOther := r.name("rm-by-other")
+	r.createContainer(byOther, container.Config{Cmd: []string{"sleep", "60"}})
 	nw := r.name("rm-net")
 	if _, err := r.cli.NetworkCreate(ctx, nw, client.NetworkCreateOptions{Driver: "bridge", Internal: true}); err != nil {
 		t.Fatal(err)
@@ -629,19 +631,29 @@ func TestEngineRemovalsHeard(t *testing.T) {
 	if _, err := r.cli.ContainerRemove(ctx, byID[:12], client.ContainerRemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
+	// A refused removal is heard too (the hook checks the engine, which
+	// still has it), and so is one answered 404 because something else
+	// removed it first, as Podman's cleanup of a --rm container races the
+	// client's own DELETE.
 	if _, err := r.cli.ContainerRemove(ctx, running, client.ContainerRemoveOptions{}); !cerrdefs.IsConflict(err) {
 		t.Errorf("removing a running container without force: %v, want a conflict", err)
+	}
+	if _, err := r.direct.ContainerRemove(ctx, byOther, client.ContainerRemoveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.cli.ContainerRemove(ctx, byOther, client.ContainerRemoveOptions{}); !cerrdefs.IsNotFound(err) {
+		t.Errorf("removing what is already gone: %v, want not found", err)
 	}
 	if _, err := r.cli.NetworkRemove(ctx, nw, client.NetworkRemoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"container " + byName, "container " + byID[:12], "network " + nw}
+	want := []string{"container " + byName, "container " + byID[:12], "container " + running, "container " + byOther, "network " + nw}
 	if got := r.hook.removals(); !slices.Equal(got, want) {
 		t.Errorf("the hook heard of removals %q, want %q", got, want)
 	}
 	mu.Lock()
-	if !slices.Equal(during, []bool{true, true, true}) {
-		t.Errorf("when the hook heard of each removal, the engine still had it: %v", during)
+	if !slices.Equal(during, []bool{true, true, false, true, true}) {
+		t.Errorf("when the hook heard of each removal, was it gone? %v; want all but the refused one", during)
 	}
 	mu.Unlock()
 	if _, err := r.cli.ContainerPrune(ctx, client.ContainerPruneOptions{Filters: client.Filters{}.Add("label", testLabel+"="+r.run)}); err != nil {

@@ -40,7 +40,8 @@ func TestSweepKeepsWhatItCannotProve(t *testing.T) {
 			if err != nil {
 				continue
 			}
-			if s, err := proctree.ReadStat(pid); err == nil && s.Pgrp == pgid && pid != pgid && !s.Zombie() {
+			// The sleep itself, not the subshell that forks it and exits.
+			if s, err := proctree.ReadStat(pid); err == nil && s.Pgrp == pgid && s.Comm == "sleep" && !s.Zombie() {
 				orphan = pid
 				return true
 			}
