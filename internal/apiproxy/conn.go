@@ -148,8 +148,8 @@ type pending struct {
 }
 
 // answer forwards the engine's answer to req; for a create, it tells the
-// hook how it went before the client learns it, and for a removal that
-// succeeded, that it did. It returns what serve waits for before the next
+// hook how it went before the client learns it, and for a removal, that
+// it may have happened. It returns what serve waits for before the next
 // request, and false when the connection is done with.
 func (c *conn) answer(req *http.Request, rt route, next <-chan error, pc *pending) (<-chan error, bool) {
 	failed := func(status int) {
@@ -188,11 +188,6 @@ func (c *conn) answer(req *http.Request, rt route, next <-chan error, pc *pendin
 
 	f := responseFraming(req.Method, resp)
 	ok := resp.StatusCode/100 == 2
-	// A removal's answer, whatever it is, is checked against the engine:
-	// a 404 or a 409 may mean something else removed it first (Podman's
-	// own cleanup of a container run with --rm races the client's
-	// DELETE), and the hook hears only of what the engine no longer has.
-	checkRemoved := rt.op == opRemove && (ok || resp.StatusCode/100 == 4 || resp.StatusCode/100 == 5)
 	removed := func([]byte) {
 		for _, k := range rt.kinds {
 			c.p.hook.Removed(k, rt.ref)
@@ -226,7 +221,7 @@ func (c *conn) answer(req *http.Request, rt route, next <-chan error, pc *pendin
 		if err := c.cw.Flush(); err == nil {
 			c.ur.WriteTo(c.client)
 		}
-		if checkRemoved {
+		if rt.op == opRemove {
 			removed(nil)
 		}
 		c.abort()
@@ -238,7 +233,11 @@ func (c *conn) answer(req *http.Request, rt route, next <-chan error, pc *pendin
 		if !c.hold(head, f, func(body []byte) { c.p.hook.Created(pc.kind, pc.name, answerID(body, f)) }) {
 			return nil, false
 		}
-	case checkRemoved:
+	case rt.op == opRemove:
+		// Whatever the engine answered: a 404 may mean something else
+		// removed it first (Podman's cleanup of a --rm container races
+		// the client's own DELETE); the hook forgets only what the
+		// engine no longer has.
 		// The hook hears of it before the client has the answer, or, for
 		// an answer with a body, its body: a wait's head comes at once,
 		// and its client waits for it before it starts the container;

@@ -64,7 +64,8 @@ type Hook interface {
 	// last case the object may exist all the same: what Admit recorded
 	// must not be forgotten because of a Failed alone.
 	Failed(kind, name string, status int)
-	// Removed is called when the engine answered 2xx to a request that
+	// Removed is called when the engine answered, whatever it answered
+	// (a 404 may mean something else removed it first), a request that
 	// removes containers or networks of that kind, or may have (a
 	// removal, a prune, a wait for a container's end), before the client
 	// sees that answer. ref is the client's name or id of the one removed
