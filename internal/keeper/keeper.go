@@ -131,20 +131,44 @@ func Start(ctx context.Context, cli *client.Client, runID string, opts Options) 
 	if k.Socket == "" {
 		k.Socket = SocketPath(ctx, cli)
 	}
+	// The engine's runtime can fail a start for reasons of its own (a
+	// hook of its network setup losing a race with the host, seen once in
+	// CI as "error running hook #0 … no such file or directory"); the
+	// container is then gone (AutoRemove). One more try costs a create
+	// and a start before the run does without a keeper.
+	err = k.createAndStart(ctx, settle)
+	if sf := (*startFailed)(nil); errors.As(err, &sf) {
+		err = k.createAndStart(ctx, settle)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// startFailed is createAndStart's error when the engine took the keeper's
+// container but failed to start it.
+type startFailed struct{ err error }
+
+func (e *startFailed) Error() string { return e.err.Error() }
+func (e *startFailed) Unwrap() error { return e.err }
+
+// createAndStart creates k's container and starts it (start); any error
+// after the create removes the container again.
+func (k *Keeper) createAndStart(ctx context.Context, settle time.Duration) error {
 	nonce := make([]byte, 8)
 	if _, err := rand.Read(nonce); err != nil {
-		return nil, fmt.Errorf("keeper: %w", err)
+		return fmt.Errorf("keeper: %w", err)
 	}
-
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	res, err := cli.ContainerCreate(cctx, client.ContainerCreateOptions{
-		Name: name,
+	res, err := k.cli.ContainerCreate(cctx, client.ContainerCreateOptions{
+		Name: k.Name,
 		Config: &container.Config{
 			Image: k.Image,
 			Env: []string{
-				envRun + "=" + runID,
-				EnvLeaseTimeout + "=" + timeout.String(),
+				envRun + "=" + k.RunID,
+				EnvLeaseTimeout + "=" + k.LeaseTimeout.String(),
 				envSettle + "=" + settle.String(),
 				envNonce + "=" + hex.EncodeToString(nonce),
 				envSocket + "=" + socketInside,
@@ -152,7 +176,7 @@ func Start(ctx context.Context, cli *client.Client, runID string, opts Options) 
 			// It must never carry the run's own label: it would remove
 			// itself among the run's containers, and a sweep would take
 			// it for one of them.
-			Labels:      map[string]string{LabelKeeper: runID, LabelLease: timeout.String()},
+			Labels:      map[string]string{LabelKeeper: k.RunID, LabelLease: k.LeaseTimeout.String()},
 			AttachStdin: true,
 			OpenStdin:   true,
 			// The holder's connection closing ends the keeper's stdin.
@@ -174,23 +198,24 @@ func Start(ctx context.Context, cli *client.Client, runID string, opts Options) 
 	})
 	if err != nil {
 		if errors.Is(docker.Classify("create", err), backend.ErrNameTaken) {
-			return nil, fmt.Errorf("keeper %s: %w: %v", name, ErrExists, err)
+			return fmt.Errorf("keeper %s: %w: %v", k.Name, ErrExists, err)
 		}
 		if client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("keeper %s: creating it: %w", name, err)
+			return fmt.Errorf("keeper %s: creating it: %w", k.Name, err)
 		}
-		return nil, fmt.Errorf("keeper %s: %w: creating it (socket %s): %v", name, ErrRefused, k.Socket, err)
+		return fmt.Errorf("keeper %s: %w: creating it (socket %s): %v", k.Name, ErrRefused, k.Socket, err)
 	}
 	k.ID = res.ID
 	if err := k.start(ctx); err != nil {
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 		defer rcancel()
 		if rerr := k.Remove(rctx); rerr != nil {
-			err = fmt.Errorf("%w (and removing it: %v)", err, rerr)
+			// Still there: a second create of its name would fail.
+			return fmt.Errorf("%w (and removing it: %v)", err, rerr)
 		}
-		return nil, err
+		return err
 	}
-	return k, nil
+	return nil
 }
 
 // start starts the created keeper and waits for it to say whether it
@@ -202,7 +227,7 @@ func (k *Keeper) start(ctx context.Context) error {
 		if client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("keeper %s: starting it: %w", k.Name, err)
 		}
-		return fmt.Errorf("keeper %s: %w: starting it (socket %s): %v", k.Name, ErrRefused, k.Socket, err)
+		return &startFailed{fmt.Errorf("keeper %s: %w: starting it (socket %s): %v", k.Name, ErrRefused, k.Socket, err)}
 	}
 	line, err := k.followLine(ctx, readyTimeout, func(l string) bool {
 		return strings.HasPrefix(l, "ready") || strings.HasPrefix(l, "error:")
