@@ -148,6 +148,9 @@ func TestKeeperOwnerPaused(t *testing.T) {
 	o.finish()
 	r.waitGone(o, "the owner's own end")
 	_, _ = o.engineGone("the keeper, after its owner's normal end", goneWithin)
+	// Its fate is written last, into the rig's cache dir: not after the
+	// test has removed that.
+	r.waitWatchdogsDone(o)
 }
 
 // A sweep from any machine (here: a cache dir of its own, which knows

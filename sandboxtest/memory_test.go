@@ -92,6 +92,7 @@ func memorySweeper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	proctest.Say("run", in.RunID)
 	rr, _ := in.Sweep.Run(os.Getenv("RZ_TEST_SWEPT_RUN"))
 	proctest.Say("decision", string(rr.Decision))
 	proctest.Say("reason", strings.ReplaceAll(rr.Reason, "\n", " "))
@@ -203,7 +204,13 @@ func TestMemorySweepAfterSIGKILL(t *testing.T) {
 	if left := o.left(t, d, cache); len(left) > 0 {
 		t.Errorf("once the next process's first Start returned, the dead run still has %q", left)
 	}
+	swept := s.Expect("run")
 	s.Finish()
+	// The sweeper's own watchdog ends its run: not after the test has
+	// removed the folder it works in.
+	proctest.WaitUntil(t, 20*time.Second, "the sweeper's watchdog to finish", func() bool {
+		return ledger.LiveWatchdog(cache, swept) == 0
+	})
 	ents, err := os.ReadDir(filepath.Join(cache, "memory"))
 	if err != nil {
 		t.Fatal(err)

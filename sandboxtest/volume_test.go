@@ -8,6 +8,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
+	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/reaper"
 	"github.com/rightsize/rightsize-go/internal/testimage"
@@ -86,6 +87,11 @@ func TestAnonymousVolumesGoWithTheirContainer(t *testing.T) {
 			proctest.WaitUntil(t, 30*time.Second, "the container and its volume to be gone", func() bool {
 				_, there := r.inspect(name)
 				return !there && r.volumeGone(vols[0])
+			})
+			// The watchdog writes the run's fate last, into the test's
+			// cache dir: not after the test has removed that.
+			proctest.WaitUntil(t, 30*time.Second, "the run's watchdog to finish", func() bool {
+				return ledger.LiveWatchdog(cache, run) == 0
 			})
 		})
 	}

@@ -96,6 +96,23 @@ func EnsureSubdir(cache, sub string) (string, error) {
 	if err := mkdir0700(cache, true); err != nil {
 		return "", err
 	}
+	return subdir(cache, sub)
+}
+
+// existingSubdir is EnsureSubdir for what is written of a run already
+// recorded in cache: a fate, written after the run has ended. A cache dir
+// that is gone (a test's temporary folder, removed as the test ended)
+// is not made again: the error wraps fs.ErrNotExist.
+func existingSubdir(cache, sub string) (string, error) {
+	if _, err := os.Lstat(cache); err != nil {
+		return "", fmt.Errorf("ledger folder %s: %w", cache, err)
+	}
+	return subdir(cache, sub)
+}
+
+// subdir makes cache/sub when missing, and checks that both are this
+// user's alone.
+func subdir(cache, sub string) (string, error) {
 	if err := CheckPrivate(cache); err != nil {
 		return "", err
 	}

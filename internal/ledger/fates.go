@@ -135,7 +135,7 @@ func WriteFate(cache string, f Fate, now time.Time) (string, error) {
 	if !ValidRunID(f.Run) {
 		return "", fmt.Errorf("fate: %q is not a run id", f.Run)
 	}
-	dir, err := EnsureSubdir(cache, FatesDir)
+	dir, err := existingSubdir(cache, FatesDir)
 	if err != nil {
 		return "", err
 	}

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -48,6 +49,17 @@ func TestFateRoundTrip(t *testing.T) {
 	require.False(t, ledger.ClaimTell(p), "a fate is told once")
 	got, _ = ledger.ReadFates(cache)
 	require.True(t, got[0].Told)
+}
+
+// A fate is written of a run its cache dir recorded: where that folder is
+// gone (a test's temporary folder, removed as the test ended while its
+// watchdog still worked), it is not made again.
+func TestFateNeverMakesTheCacheDir(t *testing.T) {
+	gone := filepath.Join(t.TempDir(), "removed", "cache")
+	_, err := ledger.WriteFate(gone, ledger.Fate{Run: "1a2b3c4d", By: "watchdog"}, time.Now())
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	_, err = os.Lstat(filepath.Dir(gone))
+	require.ErrorIs(t, err, fs.ErrNotExist, "the fate made the cache dir's parent again")
 }
 
 func TestFateBounds(t *testing.T) {

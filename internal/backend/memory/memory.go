@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -54,7 +55,8 @@ type driver struct {
 
 // Open opens the memory backend on folder dir: when "", the one EnvDir
 // names, else memory/ in the cache dir. The folder is created (mode 0700)
-// when missing, and must be this user's alone, as the ledger's are. The
+// when missing, in a folder that exists, and must be this user's alone,
+// as the ledger's are. The
 // driver is also a backend.RunLister, OwnershipChecker, RunCloser and
 // KeepAliver, and its sandboxes are backend.Describers.
 func Open(dir string) (backend.Driver, error) {
@@ -77,7 +79,9 @@ func Open(dir string) (backend.Driver, error) {
 			return nil, fmt.Errorf("memory backend: folder %q: %w", dir, err)
 		}
 		dir = abs
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+		// Its parent must be there: a watchdog that opens the folder of
+		// a test whose temporary folder is gone must not make it again.
+		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("memory backend: %w", err)
 		}
 		if err := ledger.CheckPrivate(dir); err != nil {

@@ -3,6 +3,7 @@ package memory_test
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -175,5 +176,21 @@ func TestFolderMustBePrivate(t *testing.T) {
 	}
 	if _, err := memory.Open(dir); err == nil {
 		t.Errorf("Open of a folder anyone can write = nil error: anyone could make the reaper remove what they choose")
+	}
+}
+
+// The folder is made when missing, but not its parents: the watchdog of a
+// test whose temporary folder is gone must not make it again.
+func TestFolderNotMadeWhereItsParentIsGone(t *testing.T) {
+	base := t.TempDir()
+	if _, err := memory.Open(filepath.Join(base, "memory")); err != nil {
+		t.Fatalf("Open of a new folder in an existing one: %v", err)
+	}
+	gone := filepath.Join(base, "removed", "memory")
+	if _, err := memory.Open(gone); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Open of a folder whose parent is gone = %v, want an error wrapping fs.ErrNotExist", err)
+	}
+	if _, err := os.Lstat(filepath.Dir(gone)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Open made the parent of its folder again (%v)", err)
 	}
 }
