@@ -35,6 +35,14 @@ const (
 	// held nothing while it waited, and the run's local processes, if any,
 	// have a native watchdog of their own.
 	envNativeAfter = "RIGHTSIZE_NATIVE_WATCHDOG_AFTER"
+	// envHostProc is gopsutil's root of /proc. Every test binary that
+	// links testcontainers-go lists every process of the machine in an
+	// init (its session id, which a watchdog never uses): 4–10 ms of the
+	// script watchdog's way from the owner's death to its first removal.
+	// Pointed at no folder, that list fails at once. This module reads
+	// /proc itself, never through gopsutil.
+	envHostProc = "HOST_PROC"
+	noHostProc  = "/nonexistent/rightsize-watchdog-reads-proc-itself"
 )
 
 // A watchdog's share of a run's reaping.

@@ -170,7 +170,7 @@ func startWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan, keep
 		return nil, fmt.Errorf("watchdog: this program's path: %w", err)
 	}
 	want := strings.ToLower(strings.TrimSpace(os.Getenv(EnvWatchdog)))
-	env := append(plan.Env, envNative+"=1", envNativeRuns+"="+runsDir, envNativeRun+"="+runID)
+	env := append(plan.Env, envNative+"=1", envNativeRuns+"="+runsDir, envNativeRun+"="+runID, envHostProc+"="+noHostProc)
 	if plan.ProcessesOnly {
 		env = append(env, envNativeProcessesOnly+"=1")
 	}

@@ -142,7 +142,9 @@ func (d *Driver) Note() string { return d.note }
 // anything: unlike Open it neither resolves an engine nor fails when none
 // answers there, so that a sweep can be pointed at one given engine.
 func OpenHost(host string) (*Driver, error) {
-	cli, err := client.New(client.WithHost(host))
+	// DOCKER_API_VERSION, when set, spares the first request its
+	// negotiation (a watchdog is given its owner's: engineEnv).
+	cli, err := client.New(client.WithHost(host), client.WithAPIVersionFromEnv())
 	if err != nil {
 		return nil, fmt.Errorf("docker engine %s: %w", host, err)
 	}
@@ -280,6 +282,16 @@ func (d *Driver) engineEnv() []string {
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)
 		}
+	}
+	if _, ok := os.LookupEnv("DOCKER_API_VERSION"); !ok {
+		// The version this process agreed with the engine: a watchdog
+		// woken by its owner's death then sends its first removal at
+		// once, without asking the engine's version first.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if _, err := d.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err == nil {
+			env = append(env, "DOCKER_API_VERSION="+d.cli.ClientVersion())
+		}
+		cancel()
 	}
 	return append(env, "DOCKER_CONTEXT=", "RIGHTSIZE_BACKEND="+backend.Docker)
 }
