@@ -52,28 +52,31 @@ podman-gate:
 		$(MAKE) --no-print-directory test-podman PODMANRUN=rootless PODMANPKGS=./sandboxtest/ PODMANRUNRE='$(PODMANROWS)'; \
 	else echo "podman gate: the rootless row is skipped here"; fi
 
-# The Kubernetes test cluster (scripts/kube.sh): builds kube-apiserver and
-# kube-controller-manager once into the cache folder, starts etcd and both
-# on loopback, and prints the kubeconfig; `bash scripts/kube.sh stop` stops
+# The Kubernetes test cluster (scripts/kube.sh): builds kube-apiserver,
+# kube-controller-manager, kube-scheduler and kubelet once into the cache
+# folder, starts etcd, the control plane and, where one can run, a node on
+# loopback, and prints the kubeconfig; `bash scripts/kube.sh stop` stops
 # it.
 kube:
 	@bash scripts/kube.sh build
 	@bash scripts/kube.sh start
 
 # The Kubernetes gate, in `make test` on Linux: the tests of KUBEPKGS
-# against the test cluster, which has no node (pods are stored and
-# garbage-collected, never run). It runs when the binaries are in the cache
-# (~/.cache/rightsize-kube/<version>/) or can be built within
-# KUBEBUDGET seconds: a cold build took 15 min here on 2 shared cores
-# (about 14 CPU-minutes), and CI (a fresh clone, 90 min, `make test` about
-# 8 min without this gate) has the time; once built, the gate adds about
-# 45 s (its two packages at once; 2026-12-02, load 1.3). Where it cannot
-# run, or the build
-# goes past the budget, or the cluster cannot be started, it says why and
-# passes; a test that fails against the cluster fails the gate. It stops
-# the cluster after, unless one was up before. RIGHTSIZE_SKIP_KUBE=1 skips
-# it. The command line's package is among them for its cluster tests; its
-# Docker engine tests, which the whole run above has run, skip here
+# against the test cluster. Where a node runs (root on Linux: kube.sh
+# installs containerd, runc and the CNI plugins on Debian), its pods really
+# run, and the node's tests get its containerd socket in
+# RIGHTSIZE_TEST_KUBE_NODE to import their images; elsewhere pods are
+# stored and garbage-collected, never run, and those tests skip saying so.
+# It runs when the binaries are in the cache
+# (~/.cache/rightsize-kube/<version>/) or can be built within KUBEBUDGET
+# seconds: a cold build took 9 min 16 s here on 2 cores (2026-12-03), and
+# CI (a fresh clone, 90 min, `make test` about 8 min without this gate) has
+# the time. Where it cannot run, or the build goes past the budget, or the
+# cluster cannot be started, it says why and passes; a test that fails
+# against the cluster fails the gate. It stops the cluster after, unless
+# one was up before. RIGHTSIZE_SKIP_KUBE=1 skips it. The command line's
+# package is among them for its cluster tests; its Docker engine tests,
+# which the whole run above has run, skip here
 # (RIGHTSIZE_SKIP_ENGINE_TESTS=1).
 KUBEPKGS ?= ./internal/kubetest/ ./internal/backend/kubernetes/ ./backend/kubernetes/ ./cmd/rightsize/
 KUBEBUDGET ?= 1800
@@ -84,8 +87,9 @@ kube-gate:
 		echo "kube gate: skipped: the binaries could not be built within $(KUBEBUDGET)s (the reason is above; \`make kube\` builds them without a bound)"; exit 0; fi; \
 	up=; bash scripts/kube.sh status && up=1; \
 	kc=$$(bash scripts/kube.sh start) || { echo "kube gate: skipped: the cluster could not be started (the reason is above)"; exit 0; }; \
-	echo "RIGHTSIZE_TEST_KUBECONFIG=$$kc RIGHTSIZE_SKIP_ENGINE_TESTS=1 go test $(GOTESTFLAGS) $(KUBEPKGS)"; \
-	RIGHTSIZE_TEST_KUBECONFIG=$$kc RIGHTSIZE_SKIP_ENGINE_TESTS=1 $(GO) test $(GOTESTFLAGS) $(KUBEPKGS); rc=$$?; \
+	node=$$(bash scripts/kube.sh node) || node=; \
+	echo "RIGHTSIZE_TEST_KUBECONFIG=$$kc RIGHTSIZE_TEST_KUBE_NODE=$$node RIGHTSIZE_SKIP_ENGINE_TESTS=1 go test $(GOTESTFLAGS) $(KUBEPKGS)"; \
+	RIGHTSIZE_TEST_KUBECONFIG=$$kc RIGHTSIZE_TEST_KUBE_NODE=$$node RIGHTSIZE_SKIP_ENGINE_TESTS=1 $(GO) test $(GOTESTFLAGS) $(KUBEPKGS); rc=$$?; \
 	[ -n "$$up" ] || bash scripts/kube.sh stop; exit $$rc
 
 # The engine tests against Podman's Docker-compatible API instead: a

@@ -1,26 +1,35 @@
 #!/usr/bin/env bash
 # kube.sh: the Kubernetes test cluster: a real etcd, kube-apiserver and
-# kube-controller-manager on loopback, with no node (`make kube`, and the
-# Kubernetes gate of `make test`). Pods are stored and garbage-collected,
+# kube-controller-manager on loopback and, where one can run (root on
+# Linux, with containerd, runc and the CNI plugins, which root on Debian
+# installs), a node: kube-scheduler, a kubelet and a containerd of the
+# cluster's own, whose pods really run (`make kube`, and the Kubernetes gate
+# of `make test`). Without a node, pods are stored and garbage-collected,
 # never scheduled or run.
 #
-#   kube.sh build       build kube-apiserver and kube-controller-manager
-#                       from the module in scripts/kube/build into
-#                       $CACHE/<version>/, once: nothing to do when both
+#   kube.sh build       build kube-apiserver, kube-controller-manager,
+#                       kube-scheduler, kubelet and the node's pause from
+#                       the module in scripts/kube/build into
+#                       $CACHE/<version>/, once: nothing to do when all
 #                       are there; says how long it took
-#   kube.sh built       exit 0 when both binaries are in the cache
+#   kube.sh built       exit 0 when the binaries are in the cache
 #   kube.sh start       start the cluster and print its kubeconfig's path
 #                       (the only line on stdout); nothing to do but print
 #                       it when the cluster already answers
 #   kube.sh stop        stop what start started and remove its state
 #   kube.sh status      exit 0 when the cluster answers
 #   kube.sh kubeconfig  print the kubeconfig's path, start nothing
+#   kube.sh node        print the node's containerd socket (images for the
+#                       pods are imported there: `ctr -a SOCKET -n k8s.io
+#                       images import`) and exit 0 when the node is ready;
+#                       otherwise say why there is none and exit 1
 #   kube.sh available   exit 0 when the cluster can run here; otherwise say
 #                       why not and exit 1
 #
 # The binaries are built with the Go toolchain through the module proxy
-# (CGO_ENABLED=0): 758 s and 124 s here from cold caches on 2 shared cores
-# (about 14 CPU-minutes in all), 163 MB and 144 MB. etcd is Debian's etcd-server, installed by start as root on Debian
+# (CGO_ENABLED=0): kube-apiserver and kube-controller-manager took 459 s and
+# 97 s here from cold caches on 2 cores (163 MB and 144 MB), kube-scheduler
+# and kubelet about 45 s more once those were built (111 MB and 126 MB). etcd is Debian's etcd-server, installed by start as root on Debian
 # or Ubuntu when no etcd is on the PATH. On a host whose init starts
 # packaged services, that install also starts Debian's own etcd service (on
 # port 2379); the cluster never uses it.
@@ -37,9 +46,23 @@
 #
 # Controllers: the garbage collector (it deletes the objects whose owners
 # are gone: the thing the kubernetes backend relies on), the namespace
-# controller (deleting a namespace deletes what is in it) and the
+# controller (deleting a namespace deletes what is in it), the
 # service-account controller (it makes each namespace's `default`
-# ServiceAccount, without which the apiserver admits no pod).
+# ServiceAccount, without which the apiserver admits no pod) and the node
+# lifecycle controller (it lifts a new node's not-ready taint).
+#
+# The node, rightsize-node: a containerd with its state, sockets and runc
+# state in the state folder and the CRI plugin on, its pods on a bridge of
+# their own (rzkube0, 10.244.0.0/24, host-local addresses, no NAT, no host
+# ports), its pod sandbox the pause built here and imported (nothing is
+# pulled: the pods' images must be imported too, see `node`); the kubelet
+# (cgroupfs, cgroup v1 allowed, anonymous access, serving on the node's
+# address only) and kube-scheduler. The node's address is
+# RIGHTSIZE_KUBE_NODE_IP, put on the loopback interface while the node
+# runs: the apiserver reaches the kubelet there for logs, exec and
+# port-forward, and a kubelet refuses a 127.x address. stop ends the
+# pods' containers, unmounts what the node mounted under the state folder
+# and removes the bridge and the address.
 #
 # Environment (all optional):
 #   RIGHTSIZE_KUBE_CACHE         the binaries' cache ($HOME/.cache/rightsize-kube)
@@ -51,7 +74,12 @@
 #                                What was compiled stays in Go's build cache
 #   RIGHTSIZE_KUBE_ETCD_PORT     etcd's client port; its peer port is the next (12379)
 #   RIGHTSIZE_KUBE_APISERVER_PORT  kube-apiserver's port  (16443)
-#   RIGHTSIZE_KUBE_CM_PORT       kube-controller-manager's health port  (10357)
+#   RIGHTSIZE_KUBE_CM_PORT       kube-controller-manager's health port  (10357);
+#                                kube-scheduler's is the one after the next
+#   RIGHTSIZE_KUBE_NODE          0: start no node; 1: a node that cannot
+#                                start fails start (default: a node where
+#                                one can run, said why where not)
+#   RIGHTSIZE_KUBE_NODE_IP       the node's address  (10.244.255.1)
 set -euo pipefail
 
 say() { printf 'kube: %s\n' "$*" >&2; }
@@ -70,7 +98,7 @@ VERSION=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$BUILD_MOD/go.mod"
 [ -n "$VERSION" ] || die "no k8s.io/kubernetes requirement in $BUILD_MOD/go.mod"
 CACHE=${RIGHTSIZE_KUBE_CACHE:-${HOME:-/root}/.cache/rightsize-kube}
 BIN=$CACHE/$VERSION
-BINARIES=(kube-apiserver kube-controller-manager)
+BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet pause)
 if is_root; then
 	DIR=${RIGHTSIZE_KUBE_DIR:-/run/rightsize-kube}
 else
@@ -82,12 +110,20 @@ ETCD_PORT=${RIGHTSIZE_KUBE_ETCD_PORT:-12379}
 ETCD_PEER_PORT=$((ETCD_PORT + 1))
 API_PORT=${RIGHTSIZE_KUBE_APISERVER_PORT:-16443}
 CM_PORT=${RIGHTSIZE_KUBE_CM_PORT:-10357}
+SCHED_PORT=$((CM_PORT + 2))
+NODE=${RIGHTSIZE_KUBE_NODE:-}
+NODE_IP=${RIGHTSIZE_KUBE_NODE_IP:-10.244.255.1}
+NODE_NAME=rightsize-node
+NODE_DIR=$DIR/node
+BRIDGE=rzkube0
+POD_SUBNET=10.244.0.0/24
+PAUSE_IMAGE=rightsize.test/pause:1
 KUBECONFIG_PATH=$DIR/kubeconfig
 # Marks a state folder as start's, so that stop removes no other.
 MARK=.rightsize-kube
-CONTROLLERS=garbage-collector-controller,namespace-controller,serviceaccount-controller
+CONTROLLERS=garbage-collector-controller,namespace-controller,serviceaccount-controller,node-lifecycle-controller
 # The order start starts them in; stop ends them in reverse.
-PROCS=(etcd kube-apiserver kube-controller-manager)
+PROCS=(etcd kube-apiserver kube-controller-manager containerd kube-scheduler kubelet)
 
 for v in TIMEOUT BUILD_BUDGET ETCD_PORT APISERVER_PORT CM_PORT; do
 	env=RIGHTSIZE_KUBE_$v
@@ -126,7 +162,9 @@ build() {
 		fi
 		say "building $b $VERSION into $BIN (CGO_ENABLED=0 go build in $BUILD_MOD)"
 		local s=$SECONDS rc=0
-		(cd "$BUILD_MOD" && CGO_ENABLED=0 "${t[@]}" go build -ldflags "$ldflags" -o "$BIN/.$b.tmp" "k8s.io/kubernetes/cmd/$b") || rc=$?
+		local pkg=k8s.io/kubernetes/cmd/$b
+		[ "$b" != pause ] || pkg=./pause
+		(cd "$BUILD_MOD" && CGO_ENABLED=0 "${t[@]}" go build -ldflags "$ldflags" -o "$BIN/.$b.tmp" "$pkg") || rc=$?
 		if [ "$rc" -ne 0 ]; then
 			rm -f "$BIN/.$b.tmp"
 			if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
@@ -290,6 +328,7 @@ fail_start() {
 		tail -n 15 "$DIR/$p.log" >&2 2>/dev/null || true
 	done
 	stop_procs
+	undo_node
 	exit 1
 }
 
@@ -323,6 +362,7 @@ start() {
 	# What is left of an earlier start that does not answer is a test
 	# cluster's and holds nothing to keep: begin again.
 	stop_procs
+	undo_node
 	find "$DIR" -mindepth 1 -maxdepth 1 ! -name "$MARK" -exec rm -rf {} +
 	local port
 	for port in "$ETCD_PORT" "$ETCD_PEER_PORT" "$API_PORT" "$CM_PORT"; do
@@ -346,7 +386,8 @@ start() {
 		--token-auth-file="$DIR/tokens.csv" --authorization-mode=RBAC \
 		--service-account-key-file="$DIR/sa.pub" --service-account-signing-key-file="$DIR/sa.key" \
 		--service-account-issuer=https://kubernetes.default.svc \
-		--service-cluster-ip-range=10.96.0.0/16
+		--service-cluster-ip-range=10.96.0.0/16 \
+		--kubelet-preferred-address-types=InternalIP
 	wait_for kube-apiserver api_ready
 	say "starting kube-controller-manager $VERSION (--controllers=$CONTROLLERS)"
 	launch kube-controller-manager "$BIN/kube-controller-manager" \
@@ -357,9 +398,198 @@ start() {
 		--tls-cert-file="$DIR/serving.crt" --tls-private-key-file="$DIR/serving.key" \
 		--controllers="$CONTROLLERS" --leader-elect=false
 	wait_for kube-controller-manager cm_healthy
+	if [ "$NODE" != 0 ]; then
+		local why
+		why=$(node_missing)
+		if [ -z "$why" ]; then
+			start_node
+		elif [ "$NODE" = 1 ]; then
+			fail_start "no node can run here: missing $why" "${LAUNCHED[@]}"
+		else
+			say "no node: missing $why; pods are stored and garbage-collected, never run"
+		fi
+	fi
 	say "the cluster answers at https://127.0.0.1:$API_PORT (kubeconfig: $KUBECONFIG_PATH)"
 	echo "$KUBECONFIG_PATH"
 }
+
+# node_missing: what a node needs that is not here and cannot be installed
+# from here; empty when a node can run.
+node_missing() {
+	is_root || {
+		echo "root (a kubelet and containerd run as root)"
+		return
+	}
+	cni_dir >/dev/null || is_debian || {
+		echo "the CNI plugins bridge, host-local and loopback (/usr/lib/cni or /opt/cni/bin)"
+		return
+	}
+	local tool
+	for tool in containerd ctr runc ip; do
+		command -v "$tool" >/dev/null 2>&1 || is_debian || {
+			echo "$tool (only root on Debian or Ubuntu installs it from here)"
+			return
+		}
+	done
+}
+
+# cni_dir: the folder of the CNI plugins the node uses.
+cni_dir() {
+	local d
+	for d in /usr/lib/cni /opt/cni/bin; do
+		if [ -x "$d/bridge" ] && [ -x "$d/host-local" ] && [ -x "$d/loopback" ]; then
+			echo "$d"
+			return 0
+		fi
+	done
+	return 1
+}
+
+ensure_node_tools() {
+	local pkgs=()
+	{ command -v containerd && command -v ctr; } >/dev/null 2>&1 || pkgs+=(containerd)
+	command -v runc >/dev/null 2>&1 || pkgs+=(runc)
+	command -v ip >/dev/null 2>&1 || pkgs+=(iproute2)
+	cni_dir >/dev/null || pkgs+=(containernetworking-plugins)
+	[ ${#pkgs[@]} -eq 0 ] || apt_install "${pkgs[@]}"
+}
+
+# node_ready: the node says Ready and carries no taint.
+node_ready() {
+	local body
+	body=$(get "$API_PORT" "api/v1/nodes/$NODE_NAME" "$(cat "$DIR/admin.token")" | tr -d ' \n')
+	case $body in
+	*'"type":"Ready","status":"True"'*) ;;
+	*) return 1 ;;
+	esac
+	case $body in
+	*'"taints"'*) return 1 ;;
+	esac
+}
+
+containerd_answers() { ctr -a "$NODE_DIR/containerd.sock" version >/dev/null 2>&1; }
+
+start_node() {
+	ensure_node_tools
+	local cni n=$NODE_DIR
+	cni=$(cni_dir) || fail_start "the CNI plugins are not in /usr/lib/cni or /opt/cni/bin after their install" "${LAUNCHED[@]}"
+	mkdir -p "$n/cni" "$n/opt"
+	# containerd puts pods in a k8s.io cgroup of each hierarchy; stop
+	# removes those folders where they were not there before.
+	ls -d /sys/fs/cgroup/k8s.io /sys/fs/cgroup/*/k8s.io >/dev/null 2>&1 || : >"$n/made-cgroups"
+	if ! ip -o addr show dev lo | grep -qF " $NODE_IP/"; then
+		ip addr add "$NODE_IP/32" dev lo || fail_start "cannot put the node's address $NODE_IP on lo" "${LAUNCHED[@]}"
+		: >"$n/lo-address"
+	fi
+	cat >"$n/containerd.toml" <<EOF
+version = 2
+root = "$n/containerd-root"
+state = "$n/containerd-state"
+[grpc]
+  address = "$n/containerd.sock"
+[ttrpc]
+  address = "$n/containerd.sock.ttrpc"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$n/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  # Never below containerd's own: a root without CAP_SYS_RESOURCE (a
+  # container, a micro-VM's jail) may not lower it.
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        Root = "$n/runc"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "$cni"
+    conf_dir = "$n/cni"
+EOF
+	cat >"$n/cni/10-rightsize.conflist" <<EOF
+{"cniVersion":"0.4.0","name":"rightsize-kube","plugins":[
+ {"type":"bridge","bridge":"$BRIDGE","isGateway":true,"ipMasq":false,
+  "ipam":{"type":"host-local","ranges":[[{"subnet":"$POD_SUBNET"}]],"dataDir":"$n/cni-ipam"}}]}
+EOF
+	cat >"$n/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $NODE_IP
+port: 10250
+readOnlyPort: 0
+healthzPort: 0
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+containerRuntimeEndpoint: unix://$n/containerd.sock
+evictionHard: {}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+resolvConf: ""
+EOF
+	say "starting the node $NODE_NAME at $NODE_IP: containerd $(containerd --version 2>/dev/null | awk '{ print $3 }'), kube-scheduler and kubelet $VERSION"
+	launch containerd containerd --config "$n/containerd.toml"
+	wait_for containerd containerd_answers
+	"$BIN/pause" archive "$n/pause.tar" "$PAUSE_IMAGE" || fail_start "pause archive failed" "${LAUNCHED[@]}"
+	ctr -a "$n/containerd.sock" -n k8s.io images import "$n/pause.tar" >/dev/null ||
+		fail_start "ctr could not import the pause image" "${LAUNCHED[@]}"
+	launch kube-scheduler "$BIN/kube-scheduler" \
+		--kubeconfig="$KUBECONFIG_PATH" \
+		--authentication-kubeconfig="$KUBECONFIG_PATH" --authorization-kubeconfig="$KUBECONFIG_PATH" \
+		--bind-address=127.0.0.1 --secure-port="$SCHED_PORT" --leader-elect=false
+	launch kubelet "$BIN/kubelet" --config="$n/kubelet.yaml" --kubeconfig="$KUBECONFIG_PATH" \
+		--hostname-override="$NODE_NAME" --node-ip="$NODE_IP" \
+		--root-dir="$n/kubelet" --cert-dir="$n/kubelet-pki"
+	wait_for "the node $NODE_NAME" node_ready
+}
+
+# stop_node_pods: end the node's pods' containers through containerd
+# (which also removes their cgroups), while it still runs.
+stop_node_pods() {
+	ours containerd || return 0
+	local c=(ctr -a "$NODE_DIR/containerd.sock" -n k8s.io) id ids
+	ids=$("${c[@]}" tasks ls -q 2>/dev/null) || ids=
+	for id in $ids; do
+		"${c[@]}" tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true
+	done
+	for id in $ids; do
+		"${c[@]}" tasks delete --force "$id" >/dev/null 2>&1 || true
+	done
+	for id in $("${c[@]}" containers ls -q 2>/dev/null); do
+		"${c[@]}" containers rm "$id" >/dev/null 2>&1 || true
+	done
+}
+
+# undo_node: what the node left beside its processes: shims, mounts under
+# the state folder, the pods' bridge and cgroups, the node's address.
+undo_node() {
+	[ -d "$NODE_DIR" ] || return 0
+	local pid m
+	for pid in $(pgrep -f "containerd-shim.*-address $NODE_DIR/containerd.sock" 2>/dev/null); do
+		kill -KILL "$pid" 2>/dev/null || true
+	done
+	for m in $(awk -v d="$DIR/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r); do
+		umount -l "$m" 2>/dev/null || true
+	done
+	if ip link show "$BRIDGE" >/dev/null 2>&1; then
+		ip link del "$BRIDGE" 2>/dev/null || true
+	fi
+	if [ -e "$NODE_DIR/made-cgroups" ]; then
+		find /sys/fs/cgroup/k8s.io /sys/fs/cgroup/*/k8s.io -depth -type d -exec rmdir {} \; 2>/dev/null || true
+	fi
+	if [ -e "$NODE_DIR/lo-address" ]; then
+		ip addr del "$NODE_IP/32" dev lo 2>/dev/null || true
+	fi
+}
+
 
 # stop_procs: end the processes start started, newest first: SIGTERM, then
 # SIGKILL after 10 s.
@@ -367,6 +597,7 @@ stop_procs() {
 	local i p pid n
 	for ((i = ${#PROCS[@]} - 1; i >= 0; i--)); do
 		p=${PROCS[i]}
+		[ "$p" != containerd ] || stop_node_pods
 		if ours "$p"; then
 			pid=$(cat "$DIR/$p.pid")
 			kill "$pid" 2>/dev/null || true
@@ -390,6 +621,7 @@ stop() {
 	exec 9>>"$DIR.lock"
 	flock -w $((TIMEOUT + 60)) 9 || die "another kube.sh holds $DIR.lock for too long"
 	stop_procs
+	undo_node
 	rm -rf "$DIR"
 	say "stopped the cluster and removed $DIR"
 }
@@ -401,6 +633,17 @@ start) start ;;
 stop) stop ;;
 status) answers ;;
 kubeconfig) echo "$KUBECONFIG_PATH" ;;
+node)
+	if ! answers; then
+		say "the cluster does not answer: no node"
+		exit 1
+	fi
+	if ! ours kubelet || ! node_ready; then
+		say "the cluster has no ready node (kube.sh start said why, or RIGHTSIZE_KUBE_NODE=0 was set)"
+		exit 1
+	fi
+	echo "$NODE_DIR/containerd.sock"
+	;;
 available)
 	why=$(missing)
 	[ -z "$why" ] || {
@@ -408,5 +651,5 @@ available)
 		exit 1
 	}
 	;;
-*) die "usage: kube.sh build|built|start|stop|status|kubeconfig|available" ;;
+*) die "usage: kube.sh build|built|start|stop|status|kubeconfig|node|available" ;;
 esac
