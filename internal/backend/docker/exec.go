@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
@@ -74,11 +72,7 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt ExecOptions) (Exec
 		return ExecResult{}, fmt.Errorf("%s: not started: %w", what, context.Cause(ctx))
 	}
 	leased := opt.Stdin == nil
-	mode := "lease"
-	if !leased {
-		mode = "stdin"
-	}
-	argv := append([]string{"/bin/sh", "-c", wrapperScript, "rz-exec", mode, graceSteps()}, cmd...)
+	argv := backend.ExecArgv(leased, cmd)
 	created, err := s.d.cli.ExecCreate(ctx, s.ref(), client.ExecCreateOptions{
 		Cmd:          argv,
 		Env:          opt.Env,
@@ -111,11 +105,11 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt ExecOptions) (Exec
 	}
 	stdout := capbuf.New(limit)
 	stderr := capbuf.New(limit)
-	marker := &pgidWriter{next: stderr}
+	marker := &backend.PGIDWriter{Next: stderr}
 	demuxed := make(chan error, 1)
 	go func() {
 		_, err := stdcopy.StdCopy(stdout, marker, att.Reader)
-		marker.flush()
+		marker.Flush()
 		demuxed <- err
 	}()
 	if !leased {
@@ -136,10 +130,10 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt ExecOptions) (Exec
 		case demuxErr = <-demuxed: // it had ended already
 		default:
 			res.Interrupted = context.Cause(ctx)
-			demuxErr = s.interrupt(att, leased, &marker.pgid, opt.User, demuxed)
+			demuxErr = s.interrupt(att, leased, marker, opt.User, demuxed)
 		}
 	}
-	res.PGID = int(marker.pgid.Load())
+	res.PGID = marker.PGID()
 	res.Stdout, res.StdoutTruncated = stdout.Bytes(), stdout.Truncated()
 	res.Stderr, res.StderrTruncated = stderr.Bytes(), stderr.Truncated()
 
@@ -167,7 +161,7 @@ var errClosedByUs = errors.New("output stream closed after the command was ended
 // the connection is enough: the wrapper does the rest. Without it, or
 // when the wrapper does not answer in time, a second exec signals the
 // command's group by its pgid.
-func (s *Sandbox) interrupt(att client.ExecAttachResult, leased bool, pgid *atomic.Int64, user string, demuxed <-chan error) error {
+func (s *Sandbox) interrupt(att client.ExecAttachResult, leased bool, pgid *backend.PGIDWriter, user string, demuxed <-chan error) error {
 	bound := time.NewTimer(ExecGrace + 3*time.Second)
 	defer bound.Stop()
 	if leased {
@@ -189,7 +183,7 @@ func (s *Sandbox) interrupt(att client.ExecAttachResult, leased bool, pgid *atom
 	}
 	// The wrapper did not finish: signal the group directly, then stop
 	// reading, which also ends the lease.
-	s.endGroup(int(pgid.Load()), user)
+	s.endGroup(pgid.PGID(), user)
 	att.Close()
 	<-demuxed
 	return errClosedByUs
@@ -197,15 +191,15 @@ func (s *Sandbox) interrupt(att client.ExecAttachResult, leased bool, pgid *atom
 
 // waitPGID waits a little for the wrapper to report the command's group,
 // which it does before the command starts.
-func waitPGID(pgid *atomic.Int64, demuxed <-chan error) int {
+func waitPGID(pgid *backend.PGIDWriter, demuxed <-chan error) int {
 	deadline := time.Now().Add(time.Second)
-	for pgid.Load() == 0 && time.Now().Before(deadline) {
+	for pgid.PGID() == 0 && time.Now().Before(deadline) {
 		if len(demuxed) > 0 {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return int(pgid.Load())
+	return pgid.PGID()
 }
 
 // endGroup runs the wrapper's TERM, grace, KILL sequence on a process
@@ -217,7 +211,7 @@ func (s *Sandbox) endGroup(pgid int, user string) {
 	ctx, cancel := context.WithTimeout(context.Background(), ExecGrace+5*time.Second)
 	defer cancel()
 	created, err := s.d.cli.ExecCreate(ctx, s.ref(), client.ExecCreateOptions{
-		Cmd:  []string{"/bin/sh", "-c", endScript, "rz-exec-end", strconv.Itoa(pgid), graceSteps()},
+		Cmd:  backend.ExecEndArgv(pgid),
 		User: user,
 	})
 	if err != nil {
@@ -273,7 +267,7 @@ func startFailure(code int, stdout, stderr []byte) error {
 		}
 		return fmt.Errorf("the engine could not start it: %s", msg)
 	}
-	if code == setsidMissingCode && bytes.Contains(stderr, []byte(setsidMissingMsg)) {
+	if backend.SetsidMissing(code, stderr) {
 		return ErrNoSetsid
 	}
 	return nil
@@ -284,167 +278,4 @@ func closeWrite(att client.ExecAttachResult) error {
 		return cw.CloseWrite()
 	}
 	return errors.ErrUnsupported
-}
-
-// graceSteps is ExecGrace in the wrapper's steps of 50 ms.
-func graceSteps() string { return strconv.Itoa(int(ExecGrace / (50 * time.Millisecond))) }
-
-// What the wrapper says before the command starts; 121 is spelled out in
-// wrapperScript too.
-const (
-	setsidMissingCode = 121
-	setsidMissingMsg  = "rz-exec: setsid: not found"
-	pgidPrefix        = "rz-exec pgid "
-)
-
-// endFuncs are the shell functions the wrapper and the second exec share.
-//
-// alive: the group still has a process that is not a zombie. `kill -0`
-// alone counts zombies, and an orphan reparented to a PID 1 that never
-// reaps (busybox sleep, say) stays one for ever: waiting for it would
-// cost the whole grace every time. /proc/PID/stat gives the state (field
-// 3) and the group (field 5) after the parenthesized name.
-//
-// end PGID STEPS: SIGTERM to the group (SIGCONT too, so that a stopped
-// process can act on it), then up to STEPS steps of 50 ms while any of it
-// lives, then SIGKILL. Most processes die at once on SIGTERM: short steps
-// end the wait soon after. A sleep without fractions counts whole seconds;
-// no sleep at all makes the grace end at once.
-const endFuncs = `alive() {
-	kill -0 -"$1" 2>/dev/null || return 1
-	[ -r /proc/self/stat ] || return 0
-	for f in /proc/[0-9]*/stat; do
-		{ read -r l <"$f"; } 2>/dev/null || continue
-		set -f
-		# shellcheck disable=SC2086
-		set -- "$1" ${l##*') '}
-		set +f
-		[ "$4" = "$1" ] && [ "$2" != Z ] && return 0
-		set -- "$1"
-	done
-	return 1
-}
-end() {
-	kill -TERM -"$1" 2>/dev/null || return 0
-	kill -CONT -"$1" 2>/dev/null
-	i=0
-	while [ "$i" -lt "$2" ] && alive "$1"; do
-		if sleep 0.05 2>/dev/null; then
-			i=$((i + 1))
-		else
-			sleep 1 2>/dev/null
-			i=$((i + 20))
-		fi
-	done
-	kill -KILL -"$1" 2>/dev/null
-	return 0
-}
-`
-
-// wrapperScript runs as `sh -c wrapperScript rz-exec MODE STEPS CMD...`.
-// The command's words arrive as "$@" and are never part of the text.
-//
-// From a non-interactive shell a background child is not a group leader,
-// so setsid does not fork: $! is the new session's and group's id. The
-// command's leader first writes that id on stderr (the only line the
-// wrapper adds; Exec takes it out), then becomes the command. In lease
-// mode the command's stdin is /dev/null and a background subshell reads
-// the wrapper's stdin with the read builtin (no cat child to outlive it);
-// at EOF it ignores TERM from then on and ends the group. When the command
-// exits first, the wrapper kills that reader (still reading, it dies on
-// TERM; already ending the group, it finishes), ends what the command left
-// in its group, and exits with the command's code.
-const wrapperScript = `mode=$1 steps=$2
-shift 2
-command -v setsid >/dev/null 2>&1 || {
-	echo '` + setsidMissingMsg + `; Exec needs it to give the command a process group of its own' >&2
-	exit 121
-}
-` + endFuncs + `run='printf "` + pgidPrefix + `%s\n" "$$" >&2; exec "$@"'
-exec 3<&0
-if [ "$mode" = lease ]; then
-	setsid /bin/sh -c "$run" rz-exec "$@" </dev/null 3<&- &
-	pg=$!
-	(
-		while read -r _; do :; done
-		trap '' TERM
-		end "$pg" "$steps"
-	) <&3 &
-	w=$!
-else
-	setsid /bin/sh -c "$run" rz-exec "$@" <&3 3<&- &
-	pg=$!
-	w=
-fi
-exec 3<&-
-wait "$pg" 2>/dev/null
-code=$?
-if [ -n "$w" ]; then
-	kill "$w" 2>/dev/null
-	wait "$w" 2>/dev/null
-fi
-end "$pg" 10
-exit "$code"
-`
-
-// endScript runs as `sh -c endScript rz-exec-end PGID STEPS`.
-const endScript = endFuncs + `end "$1" "$2"
-`
-
-// pgidWriter takes the wrapper's first stderr line, "rz-exec pgid N",
-// out of the stream and remembers N; everything else passes through.
-type pgidWriter struct {
-	next    io.Writer
-	pgid    atomic.Int64
-	pending []byte
-	done    bool
-}
-
-func (w *pgidWriter) Write(p []byte) (int, error) {
-	if w.done {
-		return w.next.Write(p)
-	}
-	w.pending = append(w.pending, p...)
-	nl := bytes.IndexByte(w.pending, '\n')
-	if nl < 0 {
-		if couldBeMarker(w.pending) {
-			return len(p), nil
-		}
-		w.flush()
-		return len(p), nil
-	}
-	if n, ok := parseMarker(w.pending[:nl]); ok {
-		w.pgid.Store(int64(n))
-		w.pending = w.pending[nl+1:]
-	}
-	w.flush()
-	return len(p), nil
-}
-
-// flush passes on whatever is held back and stops looking for the marker.
-func (w *pgidWriter) flush() {
-	w.done = true
-	if len(w.pending) > 0 {
-		_, _ = w.next.Write(w.pending)
-	}
-	w.pending = nil
-}
-
-func couldBeMarker(b []byte) bool {
-	if len(b) <= len(pgidPrefix) {
-		return strings.HasPrefix(pgidPrefix, string(b))
-	}
-	return len(b) < len(pgidPrefix)+20 && bytes.HasPrefix(b, []byte(pgidPrefix))
-}
-
-func parseMarker(line []byte) (int, bool) {
-	digits, ok := bytes.CutPrefix(line, []byte(pgidPrefix))
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.Atoi(string(digits))
-	if err != nil || n <= 0 {
-		return 0, false
-	}
-	return n, true
 }
