@@ -8,8 +8,8 @@
 # never scheduled or run.
 #
 #   kube.sh build       build kube-apiserver, kube-controller-manager,
-#                       kube-scheduler, kubelet and the node's pause from
-#                       the module in scripts/kube/build into
+#                       kube-scheduler and kubelet from the module in
+#                       scripts/kube/build into
 #                       $CACHE/<version>/, once: nothing to do when all
 #                       are there; says how long it took
 #   kube.sh built       exit 0 when the binaries are in the cache
@@ -54,8 +54,9 @@
 # The node, rightsize-node: a containerd with its state, sockets and runc
 # state in the state folder and the CRI plugin on, its pods on a bridge of
 # their own (rzkube0, 10.244.0.0/24, host-local addresses, no NAT, no host
-# ports), its pod sandbox the pause built here and imported (nothing is
-# pulled: the pods' images must be imported too, see `node`); the kubelet
+# ports), its pod sandbox this module's internal/kubetest/pause, built at
+# start and imported (nothing is pulled: the pods' images must be imported
+# too, see `node`); the kubelet
 # (cgroupfs, cgroup v1 allowed, anonymous access, serving on the node's
 # address only) and kube-scheduler. The node's address is
 # RIGHTSIZE_KUBE_NODE_IP, put on the loopback interface while the node
@@ -98,7 +99,7 @@ VERSION=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$BUILD_MOD/go.mod"
 [ -n "$VERSION" ] || die "no k8s.io/kubernetes requirement in $BUILD_MOD/go.mod"
 CACHE=${RIGHTSIZE_KUBE_CACHE:-${HOME:-/root}/.cache/rightsize-kube}
 BIN=$CACHE/$VERSION
-BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet pause)
+BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
 if is_root; then
 	DIR=${RIGHTSIZE_KUBE_DIR:-/run/rightsize-kube}
 else
@@ -162,9 +163,7 @@ build() {
 		fi
 		say "building $b $VERSION into $BIN (CGO_ENABLED=0 go build in $BUILD_MOD)"
 		local s=$SECONDS rc=0
-		local pkg=k8s.io/kubernetes/cmd/$b
-		[ "$b" != pause ] || pkg=./pause
-		(cd "$BUILD_MOD" && CGO_ENABLED=0 "${t[@]}" go build -ldflags "$ldflags" -o "$BIN/.$b.tmp" "$pkg") || rc=$?
+		(cd "$BUILD_MOD" && CGO_ENABLED=0 "${t[@]}" go build -ldflags "$ldflags" -o "$BIN/.$b.tmp" "k8s.io/kubernetes/cmd/$b") || rc=$?
 		if [ "$rc" -ne 0 ]; then
 			rm -f "$BIN/.$b.tmp"
 			if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
@@ -538,7 +537,9 @@ EOF
 	say "starting the node $NODE_NAME at $NODE_IP: containerd $(containerd --version 2>/dev/null | awk '{ print $3 }'), kube-scheduler and kubelet $VERSION"
 	launch containerd containerd --config "$n/containerd.toml"
 	wait_for containerd containerd_answers
-	"$BIN/pause" archive "$n/pause.tar" "$PAUSE_IMAGE" || fail_start "pause archive failed" "${LAUNCHED[@]}"
+	(cd "$HERE/.." && CGO_ENABLED=0 go build -o "$n/pause" ./internal/kubetest/pause) ||
+		fail_start "building internal/kubetest/pause failed" "${LAUNCHED[@]}"
+	"$n/pause" archive "$n/pause.tar" "$PAUSE_IMAGE" || fail_start "pause archive failed" "${LAUNCHED[@]}"
 	ctr -a "$n/containerd.sock" -n k8s.io images import "$n/pause.tar" >/dev/null ||
 		fail_start "ctr could not import the pause image" "${LAUNCHED[@]}"
 	launch kube-scheduler "$BIN/kube-scheduler" \

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -156,42 +157,86 @@ func build(ctx context.Context, cli *client.Client, kind, ref string, bb *image.
 	if err != nil {
 		return err
 	}
-	server, err := buildServer(ctx, arch)
+	files, cfg, err := assemble(ctx, kind, arch, bb)
 	if err != nil {
 		return err
 	}
-
-	files := []image.Entry{
-		{Name: "server", Mode: 0o755, Content: server},
-		{Name: "tmp", Mode: 0o1777, Dir: true},
-	}
-	changes := []string{"LABEL " + Label + "=1"}
-	switch kind {
-	case kindBusybox, kindVolume:
-		if err := bb.CheckArch(arch); err != nil {
-			return err
-		}
-		applets, err := bb.Applets(ctx, requiredApplets)
-		if err != nil {
-			return fmt.Errorf("%w, which the tests use", err)
-		}
-		files = append(files, bb.Entries(applets)...)
-		changes = append(changes, image.PathEnv, `CMD ["sleep", "3600"]`)
-		if kind == kindVolume {
-			files = append(files, image.Entry{Name: VolumePath[1:], Mode: 0o755, Dir: true})
-			changes = append(changes, `VOLUME ["`+VolumePath+`"]`)
-		}
-	case kindNoShell:
-		changes = append(changes, `CMD ["`+ServerPath+`"]`)
-	default:
-		return fmt.Errorf("no image kind %q", kind)
-	}
-
 	rootfs, err := image.Tarball(files)
 	if err != nil {
 		return err
 	}
+	changes := []string{"LABEL " + Label + "=1", "CMD " + jsonArray(cfg.Cmd)}
+	if len(cfg.Env) > 0 {
+		changes = append(changes, "ENV "+cfg.Env[0])
+	}
+	if kind == kindVolume {
+		changes = append(changes, `VOLUME ["`+VolumePath+`"]`)
+	}
 	return image.Import(ctx, cli, ref, rootfs, changes, "rightsize-go internal/testimage")
+}
+
+// assemble is what an image of that kind holds for arch, and its
+// configuration.
+func assemble(ctx context.Context, kind, arch string, bb *image.Busybox) ([]image.Entry, image.Config, error) {
+	server, err := buildServer(ctx, arch)
+	if err != nil {
+		return nil, image.Config{}, err
+	}
+	files := []image.Entry{
+		{Name: "server", Mode: 0o755, Content: server},
+		{Name: "tmp", Mode: 0o1777, Dir: true},
+	}
+	cfg := image.Config{Arch: arch, Labels: map[string]string{Label: "1"}}
+	switch kind {
+	case kindBusybox, kindVolume:
+		if err := bb.CheckArch(arch); err != nil {
+			return nil, cfg, err
+		}
+		applets, err := bb.Applets(ctx, requiredApplets)
+		if err != nil {
+			return nil, cfg, fmt.Errorf("%w, which the tests use", err)
+		}
+		files = append(files, bb.Entries(applets)...)
+		cfg.Env, cfg.Cmd = []string{strings.TrimPrefix(image.PathEnv, "ENV ")}, []string{"sleep", "3600"}
+		if kind == kindVolume {
+			files = append(files, image.Entry{Name: VolumePath[1:], Mode: 0o755, Dir: true})
+		}
+	case kindNoShell:
+		cfg.Cmd = []string{ServerPath}
+	default:
+		return nil, cfg, fmt.Errorf("no image kind %q", kind)
+	}
+	return files, cfg, nil
+}
+
+// archiveOf is the image of that kind, named as on an engine, as an archive
+// for this machine's architecture (image.Archive).
+func archiveOf(kind string) (string, []byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	bb, err := findBusybox(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	ref := repository + kind + ":" + tag(kind, bb)
+	files, cfg, err := assemble(ctx, kind, runtime.GOARCH, bb)
+	if err != nil {
+		return "", nil, fmt.Errorf("testimage: %w", err)
+	}
+	rootfs, err := image.Tarball(files)
+	if err != nil {
+		return "", nil, fmt.Errorf("testimage: %w", err)
+	}
+	a, err := image.Archive(ref, rootfs, cfg)
+	if err != nil {
+		return "", nil, fmt.Errorf("testimage: %w", err)
+	}
+	return ref, a, nil
+}
+
+func jsonArray(words []string) string {
+	b, _ := json.Marshal(words)
+	return string(b)
 }
 
 // buildServer builds ./server for linux/arch and returns the executable.

@@ -53,6 +53,27 @@ func NoShell(tb testing.TB) string {
 	return noShell.get(tb)
 }
 
+// BusyboxArchive is Busybox's image, of the same reference, built here
+// with no engine as an archive (`docker save`'s form) for this machine's
+// architecture: for a runtime that is not the engine, such as a
+// Kubernetes node's containerd, to import. It fails tb when it cannot be
+// made; it needs no engine where the host has a static busybox.
+func BusyboxArchive(tb testing.TB) (ref string, archive []byte) {
+	tb.Helper()
+	busyboxArchive.once.Do(func() { busyboxArchive.ref, busyboxArchive.data, busyboxArchive.err = archiveOf(kindBusybox) })
+	if busyboxArchive.err != nil {
+		tb.Fatal(busyboxArchive.err)
+	}
+	return busyboxArchive.ref, busyboxArchive.data
+}
+
+var busyboxArchive struct {
+	once sync.Once
+	ref  string
+	data []byte
+	err  error
+}
+
 var (
 	busybox = &lazyImage{kind: kindBusybox}
 	noShell = &lazyImage{kind: kindNoShell}

@@ -38,6 +38,10 @@ const never = "rightsize.invalid/never-pulled:1"
 // envOwner makes this test binary the owner helper (TestOwnerHelper).
 const envOwner = "RZ_KUBE_TEST_OWNER"
 
+// envOwnerImage, with a node, is the image the owner helper's pods run
+// (its server), each waited for until it runs.
+const envOwnerImage = "RZ_KUBE_TEST_OWNER_IMAGE"
+
 // ownerPods is how many pods the owner helper starts.
 const ownerPods = 2
 
@@ -84,8 +88,17 @@ type owner struct {
 // own cache dir, and waits until its pods are created.
 func startOwner(t testing.TB, ns string, leaseSeconds int, args ...string) *owner {
 	t.Helper()
+	return startOwnerWith(t, ns, leaseSeconds, nil, args...)
+}
+
+// startOwnerWith is startOwner with more of the owner's environment:
+// envOwnerImage makes its pods run that image's server, and waits until
+// they run.
+func startOwnerWith(t testing.TB, ns string, leaseSeconds int, more []string, args ...string) *owner {
+	t.Helper()
 	cache := t.TempDir()
 	set := append(env(t, ns, leaseSeconds), envOwner+"=1", ledger.EnvCacheDir+"="+cache, reaper.EnvReaper+"=")
+	set = append(set, more...)
 	h := proctest.StartHelper(t, proctest.Spec{
 		Name:    "owner",
 		Argv:    proctest.TestArgv("TestOwnerHelper", args...),
@@ -132,11 +145,20 @@ func TestOwnerHelper(t *testing.T) {
 	for i := range ownerPods {
 		name := s.NextName()
 		_, err := s.Create(ctx, names.SandboxKind, name, func(ctx context.Context) (string, error) {
-			sb, err := d.Start(ctx, name, backend.Spec{
+			spec := backend.Spec{
 				Image: never, Cmd: []string{"sleep", "3600"}, RunID: s.RunID(),
 				Networks: map[string][]string{net: {"alias-" + strconv.Itoa(i) + "-" + s.RunID()}},
 				Ports:    []string{"8080/tcp"},
-			})
+			}
+			if img := os.Getenv(envOwnerImage); img != "" {
+				spec.Image, spec.Cmd = img, []string{"/server"}
+				sb, err := d.Create(ctx, name, spec)
+				if err != nil {
+					return "", err
+				}
+				return sb.ID(), nil
+			}
+			sb, err := d.Start(ctx, name, spec)
 			if err != nil {
 				return "", err
 			}

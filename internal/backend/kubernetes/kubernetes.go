@@ -14,6 +14,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
@@ -68,7 +69,8 @@ func init() {
 // Driver is the Kubernetes backend, for one namespace of one cluster.
 type Driver struct {
 	cs        k8s.Interface
-	host      string // the API server's URL
+	stream    *rest.Config // for exec and port-forward: no timeout of its own
+	host      string       // the API server's URL
 	ns        string
 	inCluster bool
 	// kubeconfig is the loading precedence, absolute, for the watchdog
@@ -141,8 +143,10 @@ func load(getenv func(string) string) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: client: %w", err)
 	}
+	stream := rest.CopyConfig(cfg)
+	stream.Timeout = 0
 	d := &Driver{
-		cs: cs, host: cfg.Host, ns: ns, lease: lease, start: start,
+		cs: cs, stream: stream, host: cfg.Host, ns: ns, lease: lease, start: start,
 		runs: map[string]*runLease{}, networks: map[string]string{}, closed: make(chan struct{}),
 	}
 	for _, p := range rules.GetLoadingPrecedence() {

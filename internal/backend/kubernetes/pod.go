@@ -20,7 +20,7 @@ import (
 )
 
 // container is the name of a sandbox pod's one container.
-const container = "sandbox"
+const containerName = "sandbox"
 
 var listOne = metav1.ListOptions{Limit: 1}
 
@@ -70,13 +70,14 @@ func (d *Driver) Start(ctx context.Context, name string, spec backend.Spec) (*Sa
 			}
 		}
 	}
-	return &Sandbox{d: d, name: name, run: spec.RunID, files: cm != nil}, nil
+	return &Sandbox{d: d, name: name, run: spec.RunID, files: cm != nil, spec: &spec}, nil
 }
 
 // Create creates the sandbox's pod and waits until it runs, within
 // RIGHTSIZE_KUBE_START_TIMEOUT (120 s): the error then wraps ErrNoNode when
-// no node ran it. On error the pod may exist: the caller removes it by
-// name.
+// no node ran it. Then Spec.WaitingFor, a testcontainers-go strategy, waits
+// on the pod as it would on a container (target). On error the pod may
+// exist: the caller removes it by name.
 func (d *Driver) Create(ctx context.Context, name string, spec backend.Spec) (backend.Sandbox, error) {
 	sb, err := d.Start(ctx, name, spec)
 	if err != nil {
@@ -86,6 +87,12 @@ func (d *Driver) Create(ctx context.Context, name string, spec backend.Spec) (ba
 	defer cancel()
 	if err := sb.WaitRunning(wctx); err != nil {
 		return nil, err
+	}
+	if spec.WaitingFor != nil {
+		if err := spec.WaitingFor.WaitUntilReady(ctx, target{sb}); err != nil {
+			sb.stopForwards()
+			return nil, fmt.Errorf("kubernetes: pod %s/%s runs, but its wait strategy failed: %w", d.ns, name, err)
+		}
 	}
 	return sb, nil
 }
@@ -114,8 +121,8 @@ func (d *Driver) podFor(name string, spec backend.Spec) (*corev1.Pod, error) {
 		return nil, fmt.Errorf("kubernetes: run id %q cannot name a Lease", spec.RunID)
 	case spec.Image == "":
 		return nil, errors.New("kubernetes: the spec names no image")
-	case spec.WaitingFor != nil || len(spec.Customize) > 0:
-		return nil, errors.New("kubernetes: WaitingFor and Customize are testcontainers-go's, for the docker backend")
+	case len(spec.Customize) > 0:
+		return nil, errors.New("kubernetes: Customize is testcontainers-go's, for the docker backend")
 	}
 	lb := maps.Clone(spec.Labels)
 	if lb == nil {
@@ -128,7 +135,7 @@ func (d *Driver) podFor(name string, spec backend.Spec) (*corev1.Pod, error) {
 	}
 	maps.Copy(lb, runLabels(spec.RunID))
 	lb[LabelSandbox] = name
-	c := corev1.Container{Name: container, Image: spec.Image, Args: spec.Cmd}
+	c := corev1.Container{Name: containerName, Image: spec.Image, Args: spec.Cmd}
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +23,12 @@ type Sandbox struct {
 	run  string
 	// files: the pod mounts a ConfigMap of its name (Spec.Files).
 	files bool
+	// spec is what it was started with; nil for an adopted pod.
+	spec *backend.Spec
+
+	fwMu      sync.Mutex
+	forwards  map[int]*forward // by the pod's port
+	fwStopped bool
 }
 
 // Name is the pod's name.
@@ -29,9 +37,13 @@ func (s *Sandbox) Name() string { return s.name }
 // ID is the pod's name too: what the watchdog and the sweep delete it by.
 func (s *Sandbox) ID() string { return s.name }
 
-// Host is the pod's address, which a process inside the cluster reaches
-// its ports on; "" until a node runs it.
+// Host is where this process reaches the pod's ports: 127.0.0.1, where
+// MappedPort forwards them to, outside the cluster; the pod's address
+// inside it ("" until a node runs the pod).
 func (s *Sandbox) Host() string {
+	if !s.d.inCluster {
+		return "127.0.0.1"
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
 	defer cancel()
 	p, err := s.d.cs.CoreV1().Pods(s.d.ns).Get(ctx, s.name, metav1.GetOptions{})
@@ -41,20 +53,33 @@ func (s *Sandbox) Host() string {
 	return p.Status.PodIP
 }
 
-// MappedPort is port itself, at the pod's address, inside the cluster.
-// Outside it the port would need a port-forward, which this backend does
-// not make: an error says so.
+// MappedPort is where this process reaches port ("8080", "8080/tcp") of
+// the pod: inside the cluster the port itself, at the pod's address;
+// outside it a port of 127.0.0.1 forwarded to the pod through the API
+// server (pods/portforward), made at the first call and ended by Stop or
+// this process's end. Kubernetes forwards TCP only.
 func (s *Sandbox) MappedPort(ctx context.Context, port string) (string, error) {
-	if !s.d.inCluster {
-		return "", fmt.Errorf("kubernetes: port %s of pod %s/%s: this process is outside the cluster, and the kubernetes backend makes no port-forward", port, s.d.ns, s.name)
+	num, proto, _ := strings.Cut(port, "/")
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("kubernetes: port %q of pod %s/%s: not a port number", port, s.d.ns, s.name)
 	}
-	num, _, _ := strings.Cut(port, "/")
-	return num, nil
+	if s.d.inCluster {
+		return num, nil
+	}
+	if proto != "" && !strings.EqualFold(proto, "tcp") {
+		return "", fmt.Errorf("kubernetes: port %s of pod %s/%s: this process is outside the cluster, and a port-forward carries TCP only", port, s.d.ns, s.name)
+	}
+	local, err := s.forwardPort(ctx, n)
+	if err != nil {
+		return "", err
+	}
+	return strconv.Itoa(local), nil
 }
 
 // Logs is what the pod's container wrote so far.
 func (s *Sandbox) Logs(ctx context.Context) (string, error) {
-	b, err := s.d.cs.CoreV1().Pods(s.d.ns).GetLogs(s.name, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+	b, err := s.d.cs.CoreV1().Pods(s.d.ns).GetLogs(s.name, &corev1.PodLogOptions{Container: containerName}).DoRaw(ctx)
 	if err != nil {
 		return "", s.d.apiError("logs of pod "+s.name, err)
 	}
@@ -64,6 +89,7 @@ func (s *Sandbox) Logs(ctx context.Context) (string, error) {
 // Stop deletes the pod with at most grace for its process to end, and
 // waits until the pod is gone.
 func (s *Sandbox) Stop(ctx context.Context, grace time.Duration) error {
+	s.stopForwards()
 	cctx, cancel := context.WithTimeout(ctx, CallTimeout+grace)
 	defer cancel()
 	p, err := s.d.cs.CoreV1().Pods(s.d.ns).Get(cctx, s.name, metav1.GetOptions{})

@@ -1,10 +1,10 @@
 // The build module of the Kubernetes test cluster (scripts/kube.sh build):
 // kube-apiserver, kube-controller-manager, and the node's kube-scheduler and
-// kubelet from k8s.io/kubernetes, and the node's pod sandbox (./pause);
-// k8s.io/kubernetes's go.mod requires its staging modules as v0.0.0 and
-// replaces them with folders of its own repository; a module that depends
-// on it must replace each with the published v0.<minor>.<patch> of the same
-// release. Being a module of its own, it is outside the main module's ./... .
+// kubelet from k8s.io/kubernetes, whose go.mod requires its staging modules
+// as v0.0.0 and replaces them with folders of its own repository; a module
+// that depends on it must replace each with the published
+// v0.<minor>.<patch> of the same release. Being a module of its own, it is
+// outside the main module's ./... .
 module github.com/rightsize/rightsize-go/scripts/kube/build
 
 go 1.26.0

@@ -1,0 +1,131 @@
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	tcexec "github.com/testcontainers/testcontainers-go/exec"
+	"github.com/testcontainers/testcontainers-go/wait"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rightsize/rightsize-go/internal/backend"
+)
+
+// target is a running pod as testcontainers-go's wait strategies see a
+// container, so that Spec.WaitingFor (wait.ForLog, wait.ForListeningPort,
+// wait.ForHTTP, wait.ForExec…) waits for a pod as it would for a
+// container: its logs, its ports (forwarded from outside the cluster), its
+// state from the pod's status, and commands through Exec.
+type target struct{ s *Sandbox }
+
+var _ wait.StrategyTarget = target{}
+
+func (t target) Host(context.Context) (string, error) {
+	if h := t.s.Host(); h != "" {
+		return h, nil
+	}
+	return "", fmt.Errorf("kubernetes: pod %s/%s has no address yet", t.s.d.ns, t.s.name)
+}
+
+// Inspect says the pod's state and its spec's ports, each bound to itself:
+// what a strategy that looks for the ports to wait on reads.
+func (t target) Inspect(ctx context.Context) (*container.InspectResponse, error) {
+	st, err := t.State(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ports, err := t.Ports(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &container.InspectResponse{ID: t.s.name, Name: t.s.name, State: st, NetworkSettings: &container.NetworkSettings{Ports: ports}}, nil
+}
+
+func (t target) Ports(context.Context) (network.PortMap, error) {
+	pm := network.PortMap{}
+	if t.s.spec == nil {
+		return pm, nil
+	}
+	for _, p := range t.s.spec.Ports {
+		if !strings.Contains(p, "/") {
+			p += "/tcp"
+		}
+		port, err := network.ParsePort(strings.ToLower(p))
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes: port %q: %w", p, err)
+		}
+		pm[port] = nil
+	}
+	return pm, nil
+}
+
+func (t target) MappedPort(ctx context.Context, port string) (network.Port, error) {
+	local, err := t.s.MappedPort(ctx, port)
+	if err != nil {
+		return network.Port{}, err
+	}
+	return network.ParsePort(local + "/tcp")
+}
+
+func (t target) Logs(ctx context.Context) (io.ReadCloser, error) {
+	l, err := t.s.Logs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return io.NopCloser(strings.NewReader(l)), nil
+}
+
+// Exec runs cmd under the lease, and returns its code and its output,
+// stdout then stderr (a strategy reads them as one stream).
+func (t target) Exec(ctx context.Context, cmd []string, _ ...tcexec.ProcessOption) (int, io.Reader, error) {
+	res, err := t.s.Exec(ctx, cmd, backend.ExecOptions{})
+	if err != nil {
+		return -1, nil, err
+	}
+	return res.ExitCode, io.MultiReader(bytes.NewReader(res.Stdout), bytes.NewReader(res.Stderr)), nil
+}
+
+// State is the pod's container's state as a container's: running, or
+// exited with its code (OOMKilled said), or created while it waits.
+func (t target) State(ctx context.Context) (*container.State, error) {
+	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	p, err := t.s.d.cs.CoreV1().Pods(t.s.d.ns).Get(cctx, t.s.name, metav1.GetOptions{})
+	if err != nil {
+		return nil, t.s.d.apiError("get pod "+t.s.name, err)
+	}
+	return containerState(p), nil
+}
+
+func containerState(p *corev1.Pod) *container.State {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name != containerName {
+			continue
+		}
+		switch {
+		case cs.State.Running != nil:
+			return &container.State{Status: container.StateRunning, Running: true, StartedAt: cs.State.Running.StartedAt.String()}
+		case cs.State.Terminated != nil:
+			tm := cs.State.Terminated
+			return &container.State{Status: container.StateExited, ExitCode: int(tm.ExitCode), OOMKilled: tm.Reason == "OOMKilled", Error: tm.Message}
+		}
+	}
+	return &container.State{Status: container.StateCreated}
+}
+
+func (t target) CopyFileFromContainer(ctx context.Context, path string) (io.ReadCloser, error) {
+	res, err := t.s.Exec(ctx, []string{"cat", "--", path}, backend.ExecOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if res.ExitCode != 0 {
+		return nil, fmt.Errorf("kubernetes: copy %s from pod %s/%s: cat exited %d: %s", path, t.s.d.ns, t.s.name, res.ExitCode, bytes.TrimSpace(res.Stderr))
+	}
+	return io.NopCloser(bytes.NewReader(res.Stdout)), nil
+}
