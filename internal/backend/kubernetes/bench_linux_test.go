@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
@@ -120,6 +122,104 @@ func BenchmarkNoNodeMachineGone(b *testing.B) {
 		}
 		total += slowest
 		kills++
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(kills), "ms/kill")
+}
+
+// BenchmarkNodeFirstPod is what the first pod of a run costs on a node,
+// until it runs: through the backend (Driver.Create: the run's Lease, the
+// pod it owns, the wait until it runs) and as a bare create of the same
+// pod polled the same way. Each pod is deleted, untimed, before the next.
+func BenchmarkNodeFirstPod(b *testing.B) {
+	img := kubetest.Busybox(b)
+	cs := kubetest.Client(b)
+	ns := kubetest.Namespace(b, cs, "rz-bench-node-")
+	ctx := context.Background()
+	spec := func(run string) backend.Spec {
+		return backend.Spec{Image: img, Cmd: []string{"/server"}, RunID: run, Ports: []string{"8080"}}
+	}
+	n := 0
+	del := func(name string) {
+		b.StopTimer()
+		zero := int64(0)
+		_ = cs.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		b.StartTimer()
+	}
+	d := open(b, ns, kubernetes.DefaultLeaseSeconds)
+	b.Run("bare", func(b *testing.B) {
+		for b.Loop() {
+			n++
+			run := fmt.Sprintf("%08x", n)
+			pod, err := d.PodFor("rz-"+run+"-1", spec(run))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			for {
+				p, err := cs.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if p.Status.Phase == corev1.PodRunning {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			del(pod.Name)
+		}
+	})
+	b.Run("rightsize", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			d := open(b, ns, kubernetes.DefaultLeaseSeconds)
+			n++
+			run := fmt.Sprintf("%08x", n)
+			b.StartTimer()
+			if _, err := d.Create(ctx, "rz-"+run+"-1", spec(run)); err != nil {
+				b.Fatal(err)
+			}
+			del("rz-" + run + "-1")
+			b.StopTimer()
+			d.Close()
+			b.StartTimer()
+		}
+	})
+}
+
+// BenchmarkNodeSIGKILLToGone is how long after the SIGKILL of a test
+// process whose 2 pods run on the node those pods are gone: its watchdog
+// deletes the Lease, the garbage collector the pods, the kubelet ends
+// their containers and confirms: ms/kill.
+func BenchmarkNodeSIGKILLToGone(b *testing.B) {
+	img := kubetest.Busybox(b)
+	cs := kubetest.Client(b)
+	ns := kubetest.Namespace(b, cs, "rz-bench-nkill-")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var total time.Duration
+	kills := 0
+	for b.Loop() {
+		o := startOwnerWith(b, ns, kubernetes.DefaultLeaseSeconds, []string{envOwnerImage + "=" + img})
+		o.KillAndWait()
+		var slowest time.Duration
+		for _, name := range o.pods {
+			for {
+				_, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+				if apierrors.IsNotFound(err) {
+					break
+				}
+				if ctx.Err() != nil {
+					b.Fatalf("pod %s not gone", name)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			slowest = max(slowest, time.Since(o.KilledAt()))
+		}
+		total += slowest
+		kills++
+		proctest.WaitUntil(b, time.Minute, "the watchdog ended", func() bool { return gone(o.watchdog) })
 	}
 	b.ReportMetric(float64(total.Milliseconds())/float64(kills), "ms/kill")
 }
