@@ -44,9 +44,11 @@ type Spec struct {
 	MemoryLimitMB int
 	// Files are copied into the sandbox before it starts.
 	Files []File
-	// WaitingFor is a testcontainers-go wait strategy (Docker backend):
-	// Start returns once it is satisfied. Strategies see the host and ports
-	// the guard gives.
+	// WaitingFor is a testcontainers-go wait strategy (the docker and
+	// kubernetes backends): Start returns once it is satisfied. Strategies
+	// see the host and ports the guard gives; on Kubernetes they see the
+	// pod as a container (its logs, its state, its ports forwarded from
+	// outside the cluster, its commands through Exec).
 	WaitingFor wait.Strategy
 	// StopGrace is how long Stop waits after SIGTERM before removing the
 	// sandbox by force; 0 means 2 s, less when the test's deadline is near.

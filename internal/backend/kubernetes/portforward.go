@@ -7,9 +7,9 @@ import (
 	"net/http"
 	"strconv"
 
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+	"k8s.io/streaming/pkg/httpstream"
 )
 
 // forward is one pod port forwarded to 127.0.0.1 of this process, through
