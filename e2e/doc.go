@@ -32,7 +32,7 @@
 //	16   TestRow16Fates                  each reaper writes the run's fate; the next process tells it
 //	17   TestRow17Processes              local processes: SIGKILL, go test -timeout, one escaped, the next sweep
 //	18   TestRow18LostMarks              local processes without their mark (a title over it, env -i): SIGKILL under either watchdog, one escaped, the next sweep
-//	19   TestRow19MachineInNetns         the machine (owner and watchdog) in a network namespace of its own, kept by the engine-side keeper on a second dockerd over TCP:
+//	19   TestRow19MachineInNetns         the machine (owner and watchdog) in a network namespace of its own, kept by the engine-side keeper on a second engine over TCP (a dockerd; in the Podman gate a Podman service):
 //	       killed                        SIGKILL of every process in it
 //	       frozen                        SIGSTOP of every process in it: gone after the lease timeout
 //	       traffic dropped               iptables DROP in it, no FIN or RST sent, its processes alive: gone after the lease timeout

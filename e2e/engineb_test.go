@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
+
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
 )
 
@@ -31,7 +33,13 @@ import (
 // everyone. In a network namespace of its own the second daemon has no
 // docker0 to touch. It listens on a unix socket (which crosses namespaces
 // as a file), and a forwarder in this process gives it its TCP address.
+//
+// Where the rig's engine is Podman (the Podman gate), engine B is a
+// Podman service of its own (root, run root, network configuration and
+// temporary folders in the test's folder) in a network namespace of its
+// own too, so that a row runs against the same kind of engine.
 type engineB struct {
+	podman bool
 	dir  string
 	sock string
 	host string // tcp://127.0.0.1:port
@@ -53,8 +61,9 @@ func hostBridgeUp() bool {
 // not available.
 func startEngineB(t *testing.T, r *rig) *engineB {
 	t.Helper()
+	podman := isPodman(r.eng)
 	dockerd, err := exec.LookPath("dockerd")
-	if err != nil {
+	if err != nil && !podman {
 		t.Skip("no dockerd on PATH: no second engine to start")
 	}
 	unshare, err := exec.LookPath("unshare")
@@ -93,6 +102,22 @@ func startEngineB(t *testing.T, r *rig) *engineB {
 		"--bridge=none", "--iptables=false", "--ip-masq=false", "--ip-forward=false",
 		"--containerd-namespace", "rz-e2e-b", "--containerd-plugins-namespace", "rz-e2e-b-plugins",
 	)
+	if b.podman = podman; podman {
+		podman, err := exec.LookPath("podman")
+		if err != nil {
+			t.Skip("the rig's engine is Podman, and no podman is on PATH to start engine B with")
+		}
+		for _, d := range []string{"tmp", "net"} {
+			if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.cmd = exec.Command(unshare, "--net", "--", podman,
+			"--root", filepath.Join(dir, "data"), "--runroot", filepath.Join(dir, "exec"),
+			"--tmpdir", filepath.Join(dir, "tmp"), "--network-config-dir", filepath.Join(dir, "net"),
+			"--cgroup-manager", "cgroupfs", "--events-backend", "file",
+			"system", "service", "--time=0", "unix://"+b.sock)
+	}
 	b.cmd.Stdout, b.cmd.Stderr = logf, logf
 	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := b.cmd.Start(); err != nil {
@@ -133,7 +158,11 @@ func startEngineB(t *testing.T, r *rig) *engineB {
 	if err := r.eng.CopyImage(ctx, r.img, b.eng); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("engine B: dockerd in its own network namespace at %s (unix://%s), image %s loaded in %s", b.host, b.sock, r.img, ms(time.Since(start)))
+	kind := "dockerd"
+	if b.podman {
+		kind = "podman system service"
+	}
+	t.Logf("engine B: %s in its own network namespace at %s (unix://%s), image %s loaded in %s", kind, b.host, b.sock, r.img, ms(time.Since(start)))
 	return b
 }
 
@@ -148,6 +177,11 @@ func (b *engineB) logTail() string {
 // its folders.
 func (b *engineB) stop(t *testing.T, bridge bool) {
 	if b.eng != nil {
+		if b.podman {
+			// Podman's containers hold network namespaces in the host's
+			// /run/netns: removed through the service, they go too.
+			b.removeAll(t)
+		}
 		b.eng.Close()
 	}
 	if b.px != nil {
@@ -176,6 +210,39 @@ func (b *engineB) stop(t *testing.T, bridge bool) {
 	if bridge && !hostBridgeUp() {
 		t.Errorf("after dockerd B stopped, the host's docker0 is gone: the main engine has lost its default network")
 	}
+}
+
+// removeAll removes every container engine B has.
+func (b *engineB) removeAll(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cli := b.eng.Client()
+	list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true})
+	if err != nil {
+		t.Logf("engine B's containers: %v", err)
+		return
+	}
+	for _, c := range list.Items {
+		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
+			t.Logf("remove %s from engine B: %v", c.ID, err)
+		}
+	}
+}
+
+// isPodman reports whether e says it is Podman.
+func isPodman(e *harness.Engine) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v, err := e.Client().ServerVersion(ctx, client.ServerVersionOptions{})
+	if err != nil {
+		return false
+	}
+	for _, c := range v.Components {
+		if strings.Contains(strings.ToLower(c.Name), "podman") {
+			return true
+		}
+	}
+	return false
 }
 
 // procsUnder lists the processes whose command line mentions dir.

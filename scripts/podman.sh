@@ -8,6 +8,9 @@
 #                              stdout)
 #   podman.sh stop             stop the service this script started
 #   podman.sh host             print the DOCKER_HOST, start nothing
+#   podman.sh conf             print the containers.conf the service runs
+#                              with, start nothing (a second service a test
+#                              starts takes it too)
 #   podman.sh available        exit 0 on Linux when podman is installed or
 #                              this script can install it (root on Debian);
 #                              otherwise say why not and exit 1
@@ -278,6 +281,7 @@ case ${1:-start} in
 start) start ;;
 stop) stop ;;
 host) echo "$HOST" ;;
+conf) echo "$CONF" ;;
 rootless-ready)
 	missing=$(rootless_missing)
 	[ -z "$missing" ] || {
