@@ -40,13 +40,13 @@ import (
 // own too, so that a row runs against the same kind of engine.
 type engineB struct {
 	podman bool
-	dir  string
-	sock string
-	host string // tcp://127.0.0.1:port
-	eng  *harness.Engine
-	cmd  *exec.Cmd
-	done chan struct{}
-	px   *harness.Proxy
+	dir    string
+	sock   string
+	host   string // tcp://127.0.0.1:port
+	eng    *harness.Engine
+	cmd    *exec.Cmd
+	done   chan struct{}
+	px     *harness.Proxy
 }
 
 // hostBridgeUp reports whether the host's docker0 exists.
