@@ -57,8 +57,12 @@
 # ports), its pod sandbox this module's internal/kubetest/pause, built at
 # start and imported (nothing is pulled: the pods' images must be imported
 # too, see `node`); the kubelet
-# (cgroupfs, cgroup v1 allowed, anonymous access, serving on the node's
-# address only) and kube-scheduler. The node's address is
+# (cgroupfs, cgroup v1 allowed, serving on the node's address only and to
+# the apiserver's client certificate alone, its pods' logs in the state
+# folder, no iptables chains of its own) and kube-scheduler. The kernel
+# settings the kubelet changes as it starts are saved before and put back
+# by stop. Where a node cannot start, the cluster runs without one and
+# says why (RIGHTSIZE_KUBE_NODE=1 makes that an error). The node's address is
 # RIGHTSIZE_KUBE_NODE_IP, put on the loopback interface while the node
 # runs: the apiserver reaches the kubelet there for logs, exec and
 # port-forward, and a kubelet refuses a 127.x address. stop ends the
@@ -251,6 +255,13 @@ make_keys() {
 	printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$d/serving.ext"
 	openssl_q x509 -req -in "$d/serving.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
 		-days 30 -extfile "$d/serving.ext" -out "$d/serving.crt"
+	# The apiserver's client certificate for the kubelet, which admits no
+	# one else.
+	openssl_q ecparam -name prime256v1 -genkey -noout -out "$d/kubelet-client.key"
+	openssl_q req -new -key "$d/kubelet-client.key" -subj /O=system:masters/CN=kube-apiserver-kubelet-client -out "$d/kubelet-client.csr"
+	printf 'extendedKeyUsage=clientAuth\n' >"$d/kubelet-client.ext"
+	openssl_q x509 -req -in "$d/kubelet-client.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+		-days 30 -extfile "$d/kubelet-client.ext" -out "$d/kubelet-client.crt"
 	openssl_q genrsa -out "$d/sa.key" 2048
 	openssl_q rsa -in "$d/sa.key" -pubout -out "$d/sa.pub"
 	local admin cm
@@ -303,15 +314,23 @@ launch() {
 }
 
 # wait_for WHAT CHECK...: poll CHECK until it succeeds, the deadline passes
-# or one of the launched processes has exited.
+# or one of the launched processes has exited; then $ON_FAIL (fail_start,
+# which exits, or node_fail, after which wait_for returns 1).
+ON_FAIL=fail_start
 wait_for() {
 	local what=$1 p
 	shift
 	until "$@"; do
 		for p in "${LAUNCHED[@]}"; do
-			ours "$p" || fail_start "$p exited" "$p"
+			ours "$p" || {
+				"$ON_FAIL" "$p exited" "$p"
+				return 1
+			}
 		done
-		[ "$SECONDS" -lt "$DEADLINE" ] || fail_start "$what did not answer within ${TIMEOUT}s" "${LAUNCHED[@]}"
+		[ "$SECONDS" -lt "$DEADLINE" ] || {
+			"$ON_FAIL" "$what did not answer within ${TIMEOUT}s" "${LAUNCHED[@]}"
+			return 1
+		}
 		sleep 0.2
 	done
 }
@@ -362,6 +381,7 @@ start() {
 	# cluster's and holds nothing to keep: begin again.
 	stop_procs
 	undo_node
+	still_mounted
 	find "$DIR" -mindepth 1 -maxdepth 1 ! -name "$MARK" -exec rm -rf {} +
 	local port
 	for port in "$ETCD_PORT" "$ETCD_PEER_PORT" "$API_PORT" "$CM_PORT"; do
@@ -386,7 +406,8 @@ start() {
 		--service-account-key-file="$DIR/sa.pub" --service-account-signing-key-file="$DIR/sa.key" \
 		--service-account-issuer=https://kubernetes.default.svc \
 		--service-cluster-ip-range=10.96.0.0/16 \
-		--kubelet-preferred-address-types=InternalIP
+		--kubelet-preferred-address-types=InternalIP \
+		--kubelet-client-certificate="$DIR/kubelet-client.crt" --kubelet-client-key="$DIR/kubelet-client.key"
 	wait_for kube-apiserver api_ready
 	say "starting kube-controller-manager $VERSION (--controllers=$CONTROLLERS)"
 	launch kube-controller-manager "$BIN/kube-controller-manager" \
@@ -400,12 +421,15 @@ start() {
 	if [ "$NODE" != 0 ]; then
 		local why
 		why=$(node_missing)
-		if [ -z "$why" ]; then
-			start_node
-		elif [ "$NODE" = 1 ]; then
+		if [ -n "$why" ] && [ "$NODE" = 1 ]; then
 			fail_start "no node can run here: missing $why" "${LAUNCHED[@]}"
-		else
+		elif [ -n "$why" ]; then
 			say "no node: missing $why; pods are stored and garbage-collected, never run"
+		else
+			[ "$NODE" = 1 ] || ON_FAIL=node_fail
+			DEADLINE=$((SECONDS + TIMEOUT))
+			start_node || say "no node: pods are stored and garbage-collected, never run"
+			ON_FAIL=fail_start
 		fi
 	fi
 	say "the cluster answers at https://127.0.0.1:$API_PORT (kubeconfig: $KUBECONFIG_PATH)"
@@ -423,8 +447,12 @@ node_missing() {
 		echo "the CNI plugins bridge, host-local and loopback (/usr/lib/cni or /opt/cni/bin)"
 		return
 	}
+	command -v go >/dev/null 2>&1 || {
+		echo "go (the node's pause is built at its start)"
+		return
+	}
 	local tool
-	for tool in containerd ctr runc ip; do
+	for tool in containerd ctr runc ip iptables; do
 		command -v "$tool" >/dev/null 2>&1 || is_debian || {
 			echo "$tool (only root on Debian or Ubuntu installs it from here)"
 			return
@@ -468,16 +496,54 @@ node_ready() {
 
 containerd_answers() { ctr -a "$NODE_DIR/containerd.sock" version >/dev/null 2>&1; }
 
+# node_fail WHY NAME...: what fail_start does, for the node alone: say
+# why, show the ends of the logs, stop the node and undo what it changed;
+# the cluster runs on without it.
+node_fail() {
+	local why=$1 p
+	shift
+	say "the node did not start: $why"
+	for p in "$@"; do
+		case $p in containerd | kube-scheduler | kubelet) ;; *) continue ;; esac
+		say "the end of $DIR/$p.log:"
+		tail -n 15 "$DIR/$p.log" >&2 2>/dev/null || true
+	done
+	stop_procs kubelet kube-scheduler containerd
+	undo_node
+	still_mounted
+	rm -rf "$NODE_DIR"
+}
+
+# The host settings a kubelet changes as it starts (its kernel tunables;
+# bridge gateways turn forwarding on): saved before, put back by stop.
+SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.ipv4.ip_forward)
+
 start_node() {
-	ensure_node_tools
-	local cni n=$NODE_DIR
-	cni=$(cni_dir) || fail_start "the CNI plugins are not in /usr/lib/cni or /opt/cni/bin after their install" "${LAUNCHED[@]}"
+	( ensure_node_tools ) || {
+		"$ON_FAIL" "its tools could not be installed"
+		return 1
+	}
+	local cni n=$NODE_DIR k
+	cni=$(cni_dir) || {
+		"$ON_FAIL" "the CNI plugins are not in /usr/lib/cni or /opt/cni/bin after their install"
+		return 1
+	}
 	mkdir -p "$n/cni" "$n/opt"
+	for k in "${SYSCTLS[@]}"; do
+		printf '%s=%s\n' "$k" "$(sysctl -n "$k" 2>/dev/null)"
+	done >"$n/sysctls"
 	# containerd puts pods in a k8s.io cgroup of each hierarchy; stop
 	# removes those folders where they were not there before.
-	ls -d /sys/fs/cgroup/k8s.io /sys/fs/cgroup/*/k8s.io >/dev/null 2>&1 || : >"$n/made-cgroups"
+	local made=1 c
+	for c in /sys/fs/cgroup/k8s.io /sys/fs/cgroup/*/k8s.io; do
+		[ ! -e "$c" ] || made=
+	done
+	[ -z "$made" ] || : >"$n/made-cgroups"
 	if ! ip -o addr show dev lo | grep -qF " $NODE_IP/"; then
-		ip addr add "$NODE_IP/32" dev lo || fail_start "cannot put the node's address $NODE_IP on lo" "${LAUNCHED[@]}"
+		ip addr add "$NODE_IP/32" dev lo || {
+			"$ON_FAIL" "cannot put the node's address $NODE_IP on lo"
+			return 1
+		}
 		: >"$n/lo-address"
 	fi
 	cat >"$n/containerd.toml" <<EOF
@@ -519,10 +585,14 @@ address: $NODE_IP
 port: 10250
 readOnlyPort: 0
 healthzPort: 0
+# Only the apiserver's client certificate is admitted.
 authentication:
-  anonymous: {enabled: true}
+  anonymous: {enabled: false}
   webhook: {enabled: false}
+  x509: {clientCAFile: $DIR/ca.crt}
 authorization: {mode: AlwaysAllow}
+podLogsDir: $n/pod-logs
+makeIPTablesUtilChains: false
 cgroupDriver: cgroupfs
 failCgroupV1: false
 failSwapOn: false
@@ -536,12 +606,16 @@ resolvConf: ""
 EOF
 	say "starting the node $NODE_NAME at $NODE_IP: containerd $(containerd --version 2>/dev/null | awk '{ print $3 }'), kube-scheduler and kubelet $VERSION"
 	launch containerd containerd --config "$n/containerd.toml"
-	wait_for containerd containerd_answers
-	(cd "$HERE/.." && CGO_ENABLED=0 go build -o "$n/pause" ./internal/kubetest/pause) ||
-		fail_start "building internal/kubetest/pause failed" "${LAUNCHED[@]}"
-	"$n/pause" archive "$n/pause.tar" "$PAUSE_IMAGE" || fail_start "pause archive failed" "${LAUNCHED[@]}"
-	ctr -a "$n/containerd.sock" -n k8s.io images import "$n/pause.tar" >/dev/null ||
-		fail_start "ctr could not import the pause image" "${LAUNCHED[@]}"
+	wait_for containerd containerd_answers || return 1
+	if ! (cd "$HERE/.." && CGO_ENABLED=0 go build -o "$n/pause" ./internal/kubetest/pause); then
+		"$ON_FAIL" "building internal/kubetest/pause failed" containerd
+		return 1
+	fi
+	if ! "$n/pause" archive "$n/pause.tar" "$PAUSE_IMAGE" ||
+		! ctr -a "$n/containerd.sock" -n k8s.io images import "$n/pause.tar" >/dev/null; then
+		"$ON_FAIL" "the pause image could not be made or imported" containerd
+		return 1
+	fi
 	launch kube-scheduler "$BIN/kube-scheduler" \
 		--kubeconfig="$KUBECONFIG_PATH" \
 		--authentication-kubeconfig="$KUBECONFIG_PATH" --authorization-kubeconfig="$KUBECONFIG_PATH" \
@@ -569,11 +643,30 @@ stop_node_pods() {
 	done
 }
 
+# still_mounted: die when anything is still mounted under the state folder
+# (a mount undo_node could not undo): removing the folder would reach into
+# what is mounted there.
+still_mounted() {
+	local m
+	m=$(awk -v d="$DIR/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | head -n 3)
+	[ -z "$m" ] || die "still mounted under $DIR, which is therefore not removed: $m"
+}
+
 # undo_node: what the node left beside its processes: shims, mounts under
 # the state folder, the pods' bridge and cgroups, the node's address.
 undo_node() {
 	[ -d "$NODE_DIR" ] || return 0
-	local pid m
+	local pid m r id kv
+	# Containers whose containerd is gone: their runc state is the node's.
+	if command -v runc >/dev/null 2>&1; then
+		for r in "$NODE_DIR"/runc/*/; do
+			[ -d "$r" ] || continue
+			for id in $(runc --root "$r" list -q 2>/dev/null); do
+				runc --root "$r" kill "$id" KILL 2>/dev/null || true
+				runc --root "$r" delete --force "$id" 2>/dev/null || true
+			done
+		done
+	fi
 	for pid in $(pgrep -f "containerd-shim.*-address $NODE_DIR/containerd.sock" 2>/dev/null); do
 		kill -KILL "$pid" 2>/dev/null || true
 	done
@@ -582,6 +675,12 @@ undo_node() {
 	done
 	if ip link show "$BRIDGE" >/dev/null 2>&1; then
 		ip link del "$BRIDGE" 2>/dev/null || true
+	fi
+	rm -f /var/lib/cni/results/rightsize-kube-* 2>/dev/null || true
+	if [ -r "$NODE_DIR/sysctls" ]; then
+		while IFS= read -r kv; do
+			[ -z "${kv#*=}" ] || sysctl -q -w "$kv" >/dev/null 2>&1 || true
+		done <"$NODE_DIR/sysctls"
 	fi
 	if [ -e "$NODE_DIR/made-cgroups" ]; then
 		find /sys/fs/cgroup/k8s.io /sys/fs/cgroup/*/k8s.io -depth -type d -exec rmdir {} \; 2>/dev/null || true
@@ -592,12 +691,13 @@ undo_node() {
 }
 
 
-# stop_procs: end the processes start started, newest first: SIGTERM, then
-# SIGKILL after 10 s.
+# stop_procs [NAME...]: end the processes start started (or those named),
+# newest first: SIGTERM, then SIGKILL after 10 s.
 stop_procs() {
-	local i p pid n
-	for ((i = ${#PROCS[@]} - 1; i >= 0; i--)); do
-		p=${PROCS[i]}
+	local i p pid n procs=("${PROCS[@]}")
+	[ $# -eq 0 ] || procs=("$@")
+	for ((i = ${#procs[@]} - 1; i >= 0; i--)); do
+		p=${procs[i]}
 		[ "$p" != containerd ] || stop_node_pods
 		if ours "$p"; then
 			pid=$(cat "$DIR/$p.pid")
@@ -623,6 +723,7 @@ stop() {
 	flock -w $((TIMEOUT + 60)) 9 || die "another kube.sh holds $DIR.lock for too long"
 	stop_procs
 	undo_node
+	still_mounted
 	rm -rf "$DIR"
 	say "stopped the cluster and removed $DIR"
 }

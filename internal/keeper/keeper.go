@@ -210,7 +210,11 @@ func (k *Keeper) createAndStart(ctx context.Context, settle time.Duration) error
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 		defer rcancel()
 		if rerr := k.Remove(rctx); rerr != nil {
-			// Still there: a second create of its name would fail.
+			// Still there: a second create of its name would fail, and
+			// hide this error behind ErrExists. No retry.
+			if sf := (*startFailed)(nil); errors.As(err, &sf) {
+				err = sf.err
+			}
 			return fmt.Errorf("%w (and removing it: %v)", err, rerr)
 		}
 		return err

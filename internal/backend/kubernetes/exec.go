@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,6 +52,11 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt backend.ExecOption
 	case ctx.Err() != nil:
 		return backend.ExecResult{}, fmt.Errorf("%s: not started: %w", what, context.Cause(ctx))
 	}
+	for _, kv := range opt.Env {
+		if k, _, _ := strings.Cut(kv, "="); !envName(k) {
+			return backend.ExecResult{}, fmt.Errorf("%s: variable %q: a name of letters, digits and '_', not starting with a digit", what, k)
+		}
+	}
 	inner := cmd
 	if opt.WorkingDir != "" || len(opt.Env) > 0 {
 		inner = append([]string{"/bin/sh", "-c", inDirWithEnv, "rz-exec-in", opt.WorkingDir, strconv.Itoa(len(opt.Env))}, opt.Env...)
@@ -67,6 +74,9 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt backend.ExecOption
 	}
 	stdout, stderr := capbuf.New(limit), capbuf.New(limit)
 	marker := &backend.PGIDWriter{Next: stderr}
+	// client-go's copies may still write once a cut stream has returned:
+	// past the gate's close, they write nowhere.
+	outGate, errGate := &gate{w: stdout}, &gate{w: marker}
 	// The lease: a stdin that ends only when this process closes it, or
 	// loses the connection.
 	lease, hold := io.Pipe()
@@ -79,10 +89,11 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt backend.ExecOption
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	done := make(chan error, 1)
+	if opt.Started != nil {
+		opt.Started(s.name + ".x" + strconv.FormatInt(execSeq.Add(1), 10))
+	}
 	go func() {
-		err := ex.StreamWithContext(sctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: marker})
-		marker.Flush()
-		done <- err
+		done <- ex.StreamWithContext(sctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: outGate, Stderr: errGate})
 	}()
 
 	var res backend.ExecResult
@@ -98,6 +109,9 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt backend.ExecOption
 		}
 	}
 	hold.Close()
+	outGate.close()
+	errGate.close()
+	marker.Flush()
 	res.PGID = marker.PGID()
 	res.Stdout, res.StdoutTruncated = stdout.Bytes(), stdout.Truncated()
 	res.Stderr, res.StderrTruncated = stderr.Bytes(), stderr.Truncated()
@@ -107,6 +121,8 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt backend.ExecOption
 		res.ExitCode = 0
 	case errors.As(streamErr, &exit):
 		res.ExitCode = exit.Code
+	case errors.Is(streamErr, errClosedByUs) && res.PGID == 0:
+		return res, fmt.Errorf("%s: it did not start, and its stream was cut after %s", what, backend.ExecGrace+3*time.Second)
 	case errors.Is(streamErr, errClosedByUs):
 		res.ExitCode = -1
 	default:
@@ -131,7 +147,7 @@ func (s *Sandbox) interrupt(hold *io.PipeWriter, leased bool, marker *backend.PG
 	defer bound.Stop()
 	if leased {
 		hold.Close()
-	} else if pg := marker.PGID(); pg > 1 {
+	} else if pg := waitPGID(marker, done); pg > 1 {
 		s.endGroup(pg)
 	}
 	select {
@@ -145,6 +161,50 @@ func (s *Sandbox) interrupt(hold *io.PipeWriter, leased bool, marker *backend.PG
 	cut()
 	<-done
 	return errClosedByUs
+}
+
+// waitPGID waits a little for the wrapper to report the command's group,
+// which it does before the command starts.
+func waitPGID(marker *backend.PGIDWriter, done <-chan error) int {
+	for deadline := time.Now().Add(time.Second); marker.PGID() == 0 && time.Now().Before(deadline) && len(done) == 0; {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return marker.PGID()
+}
+
+// execSeq numbers the execs of this process, for their ids.
+var execSeq atomic.Int64
+
+// gate passes writes to w until it is closed, then drops them.
+type gate struct {
+	mu     sync.Mutex
+	w      io.Writer
+	closed bool
+}
+
+func (g *gate) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return len(p), nil
+	}
+	return g.w.Write(p)
+}
+
+func (g *gate) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+}
+
+// envName reports whether k can name a shell variable.
+func envName(k string) bool {
+	for i, c := range k {
+		if !(c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return k != ""
 }
 
 // endGroup runs the wrapper's TERM, grace, KILL sequence on process group

@@ -228,3 +228,44 @@ func TestNodeSIGKILLOfTheOwnerEndsItsRunningPods(t *testing.T) {
 	t.Logf("SIGKILL → every running pod of the run deleted in %v, its containers ended and the pods gone in %v", marked.Round(time.Millisecond), ended.Round(time.Millisecond))
 	proctest.WaitUntil(t, time.Minute, "the watchdog ended", func() bool { return gone(o.watchdog) })
 }
+
+// A forward whose first connections the pod refuses (its server not
+// listening yet) stays: a strategy, or a test, that dials until the
+// server answers reaches it on the port MappedPort gave first.
+func TestNodeForwardOutlivesRefusedConnections(t *testing.T) {
+	t.Parallel()
+	img := kubetest.Busybox(t)
+	cs := kubetest.Client(t)
+	ns := kubetest.Namespace(t, cs, "rz-late-")
+	d := open(t, ns, kubernetes.DefaultLeaseSeconds)
+	ctx, cancel := context.WithTimeout(context.Background(), gcWithin)
+	defer cancel()
+	const run = "0e0f0a04"
+	sb, err := d.Create(ctx, "rz-"+run+"-1", backend.Spec{Image: img, Cmd: []string{"sh", "-c", "sleep 3; exec /server"}, Ports: []string{"8080/tcp"}, RunID: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Stop(context.Background(), time.Second) })
+	port, err := sb.MappedPort(ctx, "8080/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + sb.Host() + ":" + port + "/"
+	refused := 0
+	proctest.WaitUntil(t, time.Minute, "the late server to answer through the first forward", func() bool {
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(url)
+		if err != nil {
+			refused++
+			if refused == 1 {
+				t.Logf("GET %s: %v", url, err)
+			}
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	if refused == 0 {
+		t.Errorf("the first GET through %s answered: the server was to listen 3 s late, and this test proves nothing", url)
+	}
+	t.Logf("%d connections refused before the server listened, then it answered on the same local port %s", refused, port)
+}

@@ -70,7 +70,7 @@ func (s *Sandbox) MappedPort(ctx context.Context, port string) (string, error) {
 	if proto != "" && !strings.EqualFold(proto, "tcp") {
 		return "", fmt.Errorf("kubernetes: port %s of pod %s/%s: this process is outside the cluster, and a port-forward carries TCP only", port, s.d.ns, s.name)
 	}
-	local, err := s.forwardPort(ctx, n)
+	local, err := s.forwardPort(n)
 	if err != nil {
 		return "", err
 	}

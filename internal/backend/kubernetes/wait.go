@@ -3,9 +3,12 @@ package kubernetes
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
@@ -33,8 +36,9 @@ func (t target) Host(context.Context) (string, error) {
 	return "", fmt.Errorf("kubernetes: pod %s/%s has no address yet", t.s.d.ns, t.s.name)
 }
 
-// Inspect says the pod's state and its spec's ports, each bound to itself:
-// what a strategy that looks for the ports to wait on reads.
+// Inspect says the pod's state and its spec's ports, each bound where this
+// process reaches it (Ports): what a strategy that looks for the ports to
+// wait on reads.
 func (t target) Inspect(ctx context.Context) (*container.InspectResponse, error) {
 	st, err := t.State(ctx)
 	if err != nil {
@@ -47,11 +51,15 @@ func (t target) Inspect(ctx context.Context) (*container.InspectResponse, error)
 	return &container.InspectResponse{ID: t.s.name, Name: t.s.name, State: st, NetworkSettings: &container.NetworkSettings{Ports: ports}}, nil
 }
 
-func (t target) Ports(context.Context) (network.PortMap, error) {
+// Ports binds each of the spec's ports where this process reaches it:
+// Host and MappedPort (a forward of 127.0.0.1 outside the cluster). A
+// port that cannot be reached from here (UDP, outside) is listed unbound.
+func (t target) Ports(ctx context.Context) (network.PortMap, error) {
 	pm := network.PortMap{}
 	if t.s.spec == nil {
 		return pm, nil
 	}
+	host, _ := netip.ParseAddr(t.s.Host())
 	for _, p := range t.s.spec.Ports {
 		if !strings.Contains(p, "/") {
 			p += "/tcp"
@@ -61,6 +69,9 @@ func (t target) Ports(context.Context) (network.PortMap, error) {
 			return nil, fmt.Errorf("kubernetes: port %q: %w", p, err)
 		}
 		pm[port] = nil
+		if mapped, err := t.s.MappedPort(ctx, p); err == nil && host.IsValid() {
+			pm[port] = []network.PortBinding{{HostIP: host, HostPort: mapped}}
+		}
 	}
 	return pm, nil
 }
@@ -82,10 +93,18 @@ func (t target) Logs(ctx context.Context) (io.ReadCloser, error) {
 }
 
 // Exec runs cmd under the lease, and returns its code and its output,
-// stdout then stderr (a strategy reads them as one stream).
+// stdout then stderr (a strategy reads them as one stream). A pod with no
+// shell or setsid answers as a container without the program would (126,
+// 127), which strategies that probe from inside take as "cannot check
+// from inside" rather than a failure.
 func (t target) Exec(ctx context.Context, cmd []string, _ ...tcexec.ProcessOption) (int, io.Reader, error) {
 	res, err := t.s.Exec(ctx, cmd, backend.ExecOptions{})
-	if err != nil {
+	switch {
+	case errors.Is(err, backend.ErrNoShell):
+		return 127, strings.NewReader(err.Error()), nil
+	case errors.Is(err, backend.ErrNoSetsid):
+		return 126, strings.NewReader(err.Error()), nil
+	case err != nil:
 		return -1, nil, err
 	}
 	return res.ExitCode, io.MultiReader(bytes.NewReader(res.Stdout), bytes.NewReader(res.Stderr)), nil
@@ -110,7 +129,7 @@ func containerState(p *corev1.Pod) *container.State {
 		}
 		switch {
 		case cs.State.Running != nil:
-			return &container.State{Status: container.StateRunning, Running: true, StartedAt: cs.State.Running.StartedAt.String()}
+			return &container.State{Status: container.StateRunning, Running: true, StartedAt: cs.State.Running.StartedAt.UTC().Format(time.RFC3339Nano)}
 		case cs.State.Terminated != nil:
 			tm := cs.State.Terminated
 			return &container.State{Status: container.StateExited, ExitCode: int(tm.ExitCode), OOMKilled: tm.Reason == "OOMKilled", Error: tm.Message}
@@ -119,13 +138,19 @@ func containerState(p *corev1.Pod) *container.State {
 	return &container.State{Status: container.StateCreated}
 }
 
+// copyLimit bounds what CopyFileFromContainer reads: a strategy reads a
+// small file (a ready marker, a pid file).
+const copyLimit = 16 << 20
+
 func (t target) CopyFileFromContainer(ctx context.Context, path string) (io.ReadCloser, error) {
-	res, err := t.s.Exec(ctx, []string{"cat", "--", path}, backend.ExecOptions{})
-	if err != nil {
+	res, err := t.s.Exec(ctx, []string{"cat", "--", path}, backend.ExecOptions{OutputLimit: copyLimit})
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	if res.ExitCode != 0 {
+	case res.ExitCode != 0:
 		return nil, fmt.Errorf("kubernetes: copy %s from pod %s/%s: cat exited %d: %s", path, t.s.d.ns, t.s.name, res.ExitCode, bytes.TrimSpace(res.Stderr))
+	case res.StdoutTruncated:
+		return nil, fmt.Errorf("kubernetes: copy %s from pod %s/%s: larger than %d bytes", path, t.s.d.ns, t.s.name, copyLimit)
 	}
 	return io.NopCloser(bytes.NewReader(res.Stdout)), nil
 }

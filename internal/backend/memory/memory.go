@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -43,7 +42,9 @@ func init() {
 	backend.Register(backend.Memory, func(context.Context) (backend.Driver, error) { return Open("") })
 	// A native watchdog passes the endpoint it was started with (DOCKER_HOST
 	// for Docker); the folder comes to it in EnvDir, from the plan's Env.
-	backend.RegisterEndpoint(backend.Memory, func(string) (backend.Driver, error) { return Open("") })
+	// The watchdog's: the folder its owner made, never made again (a
+	// test's temporary folder, removed as the test ended).
+	backend.RegisterEndpoint(backend.Memory, func(string) (backend.Driver, error) { return open("", false) })
 }
 
 // driver is the memory backend on one folder. Its methods are safe for
@@ -55,11 +56,13 @@ type driver struct {
 
 // Open opens the memory backend on folder dir: when "", the one EnvDir
 // names, else memory/ in the cache dir. The folder is created (mode 0700)
-// when missing, in a folder that exists, and must be this user's alone,
-// as the ledger's are. The
+// when missing, and must be this user's alone, as the ledger's are. The
 // driver is also a backend.RunLister, OwnershipChecker, RunCloser and
 // KeepAliver, and its sandboxes are backend.Describers.
-func Open(dir string) (backend.Driver, error) {
+func Open(dir string) (backend.Driver, error) { return open(dir, true) }
+
+// open is Open; without create, the folder must be there already.
+func open(dir string, create bool) (backend.Driver, error) {
 	def := false
 	if dir == "" {
 		dir = os.Getenv(EnvDir)
@@ -69,7 +72,13 @@ func Open(dir string) (backend.Driver, error) {
 		if err != nil {
 			return nil, fmt.Errorf("memory backend: %w", err)
 		}
-		if dir, err = ledger.EnsureSubdir(cache, subdir); err != nil {
+		if !create {
+			dir = filepath.Join(cache, subdir)
+			err = ledger.CheckPrivate(dir)
+		} else {
+			dir, err = ledger.EnsureSubdir(cache, subdir)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("memory backend: %w", err)
 		}
 		def = true
@@ -79,10 +88,10 @@ func Open(dir string) (backend.Driver, error) {
 			return nil, fmt.Errorf("memory backend: folder %q: %w", dir, err)
 		}
 		dir = abs
-		// Its parent must be there: a watchdog that opens the folder of
-		// a test whose temporary folder is gone must not make it again.
-		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-			return nil, fmt.Errorf("memory backend: %w", err)
+		if create {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return nil, fmt.Errorf("memory backend: %w", err)
+			}
 		}
 		if err := ledger.CheckPrivate(dir); err != nil {
 			return nil, fmt.Errorf("memory backend: %w", err)

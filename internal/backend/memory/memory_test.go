@@ -179,18 +179,24 @@ func TestFolderMustBePrivate(t *testing.T) {
 	}
 }
 
-// The folder is made when missing, but not its parents: the watchdog of a
-// test whose temporary folder is gone must not make it again.
-func TestFolderNotMadeWhereItsParentIsGone(t *testing.T) {
+// Open makes its folder, parents too; the watchdog's opener (by
+// endpoint) makes nothing: the watchdog of a test whose temporary folder is
+// gone must not make it again.
+func TestWatchdogNeverMakesTheFolder(t *testing.T) {
 	base := t.TempDir()
-	if _, err := memory.Open(filepath.Join(base, "memory")); err != nil {
-		t.Fatalf("Open of a new folder in an existing one: %v", err)
+	if _, err := memory.Open(filepath.Join(base, "new", "memory")); err != nil {
+		t.Fatalf("Open of a new folder in a new one: %v", err)
 	}
 	gone := filepath.Join(base, "removed", "memory")
-	if _, err := memory.Open(gone); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("Open of a folder whose parent is gone = %v, want an error wrapping fs.ErrNotExist", err)
+	t.Setenv(memory.EnvDir, gone)
+	if _, err := backend.OpenEndpoint(backend.Memory, ""); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the watchdog's open of a folder that is gone = %v, want an error wrapping fs.ErrNotExist", err)
 	}
 	if _, err := os.Lstat(filepath.Dir(gone)); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("Open made the parent of its folder again (%v)", err)
+		t.Errorf("the watchdog's open made the folder's parent again (%v)", err)
+	}
+	t.Setenv(memory.EnvDir, filepath.Join(base, "new", "memory"))
+	if _, err := backend.OpenEndpoint(backend.Memory, ""); err != nil {
+		t.Errorf("the watchdog's open of its owner's folder: %v", err)
 	}
 }
