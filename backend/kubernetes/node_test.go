@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,12 +16,17 @@ import (
 	"github.com/rightsize/rightsize-go/sandboxtest"
 )
 
+var ranOnce atomic.Bool
+
 // What a test calls, on a cluster with a node: Start of a pod waited for
 // by a testcontainers-go strategy, its port at Endpoint (forwarded from
 // outside the cluster), a command through Exec, Stop. The only test of
 // this binary that starts the sandboxtest session, whose backend the
 // environment names when it starts.
 func TestNodeWhatATestCalls(t *testing.T) {
+	if ranOnce.Swap(true) {
+		t.Skip("the sandboxtest session of this process was set up by this test's first run, on a namespace deleted since: once per process")
+	}
 	img := kubetest.Busybox(t)
 	cs := kubetest.Client(t)
 	ns := kubetest.Namespace(t, cs, "rz-user-")
