@@ -86,6 +86,7 @@ func Setup(fn func(*Suite)) Option {
 // A program that is not a test binary passes its body as m: Main gives it
 // the same sweep, setup and final clean-up, and exits with its code.
 func Main(m TestingM, opts ...Option) {
+	stopIfWatchdog()
 	var cfg mainConfig
 	for _, o := range opts {
 		o.applyMain(&cfg)

@@ -20,9 +20,20 @@ import (
 
 func init() {
 	// A test binary re-executed as its own native watchdog stops here,
-	// before package testing reads a flag (reaper.WatchdogMain).
+	// before package testing reads a flag (reaper.WatchdogMain), or, when
+	// its backend registers in a later init, there.
 	reaper.WatchdogMain()
 	probe.SetSession(getSession)
+}
+
+// stopIfWatchdog ends a program started as a watchdog whose backend never
+// registered (reaper.WatchdogWaiting) before it does anything a test
+// would: its tests must not run as a watchdog.
+func stopIfWatchdog() {
+	if reaper.WatchdogWaiting() {
+		fmt.Fprintf(os.Stderr, "rightsize watchdog: the backend %s=%q never registered in this program; the watchdog does nothing\n", backend.EnvBackend, os.Getenv(backend.EnvBackend))
+		os.Exit(2)
+	}
 }
 
 const defaultStopGrace = backend.DefaultStopGrace
@@ -53,6 +64,7 @@ const envHostOverride = "TESTCONTAINERS_HOST_OVERRIDE"
 // cancellation: it serves every later test, and a first test whose context
 // had already ended must not fail them all.
 func getSession(ctx context.Context) (*reaper.Session, error) {
+	stopIfWatchdog()
 	sessMu.Lock()
 	defer sessMu.Unlock()
 	if sess != nil || sessErr != nil {

@@ -23,13 +23,45 @@ var (
 	registryMu sync.Mutex
 	registry   = map[string]Opener{}
 	byEndpoint = map[string]EndpointOpener{}
+	// awaiting holds, by backend name, what waits for that backend to
+	// become openable by endpoint (WhenEndpoint).
+	awaiting = map[string]func(){}
 )
 
-// RegisterEndpoint makes a backend openable by endpoint (OpenEndpoint).
+// RegisterEndpoint makes a backend openable by endpoint (OpenEndpoint),
+// then runs what WhenEndpoint left waiting for it.
 func RegisterEndpoint(name string, open EndpointOpener) {
 	registryMu.Lock()
-	defer registryMu.Unlock()
 	byEndpoint[name] = open
+	f := awaiting[name]
+	delete(awaiting, name)
+	registryMu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// WhenEndpoint runs f as soon as backend name can be opened by endpoint:
+// now when it can (and reports true), else from within RegisterEndpoint's
+// call for it. A backend registers from its package's init, and Go
+// initializes a package after all it imports but in no set order beside
+// the packages that do not import it: a program re-executed as its own
+// watchdog (package reaper) may reach its entry in sandboxtest's init
+// before the backend it needs has registered, as backend/kubernetes does
+// in a user's test binary. A backend that has registered without an
+// endpoint opener never gets one: f runs at once (and OpenEndpoint tells
+// it so). One waiter per name: a second replaces the first.
+func WhenEndpoint(name string, f func()) (now bool) {
+	name = Canonical(name)
+	registryMu.Lock()
+	if byEndpoint[name] != nil || registry[name] != nil {
+		registryMu.Unlock()
+		f()
+		return true
+	}
+	awaiting[name] = f
+	registryMu.Unlock()
+	return false
 }
 
 // OpenEndpoint opens backend name for the engine at endpoint.

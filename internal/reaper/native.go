@@ -77,8 +77,30 @@ func WatchdogMain() {
 	case os.Getenv(envNativeAfter) == "1":
 		mode = engineOnly
 	}
-	os.Exit(runNative(os.Stdin, os.Getenv(envNativeRuns), os.Getenv(envNativeRun), os.Getenv(backend.EnvBackend), os.Getenv("DOCKER_HOST"), mode))
+	name := os.Getenv(backend.EnvBackend)
+	work := func() {
+		os.Exit(runNative(os.Stdin, os.Getenv(envNativeRuns), os.Getenv(envNativeRun), name, os.Getenv("DOCKER_HOST"), mode))
+	}
+	if mode == processesOnly || backend.WhenEndpoint(name, work) {
+		work()
+	}
+	// The backend registers in an init still to come (a package that
+	// sandboxtest does not import, such as backend/kubernetes): the work
+	// starts from there. Should none come, nothing of the program must run
+	// as if it were not a watchdog: package testing stops at this flag,
+	// and package sandboxtest at WatchdogWaiting.
+	waiting.Store(true)
+	os.Args = []string{os.Args[0], "-rightsize-watchdog-backend-never-registered=" + name}
 }
+
+// waiting is set while this program, started as a watchdog, waits for its
+// backend to register.
+var waiting atomic.Bool
+
+// WatchdogWaiting reports whether this program was started as a watchdog
+// whose backend has not registered: it must do nothing else, and exits
+// saying so.
+func WatchdogWaiting() bool { return waiting.Load() }
 
 // runNative is every watchdog's work: it opens the engine, reads stdin to
 // its EOF while taking note of what the owner tells it (for the native

@@ -164,6 +164,18 @@ func (e *Engine) ContainerID(ctx context.Context, name string) (string, error) {
 	return res.Container.ID, nil
 }
 
+// Label is the value of label key on the named container ("" when unset).
+func (e *Engine) Label(ctx context.Context, name, key string) (string, error) {
+	res, err := e.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	if err != nil {
+		return "", err
+	}
+	if res.Container.Config == nil {
+		return "", nil
+	}
+	return res.Container.Config.Labels[key], nil
+}
+
 // NetworkExists reports whether a network of that name (or id) exists.
 func (e *Engine) NetworkExists(ctx context.Context, name string) (bool, error) {
 	_, err := e.cli.NetworkInspect(ctx, name, client.NetworkInspectOptions{})

@@ -1,0 +1,176 @@
+//go:build linux
+
+package kubernetes_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/envlist"
+	"github.com/rightsize/rightsize-go/internal/kubetest"
+	"github.com/rightsize/rightsize-go/internal/proctest"
+	"github.com/rightsize/rightsize-go/internal/usermod"
+)
+
+// The crash guarantee on Kubernetes, on the user's path: a test binary of
+// a module of its own, which links this package for its effect as the docs
+// say and has no TestMain (internal/usermod), starts a Service network and
+// two pods on the node, then is SIGKILLed, or its -test.timeout alarm
+// fires, or it passes. Its watchdog — re-executed from sandboxtest's init,
+// which Go runs before this package's backend has registered — deletes the
+// run's Lease, and the garbage collector the pods: every pod of the run is
+// being deleted or gone, and the Lease is gone, with no sweep run by
+// anyone.
+func TestUserModuleOnNode(t *testing.T) {
+	img := kubetest.Busybox(t)
+	cs := kubetest.Client(t)
+	bin := usermod.Build(t, usermod.Pods)
+	for _, tc := range []struct {
+		name    string
+		timeout string
+		pass    bool
+	}{
+		{name: "SIGKILL", timeout: "20m"},
+		{name: "test timeout", timeout: "40s"},
+		{name: "passes", timeout: "20m", pass: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := kubetest.Namespace(t, cs, "rz-usermod-")
+			info := filepath.Join(t.TempDir(), "info")
+			env := envlist.Without(os.Environ(), func(k string) bool { return strings.HasPrefix(k, "RIGHTSIZE_") })
+			env = append(env,
+				"RIGHTSIZE_BACKEND=kubernetes",
+				"KUBECONFIG="+os.Getenv(kubetest.EnvKubeconfig),
+				"RIGHTSIZE_KUBE_NAMESPACE="+ns,
+				"RIGHTSIZE_CACHE_DIR="+t.TempDir(),
+				"RIGHTSIZE_REAPER_DEBUG=1",
+				usermod.EnvImage+"="+img,
+				usermod.EnvInfo+"="+info,
+			)
+			if tc.pass {
+				env = append(env, usermod.EnvPass+"=1")
+			}
+			p, err := proctest.Start(proctest.Spec{
+				Name: "user's test on kubernetes (" + tc.name + ")",
+				Argv: []string{bin, "-test.run=^TestHolds$", "-test.count=1", "-test.timeout=" + tc.timeout},
+				Env:  env,
+				Dir:  filepath.Dir(bin),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.EnsureDead() })
+			done := make(chan struct{})
+			go func() { p.Wait(10 * time.Minute); close(done) }()
+			in, err := usermod.WaitBlocked(info, done, 3*time.Minute)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, p.Output())
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(pods.Items) != len(in.Sandboxes) || len(in.Sandboxes) != 2 {
+				t.Fatalf("the user's test said it started %q; the namespace has %d pods", in.Sandboxes, len(pods.Items))
+			}
+			run := pods.Items[0].Labels[backend.LabelRunID]
+			if run == "" {
+				t.Fatalf("pod %s has no run label: %v", pods.Items[0].Name, pods.Items[0].Labels)
+			}
+			var ended time.Time
+			switch {
+			case tc.pass:
+				p.CloseStdin()
+				if !p.Wait(2 * time.Minute) {
+					t.Fatal("the passing test did not end")
+				}
+				if _, err := p.Exited(); err != nil {
+					t.Fatalf("the passing test: %v\n%s", err, p.Output())
+				}
+				ended = time.Now()
+			case tc.timeout == "20m":
+				if err := p.Kill(); err != nil {
+					t.Fatal(err)
+				}
+				if !p.Wait(time.Minute) {
+					t.Fatal("the test did not die of SIGKILL")
+				}
+				if sig, ok := p.Signaled(); !ok || sig != syscall.SIGKILL {
+					t.Fatalf("the test ended with %s, want SIGKILL", p.Status())
+				}
+				ended = p.KilledAt()
+			default:
+				if !p.Wait(2 * time.Minute) {
+					t.Fatal("the -test.timeout alarm did not end the test")
+				}
+				if want := "panic: test timed out after " + tc.timeout; !strings.Contains(p.Output(), want) {
+					t.Fatalf("want %q in the test's output:\n%s", want, p.Output())
+				}
+				ended = time.Now()
+			}
+			left := func() string {
+				var out []string
+				pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: backend.LabelRunID + "=" + run})
+				if err != nil {
+					return err.Error()
+				}
+				for _, pod := range pods.Items {
+					if pod.DeletionTimestamp == nil {
+						out = append(out, "pod "+pod.Name)
+					}
+				}
+				leases, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return err.Error()
+				}
+				for _, l := range leases.Items {
+					out = append(out, "lease "+l.Name)
+				}
+				return strings.Join(out, ", ")
+			}
+			var last string
+			for {
+				if last = left(); last == "" {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("run %s, %s: still there %s after the end: %s\nthe test's output:\n%s", run, tc.name, time.Since(ended).Round(time.Millisecond), last, p.Output())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			t.Logf("run %s, %s: every pod being deleted and the Lease gone %s after the end (polled every 20 ms)", run, tc.name, time.Since(ended).Round(time.Millisecond))
+			waitPodsGone(t, ctx, cs, ns, run)
+		})
+	}
+}
+
+// waitPodsGone waits until the run's pods are gone from the API server
+// (the kubelet has stopped them), so the namespace's deletion finds none.
+func waitPodsGone(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns, run string) {
+	t.Helper()
+	for {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: backend.LabelRunID + "=" + run})
+		if err == nil && len(pods.Items) == 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			n := 0
+			if pods != nil {
+				n = len(pods.Items)
+			}
+			t.Fatalf("%d pods of run %s were still there: %v", n, run, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,75 @@
+// Package userkit is what a user's tests share: a test that starts a
+// network and sandboxes as the README says, tells the harness what it
+// started, then blocks until it is killed, or passes.
+package userkit
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rightsize/rightsize-go/sandboxtest"
+)
+
+// The environment the harness steers the test with.
+const (
+	EnvImage     = "USER_IMAGE"     // the sandboxes' image; the test skips without one
+	EnvCmd       = "USER_CMD"       // their command, words split on spaces ("/server" when unset)
+	EnvSandboxes = "USER_SANDBOXES" // how many (2 when unset)
+	EnvNetwork   = "USER_NETWORK"   // "0": no network
+	EnvInfo      = "USER_INFO"      // a file the test appends key=value lines to
+	EnvPass      = "USER_PASS"      // "1": pass once stdin closes
+)
+
+// Hold starts what the environment asks for, says so in the info file
+// (network=, sandbox= lines, then blocked=1), then blocks until the
+// process is killed or `go test -timeout` fires; with USER_PASS=1, until
+// its stdin closes, and then it passes.
+func Hold(t *testing.T) {
+	img := os.Getenv(EnvImage)
+	if img == "" {
+		t.Skip(EnvImage + " is not set: this test is run by the repository's harness")
+	}
+	f, err := os.OpenFile(os.Getenv(EnvInfo), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	say := func(k, v string) {
+		if _, err := fmt.Fprintf(f, "%s=%s\n", k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 2
+	if v := os.Getenv(EnvSandboxes); v != "" {
+		if n, err = strconv.Atoi(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := []string{"/server"}
+	if v := os.Getenv(EnvCmd); v != "" {
+		cmd = strings.Fields(v)
+	}
+	spec := sandboxtest.Spec{Image: img, Cmd: cmd}
+	if os.Getenv(EnvNetwork) != "0" {
+		net := sandboxtest.NewNetwork(t)
+		say("network", net.Name())
+		spec.Networks = []*sandboxtest.Network{net}
+	}
+	for range n {
+		g := sandboxtest.Start(t, spec)
+		say("sandbox", g.Name())
+	}
+	say("blocked", "1")
+	if os.Getenv(EnvPass) == "1" {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		return
+	}
+	for {
+		time.Sleep(time.Minute) // until SIGKILL, a signal or the -timeout alarm
+	}
+}
