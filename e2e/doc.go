@@ -36,6 +36,8 @@
 //	       killed                        SIGKILL of every process in it
 //	       frozen                        SIGSTOP of every process in it: gone after the lease timeout
 //	       traffic dropped               iptables DROP in it, no FIN or RST sent, its processes alive: gone after the lease timeout
+//	user TestUserModuleDies              a test binary built as a user builds it (internal/usermod): SIGKILL, its -test.timeout alarm, a pass
+//	                                     (the same on Kubernetes: backend/kubernetes TestUserModuleOnNode, in the kube gate)
 //
 // `go test ./e2e/` runs rows 8 and 12 with reduced counts (10 rounds; 3
 // kills at the first ledger write and 10 at random); `-args -full` (make

@@ -119,6 +119,10 @@ func TestUserModuleOnNode(t *testing.T) {
 				}
 				ended = time.Now()
 			}
+			// The watchdog's work is a Lease deletion: on a loaded machine a
+			// second or so; 90 s means it never came.
+			ctx, cancel = context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
 			left := func() string {
 				var out []string
 				pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: backend.LabelRunID + "=" + run})
