@@ -42,19 +42,26 @@ const (
 	EnvPass      = "USER_PASS"
 )
 
-// Build returns the path of pkg's test binary (Store or Pods), built in
-// t's temporary folder from a copy of the module whose replace names this
-// repository. Go's build cache makes all but the first build a link. A
-// failure to build fails t.
-func Build(t testing.TB, pkg string) string {
+// Module returns the folder of a fresh copy of the user's module, in t's
+// temporary folder, whose replace names this repository, tidied.
+func Module(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := prepare(dir); err != nil {
 		t.Fatalf("usermod: preparing the user's module: %v", err)
 	}
+	return dir
+}
+
+// Build returns the path of pkg's test binary (Store or Pods), built in a
+// fresh copy of the module. Go's build cache makes all but the first build
+// a link. A failure to build fails t.
+func Build(t testing.TB, pkg string) string {
+	t.Helper()
+	dir := Module(t)
 	bin := filepath.Join(dir, "bin", pkg+".test")
 	start := time.Now()
-	if out, err := goCmd(dir, "test", "-c", "-o", bin, "./"+pkg).CombinedOutput(); err != nil {
+	if out, err := Go(dir, "test", "-c", "-o", bin, "./"+pkg).CombinedOutput(); err != nil {
 		t.Fatalf("usermod: go test -c ./%s in the user's module: %v\n%s", pkg, err, out)
 	}
 	t.Logf("usermod: built the user's %s test binary in %s", pkg, time.Since(start).Round(time.Millisecond))
@@ -94,18 +101,18 @@ func prepare(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
 		return err
 	}
-	if out, err := goCmd(dir, "mod", "tidy").CombinedOutput(); err != nil {
+	if out, err := Go(dir, "mod", "tidy").CombinedOutput(); err != nil {
 		return fmt.Errorf("go mod tidy: %v\n%s", err, out)
 	}
 	return nil
 }
 
-// goCmd runs the go command in dir, outside any workspace, with the module
-// cache and proxy the repository's build uses.
-func goCmd(dir string, args ...string) *exec.Cmd {
+// Go is the go command in dir, as a user runs it there: outside any
+// workspace, with the module cache and proxy the repository's build uses.
+func Go(dir string, args ...string) *exec.Cmd {
 	cmd := exec.Command(goTool(), args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
 	return cmd
 }
 
