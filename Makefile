@@ -150,7 +150,7 @@ fuzz:
 	done
 
 demo: engine
-	$(GO) run ./cmd/rightsize demo
+	$(GO) run -tags rightsize_nokube ./cmd/rightsize demo
 
 # The crash matrix's long rows with their full counts: row 8 (100 sweeping
 # rounds beside two live owners) and row 12 (200 random kills); -full is a

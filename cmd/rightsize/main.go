@@ -12,7 +12,6 @@ import (
 
 	tclog "github.com/testcontainers/testcontainers-go/log"
 
-	_ "github.com/rightsize/rightsize-go/backend/kubernetes"      // links the kubernetes backend
 	_ "github.com/rightsize/rightsize-go/internal/backend/docker" // registers the docker backend
 	_ "github.com/rightsize/rightsize-go/internal/backend/memory" // registers the memory backend
 	_ "github.com/rightsize/rightsize-go/internal/backend/msb"    // registers the msb backend
