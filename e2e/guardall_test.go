@@ -5,6 +5,8 @@ package e2e_test
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -387,5 +389,9 @@ func TestRow15GuardAll(t *testing.T) {
 // nonceHex is 8 random hex digits for a test's tag.
 func nonceHex(t *testing.T) string {
 	t.Helper()
-	return fmt.Sprintf("%08x", time.Now().UnixNano()&0xffffffff^int64(os.Getpid()))
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b[:])
 }

@@ -175,7 +175,12 @@ func TestRow12RandomKills(t *testing.T) {
 		}
 		waits = append(waits, took)
 	}
-	time.Sleep(2 * time.Second)
+	// Checked again once no watchdog of any of them lives and every owner
+	// is dead: nothing can create or remove for them any more, so what is
+	// found now stays.
+	for _, o := range owners {
+		r.waitWatchdogsDone(o)
+	}
 	for i, o := range owners {
 		if left := o.leftovers(); left != "" {
 			r.leftBehind(o, fmt.Sprintf("kill %d, checked again at the end", i))

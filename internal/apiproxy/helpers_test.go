@@ -123,6 +123,7 @@ type fakeEngine struct {
 	path     string // its socket
 	tcp      string // or its tcp address
 	accepted atomic.Int32
+	closed   atomic.Int32 // connections the engine closed (serverEngine's)
 }
 
 func newFakeEngine(t testing.TB, handle func(c net.Conn)) *fakeEngine {
@@ -202,8 +203,11 @@ func serverEngine(t testing.TB, srv *http.Server) *fakeEngine {
 		t.Fatal(err)
 	}
 	srv.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
+		switch s {
+		case http.StateNew:
 			e.accepted.Add(1)
+		case http.StateClosed:
+			e.closed.Add(1)
 		}
 	}
 	done := make(chan struct{})

@@ -805,7 +805,17 @@ func TestUpstreamClosedIdleConnection(t *testing.T) {
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		time.Sleep(400 * time.Millisecond)
+		if i == 0 {
+			// The next request must find the proxy's connection to the
+			// engine closed by the engine.
+			deadline := time.Now().Add(10 * time.Second)
+			for e.closed.Load() < 1 {
+				if time.Now().After(deadline) {
+					t.Fatal("the engine did not close its idle connection within 10 s")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
 	}
 	if n := e.accepted.Load(); n != 2 {
 		t.Errorf("the engine was connected to %d times, want 2", n)

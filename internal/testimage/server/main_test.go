@@ -119,10 +119,16 @@ func TestExitsZeroOnSIGTERM(t *testing.T) {
 func TestIgnoreTerm(t *testing.T) {
 	port := freePort(t)
 	cmd := start(t, "-ignore-term", port)
+	// An ignored signal is discarded as it is sent: once the server says
+	// it ignores SIGTERM, the SIGTERM below cannot end it, and the GET
+	// after it proves it did not. (Without -ignore-term the status shows no
+	// such bit, and the SIGTERM ends the server: TestExitsZeroOnSIGTERM.)
+	if !ignores(t, cmd.Process.Pid, syscall.SIGTERM) {
+		t.Fatal("the server does not ignore SIGTERM")
+	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
 	get(t, port) // still serving
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -130,6 +136,27 @@ func TestIgnoreTerm(t *testing.T) {
 	if code := exitCode(t, cmd, 5*time.Second); code != 0 {
 		t.Errorf("exit code %d after SIGINT, want 0", code)
 	}
+}
+
+// ignores reports whether process pid ignores sig, as its status in /proc
+// says (SigIgn, a hexadecimal mask of signals 1…64).
+func ignores(t *testing.T, pid int, sig syscall.Signal) bool {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Skipf("no /proc status to read the signal mask from: %v", err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "SigIgn:"); ok {
+			var mask uint64
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%x", &mask); err != nil {
+				t.Fatalf("SigIgn %q: %v", v, err)
+			}
+			return mask&(1<<(uint(sig)-1)) != 0
+		}
+	}
+	t.Fatalf("no SigIgn line in /proc/%d/status", pid)
+	return false
 }
 
 func TestExitAfter(t *testing.T) {
