@@ -36,7 +36,7 @@ func TestGuardAllRefuses(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			for _, k := range []string{"DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "DOCKER_CONTEXT"} {
+			for _, k := range []string{"DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "DOCKER_CONTEXT", "RIGHTSIZE_BACKEND"} {
 				t.Setenv(k, "")
 				os.Unsetenv(k)
 			}

@@ -2,6 +2,7 @@ package sandboxtest_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -40,6 +41,12 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	os.Setenv("RIGHTSIZE_CACHE_DIR", dir)
+	flag.Parse()
+	if testing.Short() {
+		// -short never reaches an engine, whatever the environment names:
+		// the session Main sets up is the memory backend's, in dir.
+		os.Setenv("RIGHTSIZE_BACKEND", "memory")
+	}
 	return sandboxtest.RunMain(sandboxtest.Program(func() int {
 		code := m.Run()
 		if left := ownLeftovers(); left != "" {

@@ -89,6 +89,9 @@ var _ backend.RunLister = (*Driver)(nil)
 // When none answers, the error wraps backend.ErrUnreachable and says what
 // was tried.
 func Open(ctx context.Context) (*Driver, error) {
+	if err := checkNamedHost(ctx); err != nil {
+		return nil, err
+	}
 	note, pulled := prepareRyuk(ctx)
 	if pulled {
 		// The engine answered, then a registry took its time: what waits
@@ -111,10 +114,6 @@ func Open(ctx context.Context) (*Driver, error) {
 	if _, err := tc.Ping(ctx, client.PingOptions{}); err != nil {
 		tc.Close()
 		return nil, fmt.Errorf("%w: %s: %v", backend.ErrUnreachable, tc.DaemonHost(), err)
-	}
-	if err := checkDockerHost(ctx, tc.DaemonHost()); err != nil {
-		tc.Close()
-		return nil, err
 	}
 	cli := tc.Client
 	if up := os.Getenv(EnvUpstream); up != "" && canonicalEndpoint(tc.DaemonHost()) == canonicalEndpoint(os.Getenv("DOCKER_HOST")) {
@@ -151,18 +150,18 @@ func OpenHost(host string) (*Driver, error) {
 	return newDriver(context.Background(), cli), nil
 }
 
-// checkDockerHost fails when DOCKER_HOST names an engine that does not
-// answer. testcontainers-go passes over such a DOCKER_HOST and takes the
-// next engine it finds (the default socket, say): a user who named an
-// engine must not be given another one without a word. A DOCKER_HOST that
-// answers while testcontainers-go chose another engine (its tc.host
-// property comes first) is testcontainers-go's rule, and kept.
-func checkDockerHost(ctx context.Context, chosen string) error {
+// checkNamedHost asks the engine DOCKER_HOST names, when it names one,
+// and fails when it does not answer, before testcontainers-go is asked for
+// an engine: it passes over such a DOCKER_HOST and tries every other engine
+// it knows (the default socket, Docker Desktop's, Podman's). A user who
+// named an engine must not be given another one without a word, nor have
+// engines they did not name asked. A socket at the default path is named
+// in the error, not asked. (A DOCKER_HOST that answers while
+// testcontainers-go chooses another engine, by its tc.host property, is
+// testcontainers-go's rule, and kept.)
+func checkNamedHost(ctx context.Context) error {
 	want := os.Getenv("DOCKER_HOST")
 	if want == "" {
-		return nil
-	}
-	if canonicalEndpoint(want) == canonicalEndpoint(chosen) {
 		return nil
 	}
 	cli, err := client.New(client.FromEnv)
@@ -170,10 +169,17 @@ func checkDockerHost(ctx context.Context, chosen string) error {
 		defer cli.Close()
 		_, err = cli.Ping(ctx, client.PingOptions{})
 	}
-	if err != nil {
-		return fmt.Errorf("%w: DOCKER_HOST=%s: %v (an engine answers at %s: unset DOCKER_HOST to use it)", backend.ErrUnreachable, want, err, chosen)
+	if err == nil {
+		return nil
 	}
-	return nil
+	hint := ""
+	if def := defaultHost(); canonicalEndpoint(def) != canonicalEndpoint(want) {
+		path, isUnix := strings.CutPrefix(def, "unix://")
+		if fi, serr := os.Stat(path); isUnix && serr == nil && fi.Mode()&os.ModeSocket != 0 {
+			hint = " (there is a socket at " + path + ", not asked: unset DOCKER_HOST to use it)"
+		}
+	}
+	return fmt.Errorf("%w: DOCKER_HOST=%s: %v%s", backend.ErrUnreachable, want, err, hint)
 }
 
 func newDriver(_ context.Context, cli *client.Client) *Driver {
