@@ -123,6 +123,18 @@ install() {
 	echo "$BIN"
 }
 
+# metrics_segment HOME: the shared-memory file msb 0.6.18 makes for HOME
+# on its first sandbox and never removes: msb-met-<FNV-1a 64 of HOME's
+# bytes>-v3.
+metrics_segment() {
+	local LC_ALL=C s=$1 h=-3750763034362895579 i c # 0xcbf29ce484222325
+	for ((i = 0; i < ${#s}; i++)); do
+		printf -v c '%d' "'${s:i:1}"
+		h=$(((h ^ (c & 255)) * 1099511628211))
+	done
+	printf '/dev/shm/msb-met-%016x-v3' "$h"
+}
+
 # boot MSB: one microVM, in a state folder of its own removed after.
 boot() {
 	local msb=${1:-$BIN} home rc=0 out
@@ -147,6 +159,7 @@ boot() {
 	MSB_HOME=$home/home "$msb" stop -f rz-boot-check >/dev/null 2>&1 || true
 	MSB_HOME=$home/home "$msb" rm rz-boot-check >/dev/null 2>&1 || true
 	rm -rf "$home"
+	rm -f "$(metrics_segment "$home/home")"
 	return "$rc"
 }
 
