@@ -19,6 +19,13 @@
 #                      64 MB) with a state folder of its own, then remove
 #                      it; exit 0 when it booted, else say why not, with
 #                      msb's own words, and exit 1
+#   msb.sh gate GO GOTESTFLAGS PKG...
+#                      the msb gate of `make test`: install, say which msb
+#                      and whether a microVM boots, run the packages' tests
+#                      against it (RIGHTSIZE_TEST_MSB), and say how many
+#                      passed and which skipped, with why; where msb cannot
+#                      be had, say why and pass (RIGHTSIZE_SKIP_MSB=1
+#                      skips it)
 #
 # The umbrella package `microsandbox` holds a node shim (bin `msb`) and
 # names one platform package per system as an optional dependency; npm
@@ -163,6 +170,55 @@ boot() {
 	return "$rc"
 }
 
+# gate GO GOTESTFLAGS PKG...: see the top.
+gate() {
+	local go=$1 flags=$2 m msb log rc=0 boots=0
+	shift 2
+	if [ -n "${RIGHTSIZE_SKIP_MSB:-}" ]; then
+		echo "msb gate: skipped (RIGHTSIZE_SKIP_MSB is set)"
+		return 0
+	fi
+	m=$(missing)
+	if [ -n "$m" ]; then
+		echo "msb gate: skipped: msb cannot be installed here: no $m"
+		return 0
+	fi
+	msb=$(install) || {
+		echo "msb gate: skipped: msb $VERSION could not be installed (the reason is above)"
+		return 0
+	}
+	echo "msb gate: against $("$msb" --version), npm microsandbox@$VERSION ($msb)"
+	if (boot "$msb"); then
+		boots=1
+		echo "msb gate: a microVM boots here"
+	else
+		echo "msb gate: no microVM boots here (why: above, and docs/backends.md); everything up to the boot runs against the real msb, what needs a booted sandbox against the stand-in (internal/backend/msb/testdata/msb-standin)"
+	fi
+	log=$(mktemp)
+	echo "RIGHTSIZE_TEST_MSB=$msb RIGHTSIZE_TEST_MSB_BOOTS=$boots $go test $flags -v $*"
+	# shellcheck disable=SC2086 # the flags are words
+	RIGHTSIZE_TEST_MSB=$msb RIGHTSIZE_TEST_MSB_BOOTS=$boots "$go" test $flags -v "$@" >"$log" 2>&1 || rc=$?
+	# Each skip with its reason (the test's last log line: with -v, Go
+	# prints a test's lines under `=== NAME` and its verdict after them),
+	# the helper entry point aside; failures; each package's result; how
+	# many passed.
+	awk '
+		/^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; next }
+		/^ +[^ ]+\.go:[0-9]+: / { line = $0; sub(/^ +[^ ]+\.go:[0-9]+: /, "", line); last[cur] = line; next }
+		/^ *--- SKIP: / {
+			if ($3 != "TestMsbHelper") printf "msb gate: skipped %s: %s\n", $3, last[$3]
+			next
+		}
+		/^ *--- PASS: / { pass++ }
+		/^ *--- FAIL: / { print }
+		/^(ok|FAIL)[ \t]/ { print }
+		END { printf "msb gate: %d tests passed\n", pass }
+	' "$log"
+	[ "$rc" -eq 0 ] || cat "$log"
+	rm -f "$log"
+	return "$rc"
+}
+
 case ${1:-install} in
 install) install ;;
 path)
@@ -185,5 +241,9 @@ boot)
 	shift
 	boot "$@"
 	;;
-*) die "usage: msb.sh install|path|shim|version|available|boot [MSB]" ;;
+gate)
+	shift
+	gate "$@"
+	;;
+*) die "usage: msb.sh install|path|shim|version|available|boot [MSB]|gate GO GOTESTFLAGS PKG..." ;;
 esac

@@ -8,6 +8,9 @@ import (
 	"github.com/rightsize/rightsize-go/internal/reaper"
 )
 
+// envHelperRole makes this test binary a helper process (TestMsbHelper).
+const envHelperRole = "RZ_MSB_HELPER"
+
 // TestMain lets this test binary serve as the watchdog of the owners its
 // crash rows start (reaper.WatchdogMain), and gives msb a temporary folder
 // of the tests' own: msb 0.6.18 leaves an empty folder in TMPDIR for every

@@ -365,6 +365,59 @@ func TestRealRunArgv(t *testing.T) {
 	}
 }
 
+// envTestMsbBoots is "1" where the msb gate saw a microVM boot (scripts/msb.sh
+// boot): a sandbox that does not boot then fails the test instead of
+// skipping it.
+const envTestMsbBoots = "RIGHTSIZE_TEST_MSB_BOOTS"
+
+// TestRealBootedLifecycle: a sandbox that boots runs its command, is
+// adopted as this process's own, and is gone after Stop. Where no microVM
+// boots it is skipped, with msb's words: TestStandinLifecycle runs it
+// against the stand-in.
+func TestRealBootedLifecycle(t *testing.T) {
+	t.Parallel()
+	m := useRealMsb(t)
+	img := m.loadImage()
+	d := m.driver()
+	ctx := testContext(t)
+	const name = "rz-0a1b2c3d-1"
+	sb, err := d.Create(ctx, name, backend.Spec{Image: img, Cmd: []string{"sh", "-c", "echo hello; exec sleep 3600"}, RunID: testRun, MemoryLimitMB: 128})
+	if err != nil {
+		if os.Getenv(envTestMsbBoots) == "1" {
+			t.Fatalf("a microVM boots here, and this one did not: %v", err)
+		}
+		guest, _ := m.msb("logs", "--source", "system", name)
+		_ = d.Remove(ctx, backend.SandboxKind, testRun, []string{name})
+		said := firstLine(err.Error(), "failed to start")
+		said = said[max(0, strings.Index(said, "error: ")):]
+		t.Skipf("no microVM boots here (msb run: %s; the guest: %s): TestStandinLifecycle runs this against the stand-in",
+			said, firstLine(guest, "ERROR"))
+	}
+	if adopted, err := d.Adopt(ctx, name); err != nil || adopted != sb {
+		t.Errorf("Adopt: %v, %v; want this process's own", adopted, err)
+	}
+	proctest.WaitUntil(t, time.Minute, "the command's output", func() bool {
+		logs, _ := sb.Logs(ctx)
+		return strings.Contains(logs, "hello")
+	})
+	if err := sb.Stop(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if m.listed(name)[0] {
+		t.Error("listed after Stop")
+	}
+}
+
+// firstLine is the first line of s holding fragment, trimmed; "" when none.
+func firstLine(s, fragment string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, fragment) {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
+}
+
 // TestRealCreateFailureLeavesNothing: a create the real msb fails (where no
 // microVM boots; an image it does not have) leaves nothing listed, by msb
 // or the ledger, and no process of this one.
