@@ -181,16 +181,15 @@ func (d *Driver) eachOwned(ctx context.Context, k backend.Kind, runID string, na
 		return out
 	}
 	for i, name := range names {
-		switch {
-		case runID == "":
+		if runID == "" {
 			out[i] = errors.New("msb: remove: no run id to check ownership against")
-		case checkName(name) != nil:
-			out[i] = checkName(name)
-		default:
-			out[i] = d.owned(ctx, runID, name)
-			if out[i] == nil && then != nil {
-				out[i] = then(ctx, name)
-			}
+			continue
+		}
+		if out[i] = checkName(name); out[i] != nil {
+			continue
+		}
+		if out[i] = d.owned(ctx, runID, name); out[i] == nil && then != nil {
+			out[i] = then(ctx, name)
 		}
 	}
 	return out

@@ -88,7 +88,7 @@ func parseInspect(name, out string) (inspected, error) {
 func (d *Driver) inspect(ctx context.Context, name string) (inspected, error) {
 	r := d.runRetrying(ctx, "inspect", name, "--format", "json")
 	if r.notFound() {
-		return inspected{}, fmt.Errorf("msb sandbox %s: %w", name, backend.ErrNotFound)
+		return inspected{}, fmt.Errorf("msb sandbox %s: %w (msb: %s)", name, backend.ErrNotFound, shown(r.stderr))
 	}
 	if r.err != nil {
 		return inspected{}, r.failure()

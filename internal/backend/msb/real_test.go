@@ -501,6 +501,9 @@ func TestRealRemoveByLabel(t *testing.T) {
 		if !strings.Contains(fmt.Sprint(errs[2]), "labelled for run 99999999") {
 			t.Errorf("%s: another run's sandbox: %v, want it to say whose", what, errs[2])
 		}
+		if !strings.Contains(fmt.Sprint(errs[6]), "error: sandbox not found: rz-never-1") {
+			t.Errorf("%s: a name msb does not have: %v, want msb's words", what, errs[6])
+		}
 	}
 	check("CheckOwned", d.CheckOwned(ctx, backend.SandboxKind, testRun, names))
 	if got := m.listed(names[:6]...); slices.Contains(got, false) {
