@@ -5,7 +5,6 @@ package msb
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/reaper"
+	"github.com/rightsize/rightsize-go/internal/usermod"
 )
 
 // The crash rows on the real msb: an owner process (this test binary
@@ -217,25 +217,26 @@ func TestRealSweepAfterOwnerAndWatchdogDie(t *testing.T) {
 	}
 }
 
-// TestRealUserTestKilled: a user's test (testdata/userfixture, built with
-// `go test -c`, importing only sandboxtest), SIGKILLed while msb creates
-// its sandbox: its watchdog removes the sandbox and the run's files.
+// TestRealUserTestKilled: a user's test binary (internal/usermod: a
+// module of its own, importing only sandboxtest, no TestMain), on msb
+// (RIGHTSIZE_BACKEND=msb), SIGKILLed while msb creates its sandbox: its
+// watchdog removes the sandbox and the run's files.
 func TestRealUserTestKilled(t *testing.T) {
 	t.Parallel()
 	m := useRealMsb(t)
 	img := m.loadImage()
-	goBin := goTool(t)
-	bin := filepath.Join(t.TempDir(), "userfixture.test")
-	if out, err := exec.Command(goBin, "test", "-c", "-o", bin, "./testdata/userfixture").CombinedOutput(); err != nil {
-		t.Fatalf("go test -c ./testdata/userfixture: %v\n%s", err, out)
-	}
+	bin := usermod.Build(t, usermod.Store)
 	cache := t.TempDir()
 	h := proctest.StartHelper(t, proctest.Spec{
 		Name: "user's test",
-		Argv: []string{bin, "-test.run=^TestStartsAnMsbSandbox$", "-test.v", "-test.timeout=5m"},
+		Argv: []string{bin, "-test.run=^TestHolds$", "-test.v", "-test.timeout=5m"},
 		Env: proctest.Environ(
-			func(k string) bool { return strings.HasPrefix(k, "RIGHTSIZE_") || strings.HasPrefix(k, "MSB_") },
-			ledger.EnvCacheDir+"="+cache, EnvPath+"="+m.path, EnvHome+"="+m.home, backend.EnvBackend+"="+backend.Msb, "RZ_FIXTURE_IMAGE="+img),
+			func(k string) bool {
+				return strings.HasPrefix(k, "RIGHTSIZE_") || strings.HasPrefix(k, "MSB_") || strings.HasPrefix(k, "USER_")
+			},
+			ledger.EnvCacheDir+"="+cache, EnvPath+"="+m.path, EnvHome+"="+m.home, backend.EnvBackend+"="+backend.Msb,
+			usermod.EnvImage+"="+img, usermod.EnvCmd+"=sleep 3600", usermod.EnvSandboxes+"=1", usermod.EnvNetwork+"=0",
+			usermod.EnvInfo+"="+filepath.Join(t.TempDir(), "info")),
 	})
 	h.Within = 2 * time.Minute
 	var name string
@@ -253,20 +254,4 @@ func TestRealUserTestKilled(t *testing.T) {
 		return !m.listed(name)[0] && len(entries) == 0
 	})
 	t.Logf("SIGKILL of a user's test while msb created %s → it and the run's files gone in %s", name, time.Since(killed).Round(time.Millisecond))
-}
-
-// goTool finds the go command: `go test` puts GOROOT/bin on the PATH of
-// the test binaries it runs.
-func goTool(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	for _, p := range []string{filepath.Join(os.Getenv("GOROOT"), "bin", "go"), "/usr/local/go/bin/go"} {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	t.Skip("no go command to build the user's test with")
-	return ""
 }
