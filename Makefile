@@ -30,6 +30,7 @@ test: lint engine
 	$(GO) test $(GOTESTFLAGS) ./...
 	@$(MAKE) --no-print-directory podman-gate
 	@$(MAKE) --no-print-directory kube-gate
+	@$(MAKE) --no-print-directory msb-gate
 
 # The Podman gate, in `make test` on Linux wherever Podman is installed or
 # can be (root on Debian installs it): the engine tests against Podman's
@@ -93,6 +94,20 @@ kube-gate:
 	echo "RIGHTSIZE_TEST_KUBECONFIG=$$kc RIGHTSIZE_TEST_KUBE_NODE=$$node RIGHTSIZE_SKIP_ENGINE_TESTS=1 go test $(GOTESTFLAGS) $(KUBEPKGS)"; \
 	RIGHTSIZE_TEST_KUBECONFIG=$$kc RIGHTSIZE_TEST_KUBE_NODE=$$node RIGHTSIZE_SKIP_ENGINE_TESTS=1 $(GO) test $(GOTESTFLAGS) $(KUBEPKGS); rc=$$?; \
 	[ -n "$$up" ] || bash scripts/kube.sh stop; exit $$rc
+
+# The msb gate, in `make test`: the msb backend's tests against the real
+# msb, microsandbox's command line, of the release scripts/msb.sh pins,
+# installed from the npm registry into ~/.cache/rightsize-msb/<version>/
+# once, each test with an msb home of its own. It says which msb it ran
+# against and whether a microVM boots here (where none does, it says why:
+# everything up to the boot runs against the real msb, what needs a booted
+# sandbox against the stand-in), then which tests skipped, with why.
+# Where msb cannot be had it says why and passes; a test that fails
+# against it fails the gate. RIGHTSIZE_SKIP_MSB=1 skips it.
+MSBPKGS ?= ./internal/backend/msb/
+.PHONY: msb-gate
+msb-gate:
+	@bash scripts/msb.sh gate "$(GO)" "$(GOTESTFLAGS)" $(MSBPKGS)
 
 # The engine tests against Podman's Docker-compatible API instead: a
 # `podman system service` on a socket of its own (scripts/podman.sh

@@ -107,7 +107,8 @@ func WatchdogWaiting() bool { return waiting.Load() }
 // watchdog, the wait itself; for the script's, the lines the script kept),
 // then, with the engine's API, removes what it was told by id; a moment
 // later finds what still carries the run's label and removes that (on a
-// backend without labels, msb, it removes the told names); writes the
+// backend that lists nothing by label, msb, it removes the told names,
+// each as its labels allow); writes the
 // run's fate; deletes the run's files when nothing of it is left. Beside
 // that, it ends the run's local processes (those its marks, the groups of
 // the commands it was told and their descent prove: proctree.End). Mode

@@ -15,7 +15,7 @@ import (
 )
 
 // noLabels is the memory backend seen through the Driver interface alone:
-// no RunLister, as msb, which keeps no labels.
+// no RunLister, as msb, which lists nothing by label.
 type noLabels struct{ backend.Driver }
 
 // testNoLabels names it for the watchdog, which opens its backend by name.
@@ -28,7 +28,7 @@ func init() {
 	})
 }
 
-// On a backend without labels (msb), the watchdog removes the names it was
+// On a backend that lists nothing by label (msb), the watchdog removes the names it was
 // told, as told, by name: a name untold again stays, a sandbox of the run
 // never told stays (nothing finds it by a mark), a keep-alive stays; with
 // everything told removed, the run's files go.

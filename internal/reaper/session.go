@@ -51,7 +51,8 @@ type Session struct {
 	pwd     atomic.Pointer[Watchdog]
 	// labelled: the watchdog finds the run's sandboxes and networks by the
 	// engine's marks (backend.RunLister), and is told their ids after the
-	// create; without marks (msb), it is told their names before it.
+	// create; where it cannot list by mark (msb), it is told their names
+	// before it.
 	labelled bool
 
 	mu  sync.Mutex

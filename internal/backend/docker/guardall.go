@@ -215,7 +215,7 @@ func newProxyHook(h backend.GuardHook, cli *client.Client) *proxyHook {
 const checkTimeout = 10 * time.Second
 
 func (p *proxyHook) Admit(ctx context.Context, kind, name string, labels map[string]string) (map[string]string, string, error) {
-	if why, marked := keepAlive(name, labels); marked {
+	if why, marked := backend.KeepAliveWhy(name, labels); marked {
 		return nil, "", nil
 	} else if why != "" {
 		return nil, "", fmt.Errorf("rightsize: the %s %s is not created: its name is a keep-alive sandbox's, which no run removes, and it carries no %s label, which every keep-alive sandbox has (without it no rightsize command removes it either): choose another name", kind, name, LabelReuse)
@@ -332,7 +332,7 @@ func (p *proxyHook) forgetGone(kind, name string, a *admit) {
 	switch {
 	case err != nil && !errors.Is(classify("inspect", err), backend.ErrNotFound):
 		return // it may be there: the run keeps it
-	case err == nil && (id != "" || notOwnedWhy(runID, realName, labels) == ""):
+	case err == nil && (id != "" || backend.NotOwnedWhy(runID, realName, labels) == ""):
 		return
 	}
 	p.mu.Lock()

@@ -13,7 +13,7 @@ import (
 
 // LabelReuseExtra is rightsize-go's mark of what the family's keep-alive
 // identity cannot see (backend.Spec.KeepAliveExtra).
-const LabelReuseExtra = "dev.rightsize.reuse.go"
+const LabelReuseExtra = backend.LabelReuseExtra
 
 var _ backend.KeepAliver = (*Driver)(nil)
 

@@ -82,7 +82,7 @@ func (d *Driver) owned(ctx context.Context, k backend.Kind, runID, name string) 
 			labels = res.Container.Config.Labels
 		}
 	}
-	if why := notOwnedWhy(runID, realName, labels); why == unlabelledWhy {
+	if why := backend.NotOwnedWhy(runID, realName, labels); why == backend.UnlabelledWhy {
 		return "", 0, fmt.Errorf("%s %s (%s): %w: %w", k, name, shortID(id), backend.ErrNotOwned, backend.ErrUnlabelled)
 	} else if why != "" {
 		return "", 0, fmt.Errorf("%s %s (%s): %w: %s", k, name, shortID(id), backend.ErrNotOwned, why)
@@ -108,9 +108,9 @@ func (d *Driver) removeSameNamed(ctx context.Context, runID, name string) error 
 		if n.Name != name { // the filter matches parts of names too
 			continue
 		}
-		if why := notOwnedWhy(runID, n.Name, n.Labels); why != "" {
+		if why := backend.NotOwnedWhy(runID, n.Name, n.Labels); why != "" {
 			others = append(others, shortID(n.ID))
-			unlabelled = unlabelled && why == unlabelledWhy
+			unlabelled = unlabelled && why == backend.UnlabelledWhy
 			continue
 		}
 		if err := d.removeID(ctx, backend.NetworkKind, n.ID, name+" ("+shortID(n.ID)+")"); err != nil && !errors.Is(err, backend.ErrNotFound) {
@@ -135,50 +135,6 @@ func (d *Driver) removeSameNamed(ctx context.Context, runID, name string) error 
 		return fmt.Errorf("network %s: %s: %w: %w", name, what, backend.ErrNotOwned, backend.ErrUnlabelled)
 	}
 	return fmt.Errorf("network %s: %s: %w", name, what, backend.ErrNotOwned)
-}
-
-// notOwnedWhy says why a container or network named name with labels is
-// not run runID's to remove, or "" when it is.
-func notOwnedWhy(runID, name string, labels map[string]string) string {
-	if why, _ := keepAlive(name, labels); why != "" {
-		return why
-	}
-	a, hasA := labels[LabelRunID]
-	b, hasB := labels[LabelRunIDAlt]
-	switch {
-	case hasA && a == runID, hasB && b == runID:
-		return ""
-	case hasA || hasB:
-		return fmt.Sprintf("it is labelled for run %s", firstNonEmpty(a, b))
-	default:
-		return unlabelledWhy
-	}
-}
-
-// keepAlive is the rule of what is a keep-alive sandbox's, which no run
-// ever removes: why, or "" when it is not one; marked when it carries the
-// keep-alive label (whatever its value), rather than a keep-alive name
-// alone.
-func keepAlive(name string, labels map[string]string) (why string, marked bool) {
-	if v, ok := labels[LabelReuse]; ok {
-		return fmt.Sprintf("a keep-alive sandbox (%s=%s), never removed by a run", LabelReuse, v), true
-	}
-	if strings.HasPrefix(name, backend.KeepAlivePrefix) {
-		return "named as a keep-alive sandbox, never removed by a run", false
-	}
-	return "", false
-}
-
-// unlabelledWhy is notOwnedWhy's answer for what carries no run label.
-var unlabelledWhy = backend.ErrUnlabelled.Error()
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 func shortID(id string) string {
@@ -247,7 +203,7 @@ func (d *Driver) FindRun(ctx context.Context, k backend.Kind, runID string) ([]b
 	defer cancel()
 	var found []backend.Found
 	add := func(id, name string, labels map[string]string) {
-		if notOwnedWhy(runID, name, labels) == "" && !slices.ContainsFunc(found, func(f backend.Found) bool { return f.ID == id }) {
+		if backend.NotOwnedWhy(runID, name, labels) == "" && !slices.ContainsFunc(found, func(f backend.Found) bool { return f.ID == id }) {
 			found = append(found, backend.Found{ID: id, Name: name})
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/internal/backend"
 	"github.com/rightsize/rightsize-go/internal/capbuf"
+	"github.com/rightsize/rightsize-go/internal/envlist"
 	"github.com/rightsize/rightsize-go/internal/names"
 )
 
@@ -31,7 +33,10 @@ func checkName(name string) error {
 // Output fragments msb prints, as fixed strings.
 const (
 	// dbErrorFragment is msb's transient state-database failure: retried
-	// once after retryDelay.
+	// once after retryDelay. msb 0.6.18 prints `error: runtime error:
+	// database error: ... database is locked` once its own retries of a
+	// locked database are spent (TestRealDatabaseErrorRetriedOnce);
+	// earlier releases `error: database error: ...`.
 	dbErrorFragment = "error: database error:"
 	// notFoundFragment is msb's word for a name it has no sandbox of.
 	notFoundFragment = "sandbox not found"
@@ -72,9 +77,19 @@ func (r result) failure() error {
 	return fmt.Errorf("msb %s: %w: %s", strings.Join(r.args, " "), r.err, out)
 }
 
-// run runs msb once with args, each one argument, no shell.
-func (d *Driver) run(ctx context.Context, args ...string) result {
+// command is msb with args, each one argument, no shell, on the driver's
+// home: the one it was opened on, whatever the environment says later.
+func (d *Driver) command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, d.path, args...)
+	if d.home != "" {
+		cmd.Env = envlist.Merge(os.Environ(), EnvHome+"="+d.home)
+	}
+	return cmd
+}
+
+// run runs msb once with args.
+func (d *Driver) run(ctx context.Context, args ...string) result {
+	cmd := d.command(ctx, args...)
 	stdout := capbuf.New(maxOutput)
 	stderr := capbuf.New(maxOutput)
 	cmd.Stdout = stdout

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
@@ -18,13 +17,23 @@ import (
 // up on PATH. The rest of the rightsize family reads the same variable.
 const EnvPath = "MSB_PATH"
 
+// EnvHome is msb's own: the folder of its state (its database, images and
+// sandboxes), ~/.microsandbox when unset. Sandboxes of one home are not
+// seen through another, so it is this backend's endpoint.
+const EnvHome = "MSB_HOME"
+
 func init() {
 	backend.Register(backend.Msb, Open)
+	// The watchdog opens its backend by endpoint; msb's is in the
+	// environment the watchdog inherits (MSB_PATH, MSB_HOME).
+	backend.RegisterEndpoint(backend.Msb, func(string) (backend.Driver, error) { return open() })
 }
 
 // Driver drives one msb binary. It is safe for concurrent use.
 type Driver struct {
 	path string
+	// home is MSB_HOME made absolute, "" when unset: msb's default home.
+	home string
 
 	mu sync.Mutex
 	// live holds the sandboxes this process started and has not yet seen
@@ -47,7 +56,13 @@ func open() (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Driver{path: path, live: map[string]*sandbox{}}, nil
+	home := os.Getenv(EnvHome)
+	if home != "" {
+		if home, err = filepath.Abs(home); err != nil {
+			return nil, fmt.Errorf("msb backend: %s: %v", EnvHome, err)
+		}
+	}
+	return &Driver{path: path, home: home, live: map[string]*sandbox{}}, nil
 }
 
 const installHint = "install microsandbox (https://docs.microsandbox.dev; `curl -fsSL https://install.microsandbox.dev | sh`) or set " + EnvPath + " to the absolute path of an msb binary"
@@ -86,12 +101,19 @@ func findMsb() (string, error) {
 // Name is backend.Msb.
 func (d *Driver) Name() string { return backend.Msb }
 
-// Endpoint is empty: msb has no daemon, every invocation works on the
-// state of the user running it.
-func (d *Driver) Endpoint() string { return "" }
+// Endpoint is msb's home: "" for the default one (~/.microsandbox, where
+// the other members of the family leave theirs), else "MSB_HOME=<path>".
+// msb has no daemon; a run recorded against one home is never swept
+// through another, where each of its names would answer "not found".
+func (d *Driver) Endpoint() string {
+	if d.home == "" {
+		return ""
+	}
+	return EnvHome + "=" + d.home
+}
 
-// DefaultEndpoint is true: msb has no engine to choose.
-func (d *Driver) DefaultEndpoint() bool { return true }
+// DefaultEndpoint reports whether this is msb's default home.
+func (d *Driver) DefaultEndpoint() bool { return d.home == "" }
 
 // MsbPath is the absolute path of the msb binary this driver runs, as the
 // ledger records it in a run's record (msbPath).
@@ -111,59 +133,90 @@ func (d *Driver) CreateNetwork(ctx context.Context, name, runID string) (string,
 	return "", fmt.Errorf("msb backend: cannot create network %q: networks are not supported on msb (use RIGHTSIZE_BACKEND=docker for tests that need one): %w", name, errors.ErrUnsupported)
 }
 
-// Watchdog: the watchdog runs the same msb. msb keeps no labels: the
-// names the owner told the watchdog, before each create, are what it
-// removes (through Remove: stop, then rm, keep-alive names aside).
+// Watchdog: the watchdog runs the same msb on the same home. The names
+// the owner told it, before each create, are what it removes (through
+// Remove: the label check, then stop and rm).
 func (d *Driver) Watchdog(runID string) (backend.WatchdogPlan, error) {
 	if d.path == "" || !filepath.IsAbs(d.path) {
 		return backend.WatchdogPlan{}, fmt.Errorf("msb backend: no absolute msb path for the watchdog (have %q)", d.path)
 	}
-	return backend.WatchdogPlan{Env: []string{EnvPath + "=" + d.path, backend.EnvBackend + "=" + backend.Msb}}, nil
+	env := []string{EnvPath + "=" + d.path, backend.EnvBackend + "=" + backend.Msb}
+	if d.home != "" {
+		env = append(env, EnvHome+"="+d.home)
+	}
+	return backend.WatchdogPlan{Env: env}, nil
 }
 
-// Remove stops (best effort) and removes each named sandbox, one after the
-// other, with one outcome per name: nil when msb removed it, an error
-// wrapping backend.ErrNotFound when msb says there is none of that name,
-// any other error (quoting msb) when it may still exist.
+// Remove removes, of the named sandboxes, those that are run runID's, one
+// after the other, with one outcome per name: nil when msb removed it (a
+// stop, best effort, then rm), an error wrapping backend.ErrNotFound when
+// msb says there is none of that name, backend.ErrNotOwned when it is
+// another's, any other error (quoting msb) when it may still exist.
 //
-// msb keeps no labels, so ownership is the name's: whatever the run lists
-// is taken to be the run's, except a keep-alive name (rz-reuse-…), which
-// no run ever removes (backend.ErrNotOwned). Networks do not exist on msb:
-// every network name is reported removed, so that a ledger line naming one
-// does not stay for ever.
+// Whose a sandbox is, its labels say (`msb inspect`), by the rule the
+// docker backend follows (backend.NotOwnedWhy): one labelled with run
+// runID is removed; one labelled with another run, and every keep-alive
+// sandbox, is left. One with no run label at all is removed by its name,
+// as listed: the other members of the family make their msb sandboxes
+// without labels. Between the look and the removal msb has no id to hold
+// on to: a name changing hands in between (it holds the run's id) is not
+// guarded against.
+//
+// Networks do not exist on msb: every network name is reported removed, so
+// that a ledger line naming one does not stay for ever.
 func (d *Driver) Remove(ctx context.Context, k backend.Kind, runID string, names []string) []error {
-	out := d.CheckOwned(ctx, k, runID, names)
-	if k != backend.SandboxKind {
-		return out
-	}
-	for i, name := range names {
-		if out[i] == nil {
-			out[i] = d.remove(ctx, name)
-		}
-	}
-	return out
+	return d.eachOwned(ctx, k, runID, names, d.remove)
 }
 
-// CheckOwned is what Remove would decide, by name alone as msb keeps no
-// marks: every name but a keep-alive one is the run's. Nothing is asked.
-func (d *Driver) CheckOwned(_ context.Context, k backend.Kind, _ string, names []string) []error {
+// CheckOwned is what Remove would decide, having only looked.
+func (d *Driver) CheckOwned(ctx context.Context, k backend.Kind, runID string, names []string) []error {
+	return d.eachOwned(ctx, k, runID, names, nil)
+}
+
+// eachOwned checks each name as Remove does, and runs then (when not nil)
+// on those that are run runID's.
+func (d *Driver) eachOwned(ctx context.Context, k backend.Kind, runID string, names []string, then func(context.Context, string) error) []error {
 	out := make([]error, len(names))
 	if k != backend.SandboxKind {
 		return out
 	}
 	for i, name := range names {
-		if strings.HasPrefix(name, backend.KeepAlivePrefix) {
-			out[i] = fmt.Errorf("msb sandbox %s: %w: a keep-alive sandbox, never removed by a run", name, backend.ErrNotOwned)
+		if runID == "" {
+			out[i] = errors.New("msb: remove: no run id to check ownership against")
+			continue
+		}
+		if out[i] = checkName(name); out[i] != nil {
+			continue
+		}
+		if out[i] = d.owned(ctx, runID, name); out[i] == nil && then != nil {
+			out[i] = then(ctx, name)
 		}
 	}
 	return out
+}
+
+// owned is nil when the sandbox name is run runID's to remove, by its
+// labels, or by its name when it carries no run label.
+func (d *Driver) owned(ctx context.Context, runID, name string) error {
+	info, err := d.inspect(ctx, name)
+	if err != nil {
+		return err
+	}
+	switch why := backend.NotOwnedWhy(runID, name, info.labels); why {
+	case "", backend.UnlabelledWhy:
+		return nil
+	default:
+		return fmt.Errorf("msb sandbox %s: %w: %s", name, backend.ErrNotOwned, why)
+	}
 }
 
 func (d *Driver) remove(ctx context.Context, name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	stop := d.runRetrying(ctx, "stop", name)
+	// Forcefully, as a removal is (docker's rm -f): a graceful stop of a
+	// sandbox msb is still booting waits for the boot.
+	stop := d.runRetrying(ctx, stopArgs(0, name)...)
 	if s := d.tracked(name); s != nil {
 		// msb stop ends the attached supervisor; a stop that failed leaves
 		// it running, and killing it stops the VM so that rm can proceed.

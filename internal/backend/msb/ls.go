@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/rightsize/rightsize-go/internal/backend"
 )
 
 // How `msb ls --format json` spells a sandbox's status (msb's enum names,
@@ -49,4 +51,47 @@ func (d *Driver) list(ctx context.Context) (map[string]string, error) {
 		return nil, r.failure()
 	}
 	return parseLs(r.stdout)
+}
+
+// inspected is what is read of `msb inspect NAME --format json`: the
+// sandbox's status and its labels (config.labels, which hold the image's
+// labels too, as a container's do on Docker).
+type inspected struct {
+	status string
+	labels map[string]string
+}
+
+type inspectJSON struct {
+	Name   *string `json:"name"`
+	Status *string `json:"status"`
+	Config *struct {
+		Labels map[string]string `json:"labels"`
+	} `json:"config"`
+}
+
+// parseInspect reads `msb inspect NAME --format json`; an object that is
+// not name's, or that lacks its status or configuration, is an error (the
+// sandbox may exist: nothing is decided on it).
+func parseInspect(name, out string) (inspected, error) {
+	var j inspectJSON
+	if err := json.Unmarshal([]byte(out), &j); err != nil {
+		return inspected{}, fmt.Errorf("msb inspect %s --format json printed something other than a JSON object (%v): %s", name, err, shown(out))
+	}
+	if j.Name == nil || *j.Name != name || j.Status == nil || j.Config == nil {
+		return inspected{}, fmt.Errorf("msb inspect %s --format json printed no name %q with a status and a config: %s", name, name, shown(out))
+	}
+	return inspected{status: *j.Status, labels: j.Config.Labels}, nil
+}
+
+// inspect runs `msb inspect NAME --format json`; an error wraps
+// backend.ErrNotFound when msb has no sandbox of that name.
+func (d *Driver) inspect(ctx context.Context, name string) (inspected, error) {
+	r := d.runRetrying(ctx, "inspect", name, "--format", "json")
+	if r.notFound() {
+		return inspected{}, fmt.Errorf("msb sandbox %s: %w (msb: %s)", name, backend.ErrNotFound, shown(r.stderr))
+	}
+	if r.err != nil {
+		return inspected{}, r.failure()
+	}
+	return parseInspect(name, r.stdout)
 }

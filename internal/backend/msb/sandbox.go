@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,7 +102,7 @@ func (d *Driver) Create(ctx context.Context, name string, spec backend.Spec) (ba
 // not the caller's: Create's deadline must not end the sandbox it made.
 func (s *sandbox) start(args []string) error {
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, s.d.path, args...)
+	cmd := s.d.command(ctx, args...)
 	s.out = &tailBuffer{limit: outputTail}
 	cmd.Stdout = s.out
 	cmd.Stderr = s.out
@@ -194,6 +195,16 @@ func (s *sandbox) cleanup() {
 	})
 }
 
+// stopArgs is `msb stop` of name, giving its workload grace (whole
+// seconds, rounded up) before msb kills it; none at all: -f, at once.
+func stopArgs(grace time.Duration, name string) []string {
+	if grace <= 0 {
+		return []string{"stop", "-f", name}
+	}
+	secs := (grace + time.Second - 1) / time.Second
+	return []string{"stop", "-t", strconv.FormatInt(int64(secs), 10), name}
+}
+
 // Adopt returns the running sandbox of that name: this process's own when
 // it started it, else one whose published ports are unknown.
 func (d *Driver) Adopt(ctx context.Context, name string) (backend.Sandbox, error) {
@@ -261,9 +272,10 @@ func (s *sandbox) Logs(ctx context.Context) (string, error) {
 	return r.stdout, nil
 }
 
-// Stop runs `msb stop` (msb's graceful shutdown), gives the attached
-// supervisor grace to exit before killing it, runs `msb rm`, and returns
-// nil only once `msb ls` no longer lists the sandbox. Idempotent.
+// Stop runs `msb stop` (msb's graceful shutdown, force-killing after
+// grace), gives the attached supervisor grace to exit before killing it,
+// runs `msb rm`, and returns nil only once `msb ls` no longer lists the
+// sandbox. Idempotent.
 func (s *sandbox) Stop(ctx context.Context, grace time.Duration) error {
 	s.stopMu.Lock()
 	defer s.stopMu.Unlock()
@@ -272,7 +284,7 @@ func (s *sandbox) Stop(ctx context.Context, grace time.Duration) error {
 	}
 	grace = max(grace, 0)
 	stopCtx, cancel := context.WithTimeout(ctx, grace+stopSlack)
-	stop := s.d.runRetrying(stopCtx, "stop", s.name)
+	stop := s.d.runRetrying(stopCtx, stopArgs(grace, s.name)...)
 	cancel()
 	s.release(grace)
 	rm := s.d.runRetrying(ctx, "rm", s.name)

@@ -30,8 +30,9 @@ type runPlan struct {
 }
 
 // planRun checks spec and builds the argv of an attached `msb run`, in the
-// family's order: name, memory, ports, env, mounts, image, `--` command.
-// Host ports are picked here, on 127.0.0.1.
+// family's order: name, memory, ports, env, mounts, image, `--` command,
+// with this package's labels after the env. Host ports are picked here, on
+// 127.0.0.1.
 func planRun(name string, spec backend.Spec) (plan runPlan, err error) {
 	if err := checkImage(spec.Image); err != nil {
 		return plan, err
@@ -74,6 +75,16 @@ func planRun(name string, spec backend.Spec) (plan runPlan, err error) {
 		args = append(args, "-e", k+"="+v)
 	}
 
+	labels, err := marks(spec)
+	if err != nil {
+		return plan, err
+	}
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		// One word, `--label=K=V`: a key or value starting with '-' is not
+		// read as a flag.
+		args = append(args, "--label="+k+"="+labels[k])
+	}
+
 	if len(spec.Files) > 0 {
 		mounts, dir, err := writeFiles(name, spec.Files)
 		if err != nil {
@@ -94,6 +105,33 @@ func planRun(name string, spec backend.Spec) (plan runPlan, err error) {
 	}
 	plan.args = args
 	return plan, nil
+}
+
+// marks are the sandbox's labels: the user's, then, as on Docker, the
+// run's under both spellings (backend.RunLabels) or, for a keep-alive
+// sandbox, its keep-alive marks instead, so that no run-scoped removal
+// takes it. msb splits `KEY=VALUE` at the first '=' and refuses an empty
+// key.
+func marks(spec backend.Spec) (map[string]string, error) {
+	labels := map[string]string{}
+	for k, v := range spec.Labels {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.Contains(v, "\x00") {
+			return nil, fmt.Errorf("label %q: a key must be non-empty and hold no '=' or NUL, a value no NUL", k)
+		}
+		labels[k] = v
+	}
+	switch {
+	case spec.KeepAlive != "":
+		labels[backend.LabelReuse] = spec.KeepAlive
+		if spec.KeepAliveExtra != "" {
+			labels[backend.LabelReuseExtra] = spec.KeepAliveExtra
+		}
+		delete(labels, backend.LabelRunID)
+		delete(labels, backend.LabelRunIDAlt)
+	case spec.RunID != "":
+		maps.Copy(labels, backend.RunLabels(spec.RunID))
+	}
+	return labels, nil
 }
 
 // checkImage refuses an image reference msb could read as a flag or as

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
 )
@@ -27,6 +28,12 @@ func TestPlanRun(t *testing.T) {
 			"8080 and 8080/tcp are one port; udp keeps its suffix"},
 		{backend.Spec{Image: "x", Env: map[string]string{"Z": "", "A": "a=b c"}}, "run --name N -e A=a=b c -e Z= x",
 			"env is sorted, one -e KEY=VALUE per variable, values verbatim"},
+		{backend.Spec{Image: "x", RunID: "0a1b2c3d", Labels: map[string]string{"-k": "-v", "a": "b=c d", "dev.rightsize.runId": "forged"}},
+			"run --name N --label=-k=-v --label=a=b=c d --label=dev.rightsize.runId=0a1b2c3d --label=dev.rightsize.run_id=0a1b2c3d x",
+			"the user's labels, then the run's under both spellings (a user's own run label is overwritten), sorted, each one word"},
+		{backend.Spec{Image: "x", KeepAlive: "799aad5a3338", KeepAliveExtra: "e1", Labels: map[string]string{"dev.rightsize.run_id": "r"}},
+			"run --name N --label=dev.rightsize.reuse=799aad5a3338 --label=dev.rightsize.reuse.go=e1 x",
+			"a keep-alive sandbox carries its keep-alive marks instead of any run's"},
 	} {
 		plan, err := planRun("N", tc.spec)
 		if err != nil {
@@ -65,6 +72,9 @@ func TestPlanRunRefuses(t *testing.T) {
 		{backend.Spec{Image: "x", Env: map[string]string{"A=B": "c"}}, false, "a variable name holding '='"},
 		{backend.Spec{Image: "x", Env: map[string]string{"": "c"}}, false, "an empty variable name"},
 		{backend.Spec{Image: "x", MemoryLimitMB: -1}, false, "a negative memory limit"},
+		{backend.Spec{Image: "x", Labels: map[string]string{"": "v"}}, false, "an empty label key, which msb refuses"},
+		{backend.Spec{Image: "x", Labels: map[string]string{"a=b": "v"}}, false, "a label key msb would split"},
+		{backend.Spec{Image: "x", Labels: map[string]string{"a": "v\x00"}}, false, "a NUL in a label value"},
 		{backend.Spec{Image: "x", Files: []backend.File{{GuestPath: "etc/x"}}}, false, "a relative guest path"},
 		{backend.Spec{Image: "x", Files: []backend.File{{GuestPath: "/etc/a:b"}}}, false, "a guest path msb would split"},
 		{backend.Spec{Image: "x", Files: []backend.File{{GuestPath: "/etc/../x"}}}, false, "an unclean guest path"},
@@ -125,6 +135,35 @@ func TestParseLs(t *testing.T) {
 	}
 }
 
+func TestParseInspect(t *testing.T) {
+	// Cut from what msb 0.6.18 prints (the real one is checked against the
+	// real msb in TestRealRunArgv).
+	const real = `{
+  "active_config": null,
+  "config": {
+    "labels": {
+      "dev.rightsize.runId": "0a1b2c3d",
+      "k": "v w"
+    },
+    "name": "rz-0a1b2c3d-1"
+  },
+  "created_at": "2026-12-03T11:50:47.387091465+00:00",
+  "name": "rz-0a1b2c3d-1",
+  "status": "Stopped"
+}`
+	got, err := parseInspect("rz-0a1b2c3d-1", real)
+	if err != nil || got.status != "Stopped" || got.labels["k"] != "v w" || got.labels[backend.LabelRunID] != "0a1b2c3d" {
+		t.Errorf("parseInspect = %+v, %v", got, err)
+	}
+	for _, bad := range []string{"", "[]", `{"name":"rz-0a1b2c3d-1","status":"Stopped"}`, strings.Replace(real, `"name": "rz-0a1b2c3d-1",
+  "status"`, `"name": "other",
+  "status"`, 1)} {
+		if got, err := parseInspect("rz-0a1b2c3d-1", bad); err == nil {
+			t.Errorf("parseInspect(%q) = %+v, want an error: nothing may be decided on it", bad, got)
+		}
+	}
+}
+
 func TestShownBoundsOutput(t *testing.T) {
 	long := strings.Repeat("x", 10*maxShown) + "error: the end"
 	s := shown("\n  " + long + "\n")
@@ -142,5 +181,69 @@ func TestTailBuffer(t *testing.T) {
 	tb.Write([]byte("gh"))
 	if got := tb.String(); got != "efgh" {
 		t.Errorf("tail = %q, want efgh", got)
+	}
+}
+
+func TestNetworks(t *testing.T) {
+	d := &Driver{path: "/nonexistent/msb", live: map[string]*sandbox{}}
+	ctx := t.Context()
+	if _, err := d.CreateNetwork(ctx, "rz-net-0a1b2c3d", "r1"); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("CreateNetwork: %v, want ErrUnsupported", err)
+	}
+	errs := d.Remove(ctx, backend.NetworkKind, "r1", []string{"rz-net-0a1b2c3d", "anything"})
+	if len(errs) != 2 || errs[0] != nil || errs[1] != nil {
+		t.Errorf("RemoveNetworks: %v, want nil for every name", errs)
+	}
+	if _, err := d.Create(ctx, "rz-netted-1", backend.Spec{Image: "busybox", Networks: map[string][]string{"rz-net-1": {"db"}}}); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("Create on a network: %v, want ErrUnsupported", err)
+	}
+}
+
+func TestWatchdogPlan(t *testing.T) {
+	for _, tc := range []struct {
+		home string
+		want []string
+	}{
+		{"", []string{"MSB_PATH=/opt/micro sandbox/msb", "RIGHTSIZE_BACKEND=msb"}},
+		{"/h", []string{"MSB_PATH=/opt/micro sandbox/msb", "RIGHTSIZE_BACKEND=msb", "MSB_HOME=/h"}},
+	} {
+		d := &Driver{path: "/opt/micro sandbox/msb", home: tc.home}
+		plan, err := d.Watchdog("r1")
+		if err != nil || !slices.Equal(plan.Env, tc.want) || plan.Hold {
+			t.Errorf("home %q: plan %+v, %v; want the watchdog on this msb and home, holding nothing", tc.home, plan, err)
+		}
+	}
+	if _, ok := any(&Driver{}).(backend.RunLister); ok {
+		t.Error("a RunLister would make the watchdog be told names only after the create: one its owner dies in the middle of would be found by label alone")
+	}
+	if _, err := (&Driver{path: "msb"}).Watchdog("r1"); err == nil {
+		t.Error("a watchdog plan on a relative msb path")
+	}
+}
+
+// The watchdog opens its backend by endpoint: msb must be openable so.
+func TestOpenedByEndpoint(t *testing.T) {
+	t.Setenv(EnvPath, "/bin/sh")
+	t.Setenv(EnvHome, "rel/home")
+	d, err := backend.OpenEndpoint(backend.Msb, "unix:///var/run/docker.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Name() != backend.Msb || !strings.HasPrefix(d.Endpoint(), EnvHome+"=/") || !strings.HasSuffix(d.Endpoint(), "/rel/home") {
+		t.Errorf("opened %s on %q; want msb on the absolute MSB_HOME", d.Name(), d.Endpoint())
+	}
+}
+
+func TestStopArgs(t *testing.T) {
+	for grace, want := range map[time.Duration]string{
+		0:                 "stop -f N",
+		-time.Second:      "stop -f N",
+		time.Millisecond:  "stop -t 1 N",
+		2 * time.Second:   "stop -t 2 N",
+		2*time.Second + 1: "stop -t 3 N",
+	} {
+		if got := strings.Join(stopArgs(grace, "N"), " "); got != want {
+			t.Errorf("grace %v: %s, want %s", grace, got, want)
+		}
 	}
 }
