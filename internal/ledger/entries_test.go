@@ -113,7 +113,9 @@ func TestScanUnknownFiles(t *testing.T) {
 	if err := os.Mkdir(runs, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	put := func(name string) { writeFile(t, filepath.Join(runs, name), []byte(`{"pid":1,"startedIso":"2026-11-29T20:36:06.950Z","backend":"docker"}`)) }
+	put := func(name string) {
+		writeFile(t, filepath.Join(runs, name), []byte(`{"pid":1,"startedIso":"2026-11-29T20:36:06.950Z","backend":"docker"}`))
+	}
 	for _, name := range []string{
 		"1a2b3c4d.json", "1a2b3c4d.volumes", "1a2b3c4d.lock", "1a2b3c4d.json.tmp", ".1a2b3c4d.jsonl.77.0.tmp",
 		"1a2b3c4e.json", "1a2b3c4d.x.volumes",
