@@ -1,10 +1,12 @@
 package reaper_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -19,6 +21,7 @@ import (
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/reaper"
+	"github.com/rightsize/rightsize-go/internal/testimage"
 )
 
 // dockerConfig makes a docker command line configuration folder of the
@@ -173,6 +176,15 @@ func TestSweepFindsRunOnItsEngine(t *testing.T) {
 		must(t, err)
 		t.Cleanup(func() { d.Close() })
 		sweeper, there = drv, d
+		// The test's image, as the test's own engine has it.
+		ref, archive := testimage.BusyboxArchive(t)
+		if ref != testimage.Busybox(t) {
+			t.Fatalf("the busybox archive is %s, the engine's image %s", ref, testimage.Busybox(t))
+		}
+		res, err := d.Client().ImageLoad(context.Background(), bytes.NewReader(archive))
+		must(t, err)
+		io.Copy(io.Discard, res)
+		res.Close()
 	}
 	dockerConfig(t, map[string]string{"other": there.DaemonHost()})
 	cache := t.TempDir()
