@@ -19,7 +19,9 @@ type Decision string
 const (
 	// LeftAlone: the run is not this sweep's to reap (alive, unknown,
 	// another backend or engine, this process's own, without a readable
-	// record, or claimed by another sweeper). Nothing was touched.
+	// record, or claimed by another sweeper). Nothing was touched, but
+	// that another member's record was kept as Go's copy
+	// (ledger.RunFiles.Remember).
 	LeftAlone Decision = "left alone"
 	// Reaped: everything the run listed is gone, and so are its files.
 	Reaped Decision = "reaped"
