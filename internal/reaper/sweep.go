@@ -360,6 +360,7 @@ func (c *config) preview(ctx context.Context, b backend.Backend, rf ledger.RunFi
 	rr.Decision = WouldReap
 	l := rf.ReadLists()
 	checker, _ := b.(backend.OwnershipChecker)
+	byAge, _ := unlabelled(rf, l)
 	for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind, names.ProcessKind} {
 		ns := l.Of(k)
 		var errs []error
@@ -369,7 +370,13 @@ func (c *config) preview(ctx context.Context, b backend.Backend, rf ledger.RunFi
 			errs = make([]error, len(ns))
 		}
 		for i, n := range ns {
-			it := judge(rf, k, n, outcomeAt(errs, i))
+			err := outcomeAt(errs, i)
+			if k == names.NetworkKind && errors.Is(err, backend.ErrUnlabelled) && slices.Contains(byAge, n) {
+				// Removed by name if made since its owner started: a dry
+				// run does not look at its age.
+				err = nil
+			}
+			it := judge(rf, k, n, err)
 			switch it.Outcome {
 			case ledger.Removed:
 				it.Outcome = ledger.WouldRemove
@@ -386,6 +393,23 @@ func (c *config) preview(ctx context.Context, b backend.Backend, rf ledger.RunFi
 	rr.Rejected, rr.RejectedCount = l.Rejected, l.RejectedCount
 	rr.Problems = append(rr.Problems, l.Problems...)
 	return rr
+}
+
+// unlabelled are the networks of run rf that Go removes by name though
+// they carry no run label, and the time they must have been made since
+// (target.unlabelled). The members label no network. The systemf member's
+// (its entries file's), and those of a run whose member can no longer see
+// it (its record deleted, Go's copy left), go with the run: made since its
+// owner started.
+func unlabelled(rf ledger.RunFiles, l ledger.Lists) (ns []string, since time.Time) {
+	started, err := rf.Record.Started()
+	if !foreignWriter(rf) || err != nil || started.IsZero() {
+		return nil, time.Time{}
+	}
+	if !rf.HasFamilyRecord() {
+		return l.Of(names.NetworkKind), started.Add(-ledger.StartWindow)
+	}
+	return l.Entry(names.NetworkKind), started.Add(-ledger.StartWindow)
 }
 
 // outcomeAt is errs[i], or a failure when the backend gave no outcome.
@@ -463,16 +487,7 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 	for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind} {
 		t.listed[k] = l.Of(k)
 	}
-	if started, err := rf.Record.Started(); foreignWriter(rf) && err == nil && !started.IsZero() {
-		// The members label no network. The systemf member's (its entries
-		// file's), and those of a run whose member can no longer see it
-		// (its record deleted, Go's copy left), go with the run: made since
-		// its owner started.
-		t.since = started.Add(-ledger.StartWindow)
-		if t.unlabelled = l.Entry(names.NetworkKind); !rf.HasFamilyRecord() {
-			t.unlabelled = l.Of(names.NetworkKind)
-		}
-	}
+	t.unlabelled, t.since = unlabelled(rf, l)
 	if rf.Has(names.ProcessKind) {
 		t.grace = proctree.DefaultGrace
 		if dl, ok := ctx.Deadline(); ok {
