@@ -77,4 +77,5 @@ const (
 	Escaped       = ledger.Escaped
 	LeftForMember = ledger.LeftForMember
 	WouldRemove   = ledger.WouldRemove
+	Forgotten     = ledger.Forgotten
 )

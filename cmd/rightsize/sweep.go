@@ -153,7 +153,7 @@ func keptCount(rep *reaper.Report) int {
 				n++
 			}
 		}
-		if rr.Decision == reaper.Kept && len(rr.Kept) == 0 {
+		if rr.Decision == reaper.Kept && len(rr.Kept) == 0 && len(rr.ForMember) == 0 {
 			n++ // a run kept for its files, not its names
 		}
 	}
@@ -174,7 +174,7 @@ func keptSummary(rep *reaper.Report) string {
 				s++
 			}
 		}
-		if rr.Decision == reaper.Kept && len(rr.Kept) == 0 {
+		if rr.Decision == reaper.Kept && len(rr.Kept) == 0 && len(rr.ForMember) == 0 {
 			other++
 		}
 	}

@@ -137,6 +137,32 @@ type RunLister interface {
 	RemoveIDs(ctx context.Context, k Kind, ids []string) []error
 }
 
+// UnlabelledRemover is a Backend that can remove, by name, networks that
+// carry no run label at all: the family makes its networks without one.
+// For a run whose networks Go removes itself (the systemf member's, reaped
+// whole), the proof that a network is the run's is its name, listed by
+// the run, and its age: made no earlier than the run's owner started.
+type UnlabelledRemover interface {
+	Backend
+	// RemoveUnlabelled removes, of the networks named, those that carry
+	// run runID's label and those that carry no run label at all and were
+	// created at since or later, with one outcome per name as Remove's. A
+	// network of that name made before since, or labelled for another run,
+	// is left alone: ErrNotOwned.
+	RemoveUnlabelled(ctx context.Context, runID string, names []string, since time.Time) []error
+}
+
+// EngineFinder is a Backend that knows the other engines of its kind a
+// process may reach: where a run of another member, which records no
+// engine, may have put its sandboxes.
+type EngineFinder interface {
+	Backend
+	// OtherEngines returns those engines, this one aside, each as
+	// OpenEndpoint takes it; and the ones known of that cannot be asked
+	// from here, each with why.
+	OtherEngines() (hosts, unasked []string)
+}
+
 // RunHolder is a Backend whose engine keeps a run's sandboxes and networks
 // only while a claim of the run is renewed (a Kubernetes Lease that owns
 // them): the native watchdog holds the claim while the owner lives and

@@ -103,14 +103,25 @@ const (
 	LeftForMember Outcome = "left for its member's sweep"
 	// WouldRemove: a dry run would have asked for its removal.
 	WouldRemove Outcome = "would be removed"
+	// Forgotten: listed by a dead run that records no engine (another
+	// member's), and found neither on the engine swept nor on any other
+	// the run may have used, for ForgetAfter: its name leaves the ledger
+	// with the run, said once in the run's fate.
+	Forgotten Outcome = "forgotten"
 )
+
+// ForgetAfter is how old the record of a dead run that records no engine
+// must be before its names, found on no engine it may have used, are
+// forgotten: long enough for a sweep from where the run ran (a CI job
+// with its own DOCKER_HOST, a machine's other context) to come by first.
+const ForgetAfter = 7 * 24 * time.Hour
 
 // Gone reports whether o leaves nothing of the item behind.
 func (o Outcome) Gone() bool { return o == Removed || o == AlreadyGone || o == Ended }
 
 // FateOutcomes are the outcomes of a fate's items, in the order a fate's
 // line tells them.
-var FateOutcomes = []Outcome{Removed, AlreadyGone, Ended, Kept, LeftForMember, Escaped, NotOwned}
+var FateOutcomes = []Outcome{Removed, AlreadyGone, Forgotten, Ended, Kept, LeftForMember, Escaped, NotOwned}
 
 // Bounds of the fates folder and of each fate.
 const (

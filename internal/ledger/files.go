@@ -42,6 +42,11 @@ var Kinds = names.Kinds
 //   - .processes: the lines of local processes (Process kind).
 //   - .lock: a sweeper's claim on the run.
 //
+// One more member, @systemfsoftware/rightsize, writes the family's record
+// and, instead of the two line files, EntriesExt: its sandboxes and
+// networks together, one JSON object a line (entries.go). It lists runs by
+// *.json too, and deletes exactly .json and .jsonl.
+//
 // Outside the runs folder, fates/ (ledger/fates.go) and the watchdog's log
 // (reaper/watchdog-<run>.log) are Go's own too.
 const (
@@ -51,6 +56,7 @@ const (
 	NetworksExt  = ".networks"
 	ProcessesExt = ".processes"
 	LockExt      = ".lock"
+	EntriesExt   = ".jsonl"
 )
 
 // RecordPath is the path of run id's family record in runsDir.
@@ -70,14 +76,17 @@ func Paths(runsDir, id string) (record, sandboxes, networks string) {
 	return RecordPath(runsDir, id), LinePath(runsDir, id, SandboxKind), LinePath(runsDir, id, NetworkKind)
 }
 
-// runPaths lists the family record's path, Go's own record's, then each
-// kind's line file's: the order of RunFiles.has.
+// EntriesPath is the path of run id's entries file (EntriesExt).
+func EntriesPath(runsDir, id string) string { return filepath.Join(runsDir, id+EntriesExt) }
+
+// runPaths lists the family record's path, Go's own record's, each kind's
+// line file's, then the entries file's: the order of RunFiles.has.
 func runPaths(runsDir, id string) []string {
 	out := []string{RecordPath(runsDir, id), OwnRecordPath(runsDir, id)}
 	for _, k := range Kinds {
 		out = append(out, LinePath(runsDir, id, k))
 	}
-	return out
+	return append(out, EntriesPath(runsDir, id))
 }
 
 // HasFiles reports whether runsDir holds a record or a line file of run
@@ -243,11 +252,14 @@ func WriteLines(path string, names []string) error {
 	return writeAtomic(path, []byte(b.String()))
 }
 
-// RemoveRunFiles deletes a run's files: the line files first, then the
-// records (the family's, then Go's own), so an interruption never leaves
-// lines without their record. The run's lock file, if any, is left to
-// whoever holds it.
+// RemoveRunFiles deletes a run's files: the line files (the entries file
+// too) first, then the records (the family's, then Go's own), so an
+// interruption never leaves lines without their record. The run's lock
+// file, if any, is left to whoever holds it.
 func RemoveRunFiles(runsDir, id string) error {
+	if err := removeIfExists(EntriesPath(runsDir, id)); err != nil {
+		return err
+	}
 	return RemoveKindFiles(runsDir, id, Kinds[:]...)
 }
 
@@ -270,8 +282,8 @@ func RemoveKindFiles(runsDir, id string, kinds ...Kind) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	for _, k := range Kinds {
-		if _, err := os.Lstat(LinePath(runsDir, id, k)); !errors.Is(err, fs.ErrNotExist) {
+	for _, p := range runPaths(runsDir, id)[firstLine:] {
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 	}

@@ -149,3 +149,17 @@ func writerName(r Record) string {
 		return fmt.Sprintf("written by %q", r.Writer)
 	}
 }
+
+// JudgeLines judges the owner of a run that has lines and no record (a
+// member's sweep deleted the record and left lines it does not read, or
+// the Node member pruned it while alive), from when the lines were last
+// written: before this boot, no process that could have written them is
+// left. Otherwise Unknown: nothing names the owner.
+func JudgeLines(written time.Time) Liveness { return judgeLines(written, bootTime()) }
+
+func judgeLines(written, boot time.Time) Liveness {
+	if !written.IsZero() && !boot.IsZero() && written.Before(boot.Add(-StartWindow)) {
+		return Liveness{Dead, fmt.Sprintf("no record, and its lines were last written %s, before this boot (%s): no process that wrote them is left", FormatISO(written), FormatISO(boot))}
+	}
+	return Liveness{Unknown, "no record: its owner is unknown"}
+}

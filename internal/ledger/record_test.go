@@ -43,6 +43,12 @@ func TestFixturesAreByteExact(t *testing.T) {
 			"Rust pretty-prints (two-space indent) with whole seconds; serde_json writes no final newline"},
 		{"records/kotlin_tenths.json", `{"pid":7001,"startedIso":"2026-11-29T20:31:02.5Z","backend":"docker"}` + "\n",
 			"Kotlin writes compact JSON with as many fraction digits as the instant needs"},
+		{"records/systemf_msb.json", `{"pid":20418,"startedIso":"2026-11-29T20:36:07.004Z","backend":"msb"}`,
+			"the systemf member: JSON.stringify of {pid, startedIso, backend}, msb without its path, no trailing newline"},
+		{"entries/systemf_docker.jsonl", `{"kind":"network","id":"rz-net-0a1b2c3d"}` + "\n" +
+			`{"kind":"sandbox","backend":"docker","name":"rz-1a2b3c4d-1","id":"4f1c3a9e2b7d6c5a8e0f1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f5a6"}` + "\n" +
+			`{"kind":"sandbox","backend":"docker","name":"rz-1a2b3c4d-2"}` + "\n",
+			"the systemf member's entries file: a JSON.stringify'd entry a line, every line ended"},
 	}
 	for _, tc := range tests {
 		if got := string(readFixture(t, tc.file)); got != tc.want {

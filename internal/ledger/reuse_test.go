@@ -126,11 +126,16 @@ func TestReuseIdentityFamilyVectors(t *testing.T) {
 		{"a udp port", with(func(id *ledger.ReuseIdentity) { id.ExposedPorts = []string{"6379/tcp", "53/udp"} }),
 			`{"image":"redis:7-alpine","env":{"A":"1","B":"2"},"command":[],"exposedPorts":[6379],"memoryLimitMb":null,"copies":[],"exposedUdpPorts":[53]}`,
 			"10e25824defb5b87817425682e1472c32a9f16eea0b4cf3fb4d89d7659228177",
-			"Rust reuse.rs (54732f96) a_udp_exposed_port_changes_the_hash_and_never_collides_with_a_tcp_only_spec: tcp [6379], udp [53]; canonical_json appends exposedUdpPorts last, only when non-empty (Node and Kotlin have no udp)"},
+			"Rust reuse.rs (54732f96) a_udp_exposed_port_changes_the_hash_and_never_collides_with_a_tcp_only_spec: tcp [6379], udp [53]; canonical_json appends exposedUdpPorts last, only when non-empty. " +
+				"Node the same: hash.ts canonicalize (the version with exposedUdpPorts, its withExposedUdpPorts) spreads exposedUdpPorts, sorted, after networkDisabled, only when non-empty: these bytes and this hash from node 20's JSON.stringify and sha256"},
 		{"udp ports only, out of order", ledger.ReuseIdentity{Image: "redis:7-alpine", ExposedPorts: []string{"5353/udp", "53/UDP"}},
 			`{"image":"redis:7-alpine","env":{},"command":[],"exposedPorts":[],"memoryLimitMb":null,"copies":[],"exposedUdpPorts":[53,5353]}`,
 			"016eeb95c182d70bc7205f53d59070bdb608333598815d16f9436d4ad96b30ab",
-			"Rust reuse.rs (54732f96) udp_port_order_at_the_call_site_does_not_affect_the_hash: udp [53, 5353] either way"},
+			"Rust reuse.rs (54732f96) udp_port_order_at_the_call_site_does_not_affect_the_hash: udp [53, 5353] either way; Node's hash.ts sorts them numerically the same (node 20 gives these bytes for exposedUdpPorts [5353, 53])"},
+		{"one port on both protocols", with(func(id *ledger.ReuseIdentity) { id.ExposedPorts = []string{"53/udp", "53/tcp"} }),
+			`{"image":"redis:7-alpine","env":{"A":"1","B":"2"},"command":[],"exposedPorts":[53],"memoryLimitMb":null,"copies":[],"exposedUdpPorts":[53]}`,
+			"3d3af9ec68356691bb1094326223cd88223848665ddfa23369feeb575e80ddfb",
+			"Node's hash.ts: protocol is part of identity, DNS's 53 on both is neither 53/tcp nor 53/udp alone (node 20 gives these bytes); Kotlin 0.7.11 hashes udp ports too (CHANGELOG: ReuseIdentitySpec gains exposedUdpPorts, omitted when empty), but its source is not readable here, so no Kotlin vector is pinned"},
 		{"escapes", with(func(id *ledger.ReuseIdentity) {
 			id.Env = map[string]string{"MSG": "line1\nline2\ttab\"quote\\back\rcr"}
 		}),
@@ -165,5 +170,32 @@ func TestReuseIdentityFamilyVectors(t *testing.T) {
 	})
 	if got, want := string(cp.CanonicalJSON()), "\"copies\":[{\"guestPath\":\"/\U0001F600\",\"sha256\":\"a\"},{\"guestPath\":\"/\uE000\",\"sha256\":\"b\"}]"; !strings.Contains(got, want) {
 		t.Errorf("copies in UTF-16 order: got %s, want it to hold %s", got, want)
+	}
+}
+
+// docs/family.md says who hashes udp ports as the vectors above pin them:
+// Rust and Node (hash.ts canonicalize appends exposedUdpPorts, sorted,
+// only when there are any), and Kotlin since 0.7.11 by its changelog.
+func TestFamilyDocUDPIdentity(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "family.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "| Keep-alive identity") {
+			row = line
+		}
+	}
+	if row == "" {
+		t.Fatal("docs/family.md has no keep-alive identity row")
+	}
+	for _, want := range []string{"Rust and Node hash udp ports", "Kotlin 0.7.11 hashes them too", "Go hashes udp ports as Rust and Node do"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("docs/family.md's keep-alive identity row does not say %q:\n%s", want, row)
+		}
+	}
+	if strings.Contains(row, "have none") {
+		t.Errorf("docs/family.md's keep-alive identity row still says a member hashes no udp ports:\n%s", row)
 	}
 }

@@ -29,11 +29,17 @@ type RunFiles struct {
 	// line file's when there is no record.
 	ModTime time.Time
 	// has tells which of the run's files the folder listed, in runPaths'
-	// order: the family record, Go's own, then one line file per Kind.
-	has [firstLine + len(Kinds)]bool
+	// order: the family record, Go's own, one line file per Kind, then the
+	// entries file.
+	has [entriesFile + 1]bool
 	// Problems are files of the run that were not read (a symbolic link, a
 	// directory where a file should be): reported, never followed.
 	Problems []string
+	// Unknown are the run's files that no reader here understands (a
+	// member's file of a kind that came after this version): the run's
+	// record is never deleted while one is there, so that its writer can
+	// still judge the run.
+	Unknown []string
 }
 
 // Indexes of RunFiles.has, and of runExts.
@@ -41,6 +47,7 @@ const (
 	familyRecord = iota
 	ownRecord
 	firstLine
+	entriesFile = firstLine + len(Kinds)
 )
 
 // Has reports whether the folder listed the line file of kind k.
@@ -50,14 +57,23 @@ func (rf RunFiles) Has(k Kind) bool { return rf.has[firstLine+int(k)] }
 // family's or Go's own.
 func (rf RunFiles) HasRecord() bool { return rf.has[familyRecord] || rf.has[ownRecord] }
 
-// HasLines reports whether the folder listed any line file of the run.
+// HasFamilyRecord reports whether the folder listed the run's family
+// record (RecordExt), where every member looks for runs.
+func (rf RunFiles) HasFamilyRecord() bool { return rf.has[familyRecord] }
+
+// HasEntries reports whether the folder listed the run's entries file
+// (EntriesExt).
+func (rf RunFiles) HasEntries() bool { return rf.has[entriesFile] }
+
+// HasLines reports whether the folder listed any line file of the run, its
+// entries file included.
 func (rf RunFiles) HasLines() bool {
 	for _, k := range Kinds {
 		if rf.Has(k) {
 			return true
 		}
 	}
-	return false
+	return rf.HasEntries()
 }
 
 // RemoveFiles deletes the run's files that the folder listed: the line
@@ -69,6 +85,9 @@ func (rf RunFiles) RemoveFiles() error {
 		if rf.Has(k) {
 			errs = append(errs, removeIfExists(LinePath(rf.Dir, rf.ID, k)))
 		}
+	}
+	if rf.HasEntries() {
+		errs = append(errs, removeIfExists(EntriesPath(rf.Dir, rf.ID)))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -99,7 +118,20 @@ type Lists struct {
 	Problems []string
 	// Oversized: a line file was past MaxLineFileSize or MaxLines.
 	Oversized bool
+	// Foreign counts the lines of the entries file of a kind not known
+	// here (EntryFile.Foreign): they, and the run's record, are kept.
+	Foreign int
+	// plain and entry are the names of each kind as the plain line files
+	// and the entries file list them; the fields above hold both.
+	plain, entry [len(Kinds)][]string
 }
+
+// Plain returns the names of kind k that the run's line file of that kind
+// lists.
+func (l Lists) Plain(k Kind) []string { return l.plain[k] }
+
+// Entry returns the names of kind k that the run's entries file lists.
+func (l Lists) Entry(k Kind) []string { return l.entry[k] }
 
 // Of returns the names of kind k.
 func (l Lists) Of(k Kind) []string {
@@ -197,8 +229,8 @@ func (b byRunFile) Swap(i, j int) {
 
 // runExts are the extensions of a run's files, at the index runFile gives.
 var runExts = func() []string {
-	out := make([]string, firstLine+len(Kinds))
-	out[familyRecord], out[ownRecord] = RecordExt, OwnRecordExt
+	out := make([]string, entriesFile+1)
+	out[familyRecord], out[ownRecord], out[entriesFile] = RecordExt, OwnRecordExt, EntriesExt
 	for _, k := range Kinds {
 		out[firstLine+int(k)] = "." + k.Plural()
 	}
@@ -294,20 +326,48 @@ func (s *Scan) runAt(i int) (RunFiles, int) {
 		}
 		rf.has[ext] = true
 	}
+	rf.Unknown = unknownOf(id, s.other)
 	return rf, i
+}
+
+// unknownOf returns, of others (sorted), the files of run id that no
+// reader here understands: id and an extension that is not a run file's,
+// a lock's or a temporary file's.
+func unknownOf(id string, others []string) []string {
+	var out []string
+	j, _ := slices.BinarySearch(others, id+".")
+	for ; j < len(others) && strings.HasPrefix(others[j], id+"."); j++ {
+		if name := others[j]; strings.TrimSuffix(name, filepath.Ext(name)) == id && unknownFile(name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// unknownFile reports whether a file of the runs folder that is not a run
+// file is one that no reader here understands.
+func unknownFile(name string) bool {
+	return !strings.HasPrefix(name, ".") && filepath.Ext(name) != LockExt && !isTemp(name)
 }
 
 // load reads the record, or the line files' times when there is none. Go's
 // own record is read first: a member that reaped a dead Go run deleted the
 // family's; the family's is read when Go's cannot be (written by another
-// member, or by rightsize-go before it wrote its own).
+// member, or by rightsize-go before it wrote its own), and before Go's copy
+// of another member's record (Remember), which it may have rewritten since.
 func (rf *RunFiles) load() {
+	var copied *Record
+	var copiedAt time.Time
 	for _, i := range []int{ownRecord, familyRecord} {
 		if !rf.has[i] {
 			continue
 		}
 		path := runPathOf(rf.Dir, rf.ID, i)
 		rec, mt, err := readRecord(path)
+		if err == nil && i == ownRecord && rec.Writer != "go" && rf.has[familyRecord] {
+			copied, copiedAt = &rec, mt
+			continue
+		}
 		if err == nil {
 			rf.Record, rf.ModTime, rf.RecordErr = rec, mt, nil
 			return
@@ -323,18 +383,45 @@ func (rf *RunFiles) load() {
 			rf.ModTime, rf.RecordErr = mt, err
 		}
 	}
+	if copied != nil {
+		rf.Record, rf.ModTime, rf.RecordErr = *copied, copiedAt, nil
+		return
+	}
 	if rf.HasRecord() {
 		return
 	}
 	rf.RecordErr = ErrNoRecord
-	for _, k := range Kinds {
-		if !rf.Has(k) {
-			continue
-		}
-		if fi, err := os.Lstat(LinePath(rf.Dir, rf.ID, k)); err == nil && fi.ModTime().After(rf.ModTime) {
+	for _, p := range runPaths(rf.Dir, rf.ID)[firstLine:] {
+		if fi, err := os.Lstat(p); err == nil && fi.ModTime().After(rf.ModTime) {
 			rf.ModTime = fi.ModTime()
 		}
 	}
+}
+
+// Remember keeps, as the run's record of Go's own (OwnRecordExt), a copy
+// of the record another member wrote: a member may delete its record and
+// leave the run's lines (the systemf member's sweep deletes only .json and
+// .jsonl of the runs it reaps; the Node member prunes its record while it
+// lives and never writes it again), and with the copy Go still judges
+// such a run by every rule it has. A link where the file system has them;
+// nothing is written when the run has Go's own record already.
+func (rf RunFiles) Remember() error {
+	if rf.has[ownRecord] || !rf.has[familyRecord] || rf.RecordErr != nil || rf.Record.Writer == "go" {
+		return nil
+	}
+	fam, own := RecordPath(rf.Dir, rf.ID), OwnRecordPath(rf.Dir, rf.ID)
+	err := os.Link(fam, own)
+	if err == nil || errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	data, _, err := readRecordFile(fam)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // reaped since it was read
+	}
+	if err != nil {
+		return err
+	}
+	return writeAtomic(own, data)
 }
 
 // runPathOf is the path of run id's file at index i of RunFiles.has.
@@ -426,11 +513,35 @@ func ReadRun(cache, id string) (RunFiles, error) {
 			rf.has[i], found = true, true
 		}
 	}
-	if !found {
+	rf.Unknown = unknownIn(dir, id)
+	if !found && len(rf.Unknown) == 0 {
 		return RunFiles{}, fmt.Errorf("ledger: run %s: %w", id, fs.ErrNotExist)
 	}
 	rf.load()
 	return rf, nil
+}
+
+// unknownIn is unknownOf for run id in the runs folder dir, read now.
+func unknownIn(dir, id string) []string {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var others []string
+	for {
+		batch, err := f.Readdirnames(1024)
+		for _, name := range batch {
+			if _, _, known := runFile(name); !known && strings.HasPrefix(name, id+".") {
+				others = append(others, name)
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	slices.Sort(others)
+	return unknownOf(id, others)
 }
 
 func readRecord(path string) (Record, time.Time, error) {
@@ -496,18 +607,37 @@ func (rf RunFiles) ReadLists() Lists {
 			}
 			continue
 		}
-		switch k {
-		case SandboxKind:
-			l.Sandboxes = lf.Names
-		case NetworkKind:
-			l.Networks = lf.Names
-		case ProcessKind:
-			l.Processes = lf.Names
-		}
+		l.plain[k] = lf.Names
 		l.Rejected = append(l.Rejected, lf.Rejected...)
 		l.RejectedCount += lf.RejectedCount
 	}
+	if ef, err := ReadEntries(EntriesPath(rf.Dir, rf.ID)); err != nil {
+		l.Problems = append(l.Problems, err.Error())
+		l.Oversized = l.Oversized || errors.Is(err, ErrOversized)
+	} else {
+		l.entry[SandboxKind], l.entry[NetworkKind] = ef.Sandboxes, ef.Networks
+		l.Rejected = append(l.Rejected, ef.Rejected...)
+		l.RejectedCount += ef.RejectedCount
+		l.Foreign = ef.Foreign
+	}
+	l.Sandboxes = union(l.plain[SandboxKind], l.entry[SandboxKind])
+	l.Networks = union(l.plain[NetworkKind], l.entry[NetworkKind])
+	l.Processes = l.plain[ProcessKind]
 	return l
+}
+
+// union is a, then what of b is not in a.
+func union(a, b []string) []string {
+	if len(b) == 0 {
+		return a
+	}
+	out := slices.Clone(a)
+	for _, n := range b {
+		if !slices.Contains(a, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Age is how old the run's record (or line files) is, at now.

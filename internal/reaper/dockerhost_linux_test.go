@@ -93,7 +93,7 @@ func TestSweepDockerHost(t *testing.T) {
 			if !strings.Contains(reason, tc.reason) {
 				t.Errorf("reason %q does not say %q", reason, tc.reason)
 			}
-			left := listDir(t, runs)
+			left := withoutCopy(t, runs, listDir(t, runs))
 			if tc.reaped {
 				if decision != string(reaper.Reaped) {
 					t.Errorf("decision %q, want %q", decision, reaper.Reaped)

@@ -73,7 +73,7 @@ func TestSweepKotlinUnknownStart(t *testing.T) {
 	if !containerExists(t, drv, name) {
 		t.Errorf("the live Kotlin run's container %s was removed", name)
 	}
-	if after := snapshot(t, runs); !maps.Equal(before, after) {
+	if after := snapshotWithoutCopy(t, runs); !maps.Equal(before, after) {
 		t.Errorf("the live run's files changed:\n before %v\n after  %v", before, after)
 	}
 }
@@ -113,7 +113,7 @@ func TestSweepForeignRunOfAnotherEngine(t *testing.T) {
 			if len(rr.Removed)+len(rr.Kept)+len(rr.NotOwned) != 0 || !rep.Clean() {
 				t.Errorf("sweep %d: removed %v, kept %v, not owned %v, clean %v; want nothing touched, nothing kept back", i, rr.Removed, rr.Kept, rr.NotOwned, rep.Clean())
 			}
-			if after := snapshot(t, runs); !maps.Equal(before, after) {
+			if after := snapshotWithoutCopy(t, runs); !maps.Equal(before, after) {
 				t.Errorf("sweep %d changed the run's files:\n before %v\n after  %v", i, before, after)
 			}
 		}

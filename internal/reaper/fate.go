@@ -310,6 +310,8 @@ func outcomePhrase(outcome ledger.Outcome, what string) string {
 		return "left " + what + " for its member's own sweep"
 	case ledger.WouldRemove:
 		return "would have removed " + what
+	case ledger.Forgotten:
+		return "forgot " + what + " that no engine it may have used has"
 	}
 	return "left " + what + " " + strconv.Quote(termtext.Clean(string(outcome)))
 }

@@ -12,7 +12,7 @@ import (
 // lineShape is a fate's line as a sentence: who died, who noticed, then
 // what became of its things, each phrase led by a verb.
 var lineShape = regexp.MustCompile(`^rightsize: run \S+ \((pid \d+, )?[^()]+\) died; noticed( \d\d:\d\d:\d\d)? by (its|a later) [a-z ]+, which ` +
-	`(removed|found|ended|kept|left) [^;]+(; (removed|found|ended|kept|left) [^;]+)*(, in \d+m?s)?( \(.*\))*$`)
+	`(removed|found|forgot|ended|kept|left) [^;]+(; (removed|found|forgot|ended|kept|left) [^;]+)*(, in \d+m?s)?( \(.*\))*$`)
 
 // Every outcome word, alone and with the others, at counts of one and
 // many, by every kind of reaper, reads as a sentence: no "which already

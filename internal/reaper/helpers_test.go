@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -184,6 +185,48 @@ func snapshot(t testing.TB, dir string) map[string]string {
 		out[name] = fi.Mode().String() + " " + fi.ModTime().Format(time.RFC3339Nano) + " " + string(b)
 	}
 	return out
+}
+
+// withoutCopy is names, a listing of runs, without Go's copy of another
+// member's record that a sweep leaving the run alone keeps
+// (ledger.RunFiles.Remember), once checked to be one: the very file of the
+// family record, or its bytes.
+func withoutCopy(t testing.TB, runs string, names []string) []string {
+	t.Helper()
+	var out []string
+	for _, n := range names {
+		id, ok := strings.CutSuffix(n, ledger.OwnRecordExt)
+		if !ok || !slices.Contains(names, id+ledger.RecordExt) {
+			out = append(out, n)
+			continue
+		}
+		own, err1 := os.ReadFile(filepath.Join(runs, n))
+		fam, err2 := os.ReadFile(filepath.Join(runs, id+ledger.RecordExt))
+		if err1 != nil || err2 != nil || string(own) != string(fam) || strings.Contains(string(fam), `"writer":"go"`) {
+			t.Errorf("%s is not a copy of another member's record %s (%v, %v)", n, id+ledger.RecordExt, err1, err2)
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// snapshotWithoutCopy is snapshot without Go's copies of other members'
+// records (withoutCopy).
+func snapshotWithoutCopy(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	snap := snapshot(t, dir)
+	var names []string
+	for n := range snap {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	keep := withoutCopy(t, dir, names)
+	for _, n := range names {
+		if !slices.Contains(keep, n) {
+			delete(snap, n)
+		}
+	}
+	return snap
 }
 
 func must(t testing.TB, err error) {

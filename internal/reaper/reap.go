@@ -36,6 +36,11 @@ type target struct {
 	// settle is how long to wait before looking by label (a container the
 	// engine was still making when its owner died).
 	settle time.Duration
+	// unlabelled are listed networks of a member that labels none (the
+	// systemf member's), which Go reaps whole: removed by name when the
+	// engine shows them made at since or later (backend.UnlabelledRemover).
+	unlabelled []string
+	since      time.Time
 	// procs is the scope of the run's local processes to end (nil: none),
 	// with grace before a SIGKILL. byHand: a person named the run, so what
 	// cannot be proven is forgotten, not kept.
@@ -100,7 +105,7 @@ func reapRun(ctx context.Context, b backend.Backend, t target) *reaped {
 	for _, k := range engineKinds {
 		pending := t.listed[k]
 		for pass := 0; pass < 2 && len(pending) > 0 && !r.hung; pass++ {
-			errs := r.call(ctx, t, func(ctx context.Context) []error { return b.Remove(ctx, k, t.run, pending) })
+			errs := r.call(ctx, t, func(ctx context.Context) []error { return removeListed(ctx, b, t, k, pending) })
 			var again []string
 			for i, n := range pending {
 				err := outcomeAt(errs, i)
@@ -171,6 +176,70 @@ func reapRun(ctx context.Context, b backend.Backend, t target) *reaped {
 		r.processes(t)
 	}
 	return r
+}
+
+// removeListed removes the listed names of kind k (Backend.Remove), those
+// of t.unlabelled by RemoveUnlabelled where the backend has it, with one
+// outcome per name in their order.
+func removeListed(ctx context.Context, b backend.Backend, t target, k names.Kind, ns []string) []error {
+	ur, ok := b.(backend.UnlabelledRemover)
+	if k != names.NetworkKind || !ok || len(t.unlabelled) == 0 || t.since.IsZero() {
+		return b.Remove(ctx, k, t.run, ns)
+	}
+	var byAge, byLabel []string
+	for _, n := range ns {
+		if slices.Contains(t.unlabelled, n) {
+			byAge = append(byAge, n)
+		} else {
+			byLabel = append(byLabel, n)
+		}
+	}
+	got := map[string]error{}
+	for _, part := range []struct {
+		ns     []string
+		remove func() []error
+	}{
+		{byAge, func() []error { return ur.RemoveUnlabelled(ctx, t.run, byAge, t.since) }},
+		{byLabel, func() []error { return b.Remove(ctx, k, t.run, byLabel) }},
+	} {
+		if len(part.ns) == 0 {
+			continue
+		}
+		errs := part.remove()
+		for i, n := range part.ns {
+			got[n] = outcomeAt(errs, i)
+		}
+	}
+	out := make([]error, len(ns))
+	for i, n := range ns {
+		out[i] = got[n]
+	}
+	return out
+}
+
+// onEngine takes, for the run's sandboxes and networks, what another
+// reaping of the same run found on another engine; its local processes
+// stay as they were.
+func (r *reaped) onEngine(other *reaped) {
+	items := other.items
+	for _, it := range r.items {
+		if it.Kind == names.ProcessKind {
+			items = append(items, it)
+		}
+	}
+	r.items = items
+	r.kept[names.SandboxKind], r.kept[names.NetworkKind] = other.kept[names.SandboxKind], other.kept[names.NetworkKind]
+	r.asIs, r.here, r.hung = other.asIs, other.here, other.hung
+}
+
+// forget makes every sandbox and network the engine had none of
+// Forgotten, with note.
+func (r *reaped) forget(note string) {
+	for i, it := range r.items {
+		if it.Kind != names.ProcessKind && it.Outcome == ledger.AlreadyGone {
+			r.items[i].Outcome, r.items[i].Note = ledger.Forgotten, note
+		}
+	}
 }
 
 // call makes one call to the engine, bounded by t.call.

@@ -19,7 +19,9 @@ type Decision string
 const (
 	// LeftAlone: the run is not this sweep's to reap (alive, unknown,
 	// another backend or engine, this process's own, without a readable
-	// record, or claimed by another sweeper). Nothing was touched.
+	// record, or claimed by another sweeper). Nothing was touched, but
+	// that another member's record was kept as Go's copy
+	// (ledger.RunFiles.Remember).
 	LeftAlone Decision = "left alone"
 	// Reaped: everything the run listed is gone, and so are its files.
 	Reaped Decision = "reaped"
@@ -90,6 +92,11 @@ type RunReport struct {
 	RejectedCount int
 	// Problems are files of the run that were not read or not deleted.
 	Problems []string
+	// ForMember are files of the run, and lines of its entries file, that
+	// no reader here understands (a member's of a later version): the
+	// run's record stays with them, for the member that wrote them. Alone
+	// they do not make a sweep unclean.
+	ForMember []string
 	// Refused are files of the run that are not regular files (a FIFO
 	// squatting its lock file's name), which the sweep did not open, and
 	// which keep it from being reaped until someone removes them.
@@ -197,7 +204,7 @@ func (r *Report) Clean() bool {
 // onlyLeftForMember reports whether all a kept run keeps is another
 // member's networks, left for that member's sweep.
 func (rr RunReport) onlyLeftForMember() bool {
-	if len(rr.Kept) == 0 || len(rr.Problems) > 0 {
+	if len(rr.Kept)+len(rr.ForMember) == 0 || len(rr.Problems) > 0 {
 		return false
 	}
 	for _, it := range rr.Kept {
@@ -281,6 +288,9 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 		}
 		if more := rr.RejectedCount - len(rr.Rejected); more > 0 {
 			fmt.Fprintf(&b, "      ! and %d more rejected lines\n", more)
+		}
+		for _, f := range rr.ForMember {
+			fmt.Fprintf(&b, "      ~ %s: not understood here; left, with the run's record, for the member that wrote it\n", termtext.Clean(f))
 		}
 		for _, p := range rr.Problems {
 			fmt.Fprintf(&b, "      ! %s\n", termtext.Clean(p))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -229,6 +230,11 @@ func (c *config) sweepDecided(ctx context.Context, b backend.Backend, rf ledger.
 			c.sweepFate(rf, rr, t0)
 		}
 	}
+	if !c.dryRun && (rr.Decision == LeftAlone || rr.Decision == Kept) {
+		if err := rf.Remember(); err != nil {
+			rr.Problems = append(rr.Problems, "copy of its record: "+err.Error())
+		}
+	}
 	return c.finish(rr, t0)
 }
 
@@ -252,9 +258,9 @@ type deletion struct {
 
 // filesOnly reports whether reaping rf is deleting its files and nothing
 // else: no line file (so nothing to remove, no process to end, no fate to
-// tell) and no problem reading it.
+// tell), no problem reading it, and no file that keeps its record.
 func filesOnly(rf ledger.RunFiles) bool {
-	return !rf.HasLines() && len(rf.Problems) == 0
+	return !rf.HasLines() && len(rf.Problems) == 0 && len(rf.Unknown) == 0
 }
 
 // removeFilesOnly reaps a run for which filesOnly holds. A run that lists
@@ -288,6 +294,15 @@ func (c *config) decide(b backend.Backend, rf ledger.RunFiles) RunReport {
 		// sweep reaped it.
 		rr.Reason = "already reaped by another process"
 		return rr
+	}
+	if errors.Is(rf.RecordErr, ledger.ErrNoRecord) && !byHand && isLabelled(b) && (b.Endpoint() == "" || b.DefaultEndpoint()) {
+		// Lines whose record a member deleted: dead if no process that
+		// wrote them can be left. Their names are found, or not, as
+		// another member's run's (namesNoEngine).
+		if lv := ledger.JudgeLines(rf.ModTime); lv.State == ledger.Dead {
+			rr.Liveness, rr.Reason, rr.Decision = lv, lv.String(), Reaped
+			return rr
+		}
 	}
 	if rf.RecordErr != nil {
 		what := fmt.Sprintf("record unreadable (%v)", rf.RecordErr)
@@ -345,6 +360,7 @@ func (c *config) preview(ctx context.Context, b backend.Backend, rf ledger.RunFi
 	rr.Decision = WouldReap
 	l := rf.ReadLists()
 	checker, _ := b.(backend.OwnershipChecker)
+	byAge, _ := unlabelled(rf, l)
 	for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind, names.ProcessKind} {
 		ns := l.Of(k)
 		var errs []error
@@ -354,7 +370,13 @@ func (c *config) preview(ctx context.Context, b backend.Backend, rf ledger.RunFi
 			errs = make([]error, len(ns))
 		}
 		for i, n := range ns {
-			it := judge(rf, k, n, outcomeAt(errs, i))
+			err := outcomeAt(errs, i)
+			if k == names.NetworkKind && errors.Is(err, backend.ErrUnlabelled) && slices.Contains(byAge, n) {
+				// Removed by name if made since its owner started: a dry
+				// run does not look at its age.
+				err = nil
+			}
+			it := judge(rf, k, n, err)
 			switch it.Outcome {
 			case ledger.Removed:
 				it.Outcome = ledger.WouldRemove
@@ -373,6 +395,23 @@ func (c *config) preview(ctx context.Context, b backend.Backend, rf ledger.RunFi
 	return rr
 }
 
+// unlabelled are the networks of run rf that Go removes by name though
+// they carry no run label, and the time they must have been made since
+// (target.unlabelled). The members label no network. The systemf member's
+// (its entries file's), and those of a run whose member can no longer see
+// it (its record deleted, Go's copy left), go with the run: made since its
+// owner started.
+func unlabelled(rf ledger.RunFiles, l ledger.Lists) (ns []string, since time.Time) {
+	started, err := rf.Record.Started()
+	if !foreignWriter(rf) || err != nil || started.IsZero() {
+		return nil, time.Time{}
+	}
+	if !rf.HasFamilyRecord() {
+		return l.Of(names.NetworkKind), started.Add(-ledger.StartWindow)
+	}
+	return l.Entry(names.NetworkKind), started.Add(-ledger.StartWindow)
+}
+
 // outcomeAt is errs[i], or a failure when the backend gave no outcome.
 func outcomeAt(errs []error, i int) error {
 	if i < len(errs) {
@@ -385,7 +424,7 @@ func outcomeAt(errs []error, i int) error {
 // engine's answer err to its removal (or, in a dry run, to its lookup).
 func judge(rf ledger.RunFiles, k names.Kind, n string, err error) Item {
 	it := outcome(k, n, err)
-	if it.Outcome == ledger.NotOwned && k == names.NetworkKind && foreignWriter(rf) &&
+	if it.Outcome == ledger.NotOwned && k == names.NetworkKind && foreignWriter(rf) && rf.HasFamilyRecord() &&
 		names.FamilyNetwork(n) && errors.Is(err, backend.ErrUnlabelled) {
 		// The other members label their containers but not their
 		// networks: the run's own member removes it by name, so its line
@@ -448,6 +487,7 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 	for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind} {
 		t.listed[k] = l.Of(k)
 	}
+	t.unlabelled, t.since = unlabelled(rf, l)
 	if rf.Has(names.ProcessKind) {
 		t.grace = proctree.DefaultGrace
 		if dl, ok := ctx.Deadline(); ok {
@@ -463,9 +503,17 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 		t.procs = &proctree.Scope{Marks: proctree.OfRun(rf.ID), Commands: cmds}
 	}
 	res := reapRun(ctx, b, t)
+	leave := ""
+	if !res.here && !byHand && namesNoEngine(b, rf) && l.Len() > 0 {
+		var note string
+		leave, note = c.elsewhere(ctx, b, rf, t, res)
+		if note != "" {
+			rr.Reason += "; " + note
+		}
+	}
 	for _, it := range res.items {
 		switch {
-		case it.Outcome.Gone():
+		case it.Outcome.Gone(), it.Outcome == ledger.Forgotten:
 			rr.Removed = append(rr.Removed, it)
 		case it.Outcome == ledger.NotOwned:
 			rr.NotOwned = append(rr.NotOwned, it)
@@ -486,11 +534,14 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 		kept[names.ProcessKind] = l.Of(names.ProcessKind)
 	}
 
-	if !here && !byHand && namesNoEngine(b, rf) && l.Len() > 0 {
-		return leaveForItsEngine(b, rf, rr, procsKept || len(l.Problems) > 0)
+	if leave != "" && !here {
+		return leaveForItsEngine(rr, leave, procsKept || len(l.Problems) > 0)
 	}
 
-	if len(kept) == 0 && !procsKept && !asIs && (len(l.Problems) == 0 || byHand && isLabelled(b)) {
+	// Files and lines of the run that no reader here understands keep its
+	// record, for the member that wrote them.
+	rr.ForMember = append(slices.Clone(rf.Unknown), foreignLines(rf, l)...)
+	if len(kept) == 0 && !procsKept && !asIs && len(rr.ForMember) == 0 && (len(l.Problems) == 0 || byHand && isLabelled(b)) {
 		// A list that could not be read keeps its run, unless a person
 		// asked and the engine's labels say nothing of the run is left.
 		if err := ledger.RemoveRunFiles(rf.Dir, rf.ID); err != nil {
@@ -504,9 +555,15 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 	rr.Decision = Kept
 	if len(l.Problems) == 0 && !asIs {
 		// Rewrite only what was read: a file that could not be read keeps
-		// whatever it holds.
+		// whatever it holds. Each file keeps what it listed.
 		for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind, names.ProcessKind} {
-			if err := ledger.WriteLines(ledger.LinePath(rf.Dir, rf.ID, k), kept[k]); err != nil {
+			if err := ledger.WriteLines(ledger.LinePath(rf.Dir, rf.ID, k), keptOf(kept[k], l.Plain(k))); err != nil {
+				rr.Problems = append(rr.Problems, err.Error())
+			}
+		}
+		if rf.HasEntries() {
+			keep := func(k names.Kind, n string) bool { return slices.Contains(kept[k], n) }
+			if err := ledger.RewriteEntries(ledger.EntriesPath(rf.Dir, rf.ID), keep); err != nil {
 				rr.Problems = append(rr.Problems, err.Error())
 			}
 		}
@@ -514,35 +571,24 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 	return rr
 }
 
-// namesNoEngine reports whether rf's record names no engine (as the other
-// members write it), swept through an engine whose labels tell what is the
-// run's. The other members follow DOCKER_HOST (Kotlin Docker contexts too):
-// such a run may have used another engine than this one.
-func namesNoEngine(b backend.Backend, rf ledger.RunFiles) bool {
-	return rf.RecordErr == nil && rf.Record.Endpoint == "" && backend.Canonical(rf.Record.Backend) != backend.Local &&
-		b.Endpoint() != "" && isLabelled(b)
-}
-
-// leaveForItsEngine leaves a run of which this engine showed nothing, its
-// lines as they are: "not found" from an engine the run may never have
-// used proves nothing gone. A sweep of the engine it used removes what it
-// lists; a person's sweep of the run (--run) drops it here. It is kept
-// rather than left alone when something else keeps it: an engine that did
-// not answer for a name, a list that could not be read, a local process.
-func leaveForItsEngine(b backend.Backend, rf ledger.RunFiles, rr RunReport, keptOtherwise bool) RunReport {
-	var removed []Item
-	for _, it := range rr.Removed {
-		if it.Kind == names.ProcessKind {
-			removed = append(removed, it)
+// keptOf is, of listed, the names kept keeps, in listed's order.
+func keptOf(kept, listed []string) []string {
+	var out []string
+	for _, n := range listed {
+		if slices.Contains(kept, n) {
+			out = append(out, n)
 		}
 	}
-	rr.Removed, rr.NotOwned = removed, nil
-	rr.Reason += fmt.Sprintf("; it records no engine, and nothing it lists is on this one (%s): left for a sweep of the engine it used, or rightsize sweep --run %s", b.Endpoint(), rf.ID)
-	rr.Decision = LeftAlone
-	if len(rr.Kept) > 0 || len(rr.Removed) > 0 || keptOtherwise {
-		rr.Decision = Kept
+	return out
+}
+
+// foreignLines says how many lines of the run's entries file are of a
+// kind no reader here knows.
+func foreignLines(rf ledger.RunFiles, l ledger.Lists) []string {
+	if l.Foreign == 0 {
+		return nil
 	}
-	return rr
+	return []string{fmt.Sprintf("%s: %d line(s) of a kind not known here", rf.ID+ledger.EntriesExt, l.Foreign)}
 }
 
 func isLabelled(b backend.Backend) bool {

@@ -161,13 +161,9 @@ func dockerContext() string {
 	if v := os.Getenv("DOCKER_CONTEXT"); v != "" {
 		return v
 	}
-	dir := os.Getenv("DOCKER_CONFIG")
+	dir := configDir()
 	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return ""
-		}
-		dir = filepath.Join(home, ".docker")
+		return ""
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
 	if err != nil {

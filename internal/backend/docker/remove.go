@@ -137,6 +137,55 @@ func (d *Driver) removeSameNamed(ctx context.Context, runID, name string) error 
 	return fmt.Errorf("network %s: %s: %w", name, what, backend.ErrNotOwned)
 }
 
+// RemoveUnlabelled removes, of the networks named, those that carry run
+// runID's label, and those that carry no run label at all and were
+// created at since or later (backend.UnlabelledRemover); each by the id
+// its lookup gave. Docker allows several networks of one name: each is
+// judged alone.
+func (d *Driver) RemoveUnlabelled(ctx context.Context, runID string, names []string, since time.Time) []error {
+	return forEach(names, d.removeParallel(), func(name string) error {
+		if runID == "" || since.IsZero() {
+			return fmt.Errorf("network %s: no run or no start to prove it the run's by: %w", name, backend.ErrNotOwned)
+		}
+		lctx, cancel := context.WithTimeout(ctx, CallTimeout)
+		nl, err := d.cli.NetworkList(lctx, client.NetworkListOptions{Filters: client.Filters{}.Add("name", name)})
+		cancel()
+		if err != nil {
+			return classify("list networks named "+name, err)
+		}
+		var errs, others []error
+		found := 0
+		for _, n := range nl.Items {
+			if n.Name != name { // the filter matches parts of names too
+				continue
+			}
+			found++
+			why := backend.NotOwnedWhy(runID, n.Name, n.Labels)
+			if why == backend.UnlabelledWhy && n.Created.Before(since) {
+				why = fmt.Sprintf("it carries no run label and was made %s, before the run's owner started (%s)", n.Created.UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339))
+			} else if why == backend.UnlabelledWhy {
+				why = ""
+			}
+			if why != "" {
+				others = append(others, fmt.Errorf("network %s (%s): %w: %s", name, shortID(n.ID), backend.ErrNotOwned, why))
+				continue
+			}
+			if err := d.removeID(ctx, backend.NetworkKind, n.ID, name+" ("+shortID(n.ID)+")"); err != nil && !errors.Is(err, backend.ErrNotFound) {
+				errs = append(errs, err)
+			}
+		}
+		switch {
+		case len(errs) > 0:
+			return errors.Join(errs...)
+		case found == 0:
+			return fmt.Errorf("network %s: %w", name, backend.ErrNotFound)
+		case len(others) > 0:
+			return errors.Join(others...)
+		}
+		return nil
+	})
+}
+
 func shortID(id string) string {
 	if len(id) > 12 {
 		return id[:12]
