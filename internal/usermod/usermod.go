@@ -13,6 +13,7 @@ package usermod
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -120,7 +121,9 @@ func goTool() string {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
+	// go test puts GOROOT/bin on the PATH of what it runs; outside it,
+	// the toolchain's usual home.
+	return filepath.Join(cmp.Or(os.Getenv("GOROOT"), "/usr/local/go"), "bin", "go")
 }
 
 // repoRoot finds this repository's root from this source file's folder.
