@@ -122,3 +122,47 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// gotestsumVersion is the gotestsum this test installs through the module
+// proxy.
+const gotestsumVersion = "v1.13.0"
+
+// A passing package run under gotestsum (go test -json underneath; the
+// way GitLab documents JUnit reports), with no terminal: gotestsum shows
+// nothing of a passing package's output, so a fate Main finds must either
+// be in what gotestsum printed or stay untold for the next process. It
+// used to be marked told at once, under -json's -test.v, and was then
+// seen nowhere.
+func TestFateUnderGotestsum(t *testing.T) {
+	t.Parallel()
+	goBin := goTool(t)
+	gobin := t.TempDir()
+	install := exec.Command(goBin, "install", "gotest.tools/gotestsum@"+gotestsumVersion)
+	install.Env = append(os.Environ(), "GOBIN="+gobin)
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Skipf("gotestsum %s cannot be installed through the module proxy here: %v\n%s", gotestsumVersion, err, out)
+	}
+	cache := t.TempDir()
+	const dead = "dead5e11"
+	if _, err := ledger.WriteFate(cache, ledger.Fate{Run: dead, By: reaper.ByWatchdog,
+		Owner: ledger.FateOwner{PID: 4242, Writer: "go", Command: "store.test"},
+		Items: []ledger.FateItem{{Kind: "sandbox", Name: "rz-" + dead + "-1", Outcome: ledger.Removed}}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(gobin, "gotestsum"), "--format", "pkgname", "--", "-count=1", "./mainfixture")
+	cmd.Env = append(os.Environ(), "RZ_MAIN_FIXTURE=tell", "RIGHTSIZE_BACKEND=memory", "RIGHTSIZE_CACHE_DIR="+cache, "GITHUB_STEP_SUMMARY=")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // no terminal to tell it on
+	b, err := cmd.CombinedOutput()
+	out := string(b)
+	if err != nil {
+		t.Fatalf("gotestsum of a passing package: %v\n%s", err, out)
+	}
+	shown := strings.Contains(out, "rightsize: run "+dead)
+	untold := len(reaper.UntoldFates(cache, "")) == 1
+	if !shown && !untold {
+		t.Fatalf("the fate was marked told, and gotestsum showed nothing of it:\n%s", out)
+	}
+	t.Logf("shown by gotestsum: %v; left untold for the next process: %v\n%s", shown, untold, out)
+}
