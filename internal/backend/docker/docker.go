@@ -147,7 +147,13 @@ func OpenHost(host string) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker engine %s: %w", host, err)
 	}
-	return newDriver(context.Background(), cli), nil
+	d := newDriver(context.Background(), cli)
+	if k := os.Getenv(envEngineKind); (k == "docker" || k == "podman") && os.Getenv("DOCKER_HOST") == host {
+		// What the owner learnt of this engine, given to its watchdog.
+		d.podman = k == "podman"
+		d.kindKnown.Store(true)
+	}
+	return d, nil
 }
 
 // checkNamedHost asks the engine DOCKER_HOST names, when it names one,
@@ -299,8 +305,21 @@ func (d *Driver) engineEnv() []string {
 		}
 		cancel()
 	}
+	// Which engine it is, as this process learnt it: the watchdog then
+	// removes its first container without asking (removeID).
+	kind := "docker"
+	if d.isPodman() {
+		kind = "podman"
+	}
+	if d.kindKnown.Load() {
+		env = append(env, envEngineKind+"="+kind)
+	}
 	return append(env, "DOCKER_CONTEXT=", "RIGHTSIZE_BACKEND="+backend.Docker)
 }
+
+// envEngineKind tells a watchdog which engine its owner found at its
+// DOCKER_HOST: "docker" or "podman".
+const envEngineKind = "RIGHTSIZE_DOCKER_ENGINE"
 
 // isPodman reports whether the engine says it is Podman; false when it
 // cannot tell. The engine's answer is kept; a failed question is asked

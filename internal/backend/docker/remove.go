@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
@@ -145,7 +146,8 @@ func shortID(id string) string {
 }
 
 // removeID removes a container (forcefully, with its anonymous volumes) or
-// a network by id; label is how messages name it.
+// a network by id; label is how messages name it. This is every removal
+// of a run's container: the watchdog's, a sweep's, Main's at the end.
 func (d *Driver) removeID(ctx context.Context, k backend.Kind, id, label string) error {
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
@@ -155,6 +157,14 @@ func (d *Driver) removeID(ctx context.Context, k backend.Kind, id, label string)
 			return classify("inspect network "+label, err)
 		}
 		return d.removeNetwork(ctx, id, label, len(res.Network.Containers))
+	}
+	if d.isPodman() {
+		// Docker's forced removal kills at once; Podman's stops first,
+		// with the container's stop signal and timeout (10 s for one
+		// that ignores SIGTERM), whichever API made it. Killed first, it
+		// goes as fast as on Docker. A container not running refuses the
+		// kill, and one gone already is the removal's to say.
+		_, _ = d.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"})
 	}
 	_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	return classify("remove container "+label, err)
@@ -186,7 +196,7 @@ func (d *Driver) RemoveIDs(ctx context.Context, k backend.Kind, ids []string) []
 // networks labelled with run runID under either spelling, keep-alive ones
 // aside.
 func (d *Driver) ListRun(ctx context.Context, k backend.Kind, runID string) ([]string, error) {
-	found, err := d.FindRun(ctx, k, runID)
+	found, err := d.findRun(ctx, k, runID, false)
 	if err != nil {
 		return nil, err
 	}
@@ -197,14 +207,21 @@ func (d *Driver) ListRun(ctx context.Context, k backend.Kind, runID string) ([]s
 	return ids, nil
 }
 
-// FindRun is ListRun with each one's name, in id order.
+// FindRun is ListRun with each one's name, in id order, and whether a
+// container is on its way out (Found.Leaving).
 func (d *Driver) FindRun(ctx context.Context, k backend.Kind, runID string) ([]backend.Found, error) {
+	return d.findRun(ctx, k, runID, true)
+}
+
+// findRun is FindRun; without leaving, it asks nothing more than the
+// list (what a watchdog's pass needs).
+func (d *Driver) findRun(ctx context.Context, k backend.Kind, runID string, leaving bool) ([]backend.Found, error) {
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
 	var found []backend.Found
-	add := func(id, name string, labels map[string]string) {
-		if backend.NotOwnedWhy(runID, name, labels) == "" && !slices.ContainsFunc(found, func(f backend.Found) bool { return f.ID == id }) {
-			found = append(found, backend.Found{ID: id, Name: name})
+	add := func(f backend.Found, labels map[string]string) {
+		if backend.NotOwnedWhy(runID, f.Name, labels) == "" && !slices.ContainsFunc(found, func(g backend.Found) bool { return g.ID == f.ID }) {
+			found = append(found, f)
 		}
 	}
 	for _, label := range []string{LabelRunID, LabelRunIDAlt} {
@@ -215,7 +232,7 @@ func (d *Driver) FindRun(ctx context.Context, k backend.Kind, runID string) ([]b
 				return nil, classify("list networks", err)
 			}
 			for _, n := range nl.Items {
-				add(n.ID, n.Name, n.Labels)
+				add(backend.Found{ID: n.ID, Name: n.Name}, n.Labels)
 			}
 			continue
 		}
@@ -228,11 +245,33 @@ func (d *Driver) FindRun(ctx context.Context, k backend.Kind, runID string) ([]b
 			if len(c.Names) > 0 {
 				name = trimSlash(c.Names[0])
 			}
-			add(c.ID, name, c.Labels)
+			f := backend.Found{ID: c.ID, Name: name}
+			if leaving {
+				f.Leaving = d.leaving(ctx, c.ID, c.State)
+			}
+			add(f, c.Labels)
 		}
 	}
 	slices.SortFunc(found, func(a, b backend.Found) int { return strings.Compare(a.ID, b.ID) })
 	return found, nil
+}
+
+// leaving reports whether container id, in state, is on its way out: the
+// engine is removing it, or it stopped and the engine removes it by itself
+// (auto-remove). A stopped container is looked at once more to know.
+func (d *Driver) leaving(ctx context.Context, id string, state container.ContainerState) bool {
+	switch state {
+	case container.StateRemoving:
+		return true
+	case container.StateExited, container.StateDead:
+	default:
+		return false
+	}
+	res, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return errors.Is(classify("inspect container "+id, err), backend.ErrNotFound) // gone meanwhile
+	}
+	return res.Container.HostConfig != nil && res.Container.HostConfig.AutoRemove
 }
 
 // CloseRun removes every container, then every network, labelled with run
