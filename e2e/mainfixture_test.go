@@ -4,6 +4,7 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/moby/moby/client"
 
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctree"
@@ -165,4 +168,39 @@ func TestFateUnderGotestsum(t *testing.T) {
 		t.Fatalf("the fate was marked told, and gotestsum showed nothing of it:\n%s", out)
 	}
 	t.Logf("shown by gotestsum: %v; left untold for the next process: %v\n%s", shown, untold, out)
+}
+
+// A testcontainers-go provider made by a package-level variable, before
+// Main(GuardAll) pointed DOCKER_HOST at the guard, keeps the engine
+// itself for the life of the process: its containers would escape the
+// guard without a word, and outlive a killed binary. Main refuses to run
+// the tests, saying why and what to do; nothing is created.
+func TestGuardAllProviderMadeBeforeMain(t *testing.T) {
+	t.Parallel()
+	r := newBareRig(t)
+	tag := nonceHex(t)
+	cli := r.eng.Client()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		f := client.Filters{}.Add("label", "dev.rightsize.test.mainfixture="+tag)
+		if cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f}); err == nil {
+			for _, c := range cs.Items {
+				cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
+			}
+		}
+	})
+	out, err := runMainFixture(t, "early", "RZ_FIXTURE_IMAGE="+r.img, "RZ_FIXTURE_TAG="+tag,
+		"RIGHTSIZE_CACHE_DIR="+r.cache, "TESTCONTAINERS_RYUK_DISABLED=true", "TMPDIR="+shortDir(t))
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("the fixture ended %v, want exit status 1 before any test:\n%s", err, out)
+	}
+	if !strings.Contains(out, "sandboxtest: GuardAll: testcontainers-go found its engine") || !strings.Contains(out, "package-level variable or an init") {
+		t.Errorf("Main did not say that testcontainers-go was set up before it, and what to do:\n%s", out)
+	}
+	if strings.Contains(out, "fixture: container=") {
+		t.Errorf("a test ran, and created a container past the guard:\n%s", out)
+	}
+	t.Logf("%s", strings.TrimSpace(out))
 }
