@@ -167,7 +167,29 @@ func (d *Driver) removeID(ctx context.Context, k backend.Kind, id, label string)
 		_, _ = d.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"})
 	}
 	_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && removing.says(err) {
+		// Another removal is under way: gone once the engine says so.
+		return d.waitGone(ctx, id, label)
+	}
 	return classify("remove container "+label, err)
+}
+
+// waitGone waits, within ctx, until the engine no longer has container
+// id; nil once it has not.
+func (d *Driver) waitGone(ctx context.Context, id, label string) error {
+	for {
+		_, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		if err := classify("remove container "+label, err); errors.Is(err, backend.ErrNotFound) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return classify("remove container "+label+": its removal already under way did not finish", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // removeNetwork removes network id, which had attached containers when it
