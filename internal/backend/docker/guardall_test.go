@@ -652,9 +652,11 @@ func TestGuardAllRemovedWithoutStopTimeout(t *testing.T) {
 				t.Fatalf("start: %v", err)
 			}
 			waitLogged(t, d, id, "ready")
+			start := time.Now()
 			if errs := d.RemoveIDs(ctx, backend.SandboxKind, []string{id}); errs[0] != nil {
 				t.Fatalf("the watchdog's removal: %v", errs[0])
 			}
+			t.Logf("%s API: removed in %s", api, time.Since(start).Round(time.Millisecond))
 			if exists(t, d, id) {
 				t.Errorf("container %s is still there after its removal", name)
 			}
