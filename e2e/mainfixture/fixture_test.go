@@ -1,15 +1,20 @@
 package mainfixture_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/rightsize/rightsize-go/internal/probe"
+	"github.com/rightsize/rightsize-go/internal/proctree"
 	"github.com/rightsize/rightsize-go/sandboxtest"
 )
 
@@ -62,6 +67,16 @@ func TestFixture(t *testing.T) {
 		if err := p.WaitForLog(t.Context(), "started"); err != nil {
 			t.Fatal(err)
 		}
+		// Until setsid has run, the child is still in the command's
+		// group, which the test's end ends: wait until it leads a
+		// session of its own.
+		deadline := time.Now().Add(time.Minute)
+		for !daemonUp(sess.RunID()) {
+			if time.Now().After(deadline) {
+				t.Fatal("the command's child never left its session")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	case "tell":
 	case "early":
 		ctx := context.Background()
@@ -78,4 +93,20 @@ func TestFixture(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// daemonUp reports whether a process of run leads a session of its own.
+func daemonUp(run string) bool {
+	for _, pid := range proctree.Live(proctree.OfRun(run)) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp session …
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 3 && f[3] == strconv.Itoa(pid) {
+			return true
+		}
+	}
+	return false
 }
