@@ -295,23 +295,28 @@ func (d *Driver) engineEnv() []string {
 			env = append(env, k+"="+v)
 		}
 	}
+	answers := true
 	if _, ok := os.LookupEnv("DOCKER_API_VERSION"); !ok {
 		// The version this process agreed with the engine: a watchdog
 		// woken by its owner's death then sends its first removal at
 		// once, without asking the engine's version first.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if _, err := d.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err == nil {
+		_, err := d.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
+		if answers = err == nil; answers {
 			env = append(env, "DOCKER_API_VERSION="+d.cli.ClientVersion())
 		}
 		cancel()
 	}
-	// Which engine it is, as this process learnt it: the watchdog then
-	// removes its first container without asking (removeID).
-	kind := "docker"
-	if d.isPodman() {
-		kind = "podman"
+	// Which engine it is (asked here where it answers): the watchdog
+	// then removes its first container without asking (removeID).
+	if answers {
+		d.isPodman()
 	}
 	if d.kindKnown.Load() {
+		kind := "docker"
+		if d.podman {
+			kind = "podman"
+		}
 		env = append(env, envEngineKind+"="+kind)
 	}
 	return append(env, "DOCKER_CONTEXT=", "RIGHTSIZE_BACKEND="+backend.Docker)
