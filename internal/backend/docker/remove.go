@@ -2,8 +2,13 @@ package docker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -160,10 +165,13 @@ func (d *Driver) removeID(ctx context.Context, k backend.Kind, id, label string)
 	}
 	if d.isPodman() {
 		// Docker's forced removal kills at once; Podman's stops first,
-		// with the container's stop signal and timeout (10 s for one
-		// that ignores SIGTERM), whichever API made it. Killed first, it
-		// goes as fast as on Docker. A container not running refuses the
-		// kill, and one gone already is the removal's to say.
+		// with the container's stop signal and timeout (10 s for a
+		// libpod-created one that ignores SIGTERM), unless its own API is
+		// asked with a timeout of 0. Its Docker API's kill waits for the
+		// exit, polling every 250 ms: a last resort.
+		if done, err := d.podmanRemove(ctx, id, label); done {
+			return err
+		}
 		_, _ = d.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"})
 	}
 	_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
@@ -172,6 +180,40 @@ func (d *Driver) removeID(ctx context.Context, k backend.Kind, id, label string)
 		return d.waitGone(ctx, id, label)
 	}
 	return classify("remove container "+label, err)
+}
+
+// podmanRemove removes container id through Podman's own API, forcefully,
+// with its anonymous volumes and no stop timeout. done is false when that
+// API could not be asked or refused the request as such (an older Podman):
+// the caller then removes it through Docker's.
+func (d *Driver) podmanRemove(ctx context.Context, id, label string) (done bool, err error) {
+	hc := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return d.cli.Dialer()(ctx) },
+	}}
+	defer hc.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, "http://podman/v4.0.0/libpod/containers/"+url.PathEscape(id)+"?force=true&timeout=0&volumes=true", nil)
+	if err != nil {
+		return false, nil
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return false, nil
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	switch {
+	case resp.StatusCode/100 == 2:
+		return true, nil
+	case resp.StatusCode == http.StatusNotFound:
+		return true, fmt.Errorf("remove container %s: %w", label, backend.ErrNotFound)
+	case resp.StatusCode == http.StatusInternalServerError:
+		var m struct {
+			Message string `json:"message"`
+		}
+		json.Unmarshal(body, &m)
+		return true, classify("remove container "+label, errors.New(m.Message))
+	}
+	return false, nil
 }
 
 // waitGone waits, within ctx, until the engine no longer has container

@@ -53,9 +53,8 @@ type reaper struct {
 	budget time.Duration
 }
 
-// item is a container or a network of the run; state is a container's
-// ("running", "exited", …).
-type item struct{ id, name, state string }
+// item is a container or a network of the run.
+type item struct{ id, name string }
 
 // reap removes everything of the run, looking again until a look finds
 // nothing, or the budget has passed; it reports whether nothing was left.
@@ -107,15 +106,16 @@ func (r *reaper) pass() (removed int, left []string) {
 		go func() {
 			defer wg.Done()
 			for c := range work {
-				if podman && c.state == "running" {
-					// Podman's forced removal stops a running container
-					// with its stop signal and timeout first (10 s for one
-					// that ignores SIGTERM); Docker's kills at once. Killed
-					// first, it goes as fast on both. A refusal (it
-					// stopped meanwhile) is the removal's to judge.
-					_ = r.eng.call("POST", "/containers/"+url.PathEscape(c.id)+"/kill?signal=KILL", nil)
+				path := "/containers/" + url.PathEscape(c.id) + "?force=1&v=1"
+				if podman {
+					// Podman's forced removal through Docker's API stops a
+					// running container with its stop signal and timeout
+					// first (10 s for a libpod-created one that ignores
+					// SIGTERM); its own API takes a timeout of 0. Docker's
+					// kills at once.
+					path = "/v4.0.0/libpod/containers/" + url.PathEscape(c.id) + "?force=true&timeout=0&volumes=true"
 				}
-				err := r.eng.call("DELETE", "/containers/"+url.PathEscape(c.id)+"?force=1&v=1", nil)
+				err := r.eng.call("DELETE", path, nil)
 				if err != nil && codeOf(err) != 404 {
 					note(false, fmt.Sprintf("container %s: %v", c.name, err))
 					continue
@@ -180,7 +180,6 @@ func (r *reaper) list(prefix string) (items []item, podman bool, err error) {
 			Name   string
 			Names  []string
 			Labels map[string]string
-			State  string
 		}
 		hdr, err := r.eng.callHeaders("GET", prefix+filterQuery(key, r.run), &got)
 		if err != nil {
@@ -200,7 +199,7 @@ func (r *reaper) list(prefix string) (items []item, podman bool, err error) {
 				continue
 			}
 			seen[g.ID] = true
-			items = append(items, item{id: g.ID, name: name, state: g.State})
+			items = append(items, item{id: g.ID, name: name})
 		}
 	}
 	sort.Slice(items, func(i, j int) bool { return items[i].id < items[j].id })
