@@ -38,6 +38,7 @@
 //	       traffic dropped               iptables DROP in it, no FIN or RST sent, its processes alive: gone after the lease timeout
 //	user TestUserModuleDies              a test binary built as a user builds it (internal/usermod): SIGKILL, its -test.timeout alarm, a pass
 //	                                     (the same on Kubernetes: backend/kubernetes TestUserModuleOnNode, in the kube gate)
+//	pkill TestRowPkillTestBinaries      SIGKILL, with `pkill -f '\.test$'` run throughout: no watchdog looks like a test binary
 //
 // `go test ./e2e/` runs rows 8 and 12 with reduced counts (10 rounds; 3
 // kills at the first ledger write and 10 at random); `-args -full` (make

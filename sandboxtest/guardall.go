@@ -38,8 +38,12 @@ import (
 // testcontainers-go's Ryuk is turned off for the binary, since every
 // container it makes is guarded. GuardAll fails Main, with one line
 // saying why, when the engine does not answer, when it is reached over
-// TLS, or when a tc.host property or a Docker context would send clients
-// past the proxy. It needs the docker backend and a unix socket (not
+// TLS, when a tc.host property or a Docker context would send clients
+// past the proxy, or when testcontainers-go found its engine before Main
+// (a provider or container made by a package-level variable or an init:
+// it keeps that engine, and all it makes would escape). A Docker client
+// made before Main talks to the engine directly, unseen: make clients in
+// tests or Setup. It needs the docker backend and a unix socket (not
 // Windows).
 func GuardAll() Option {
 	return mainOption(func(c *mainConfig) { c.guardAll = true })

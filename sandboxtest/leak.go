@@ -3,8 +3,10 @@ package sandboxtest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
 	"github.com/rightsize/rightsize-go/internal/proctree"
@@ -15,7 +17,9 @@ import (
 // this run behind: once the tests and the suite's own cleanups have run,
 // every sandbox and network on the engine carrying the run's label, and
 // every local process of the run still alive, is listed on stderr and the
-// exit code becomes 1. Main then removes them as always. In the manner of
+// exit code becomes 1. Main then removes them as always. A container on its
+// way out (stopped with auto-remove, or being removed) is waited for, up to
+// leavingWait, and listed only if it is still there. In the manner of
 // goleak's VerifyTestMain:
 //
 //	func TestMain(m *testing.M) {
@@ -35,6 +39,29 @@ func LeakCheck() Option {
 // maxLeaksListed bounds the list, by kind; the rest are counted.
 const maxLeaksListed = 20
 
+// leavingWait bounds how long the check waits for sandboxes on their way
+// out (stopped with auto-remove, being removed) to be gone: the engine's
+// removal of a `--rm` container the test just stopped is still under way
+// when the tests end. One still there after it is listed.
+var leavingWait = 10 * time.Second
+
+// findSettled is f.FindRun, once what is on its way out has gone, or
+// leavingWait has passed.
+func findSettled(ctx context.Context, f backend.RunFinder, k backend.Kind, run string) ([]backend.Found, error) {
+	deadline := time.Now().Add(leavingWait)
+	for {
+		found, err := f.FindRun(ctx, k, run)
+		if err != nil || !slices.ContainsFunc(found, func(x backend.Found) bool { return x.Leaving }) || time.Now().After(deadline) {
+			return found, err
+		}
+		select {
+		case <-ctx.Done():
+			return found, nil
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // leaks lists what the run still has, one line each for stderr; none when
 // there is no run or nothing is left.
 func leaks(ctx context.Context) []string {
@@ -49,7 +76,7 @@ func leaks(ctx context.Context) []string {
 	var out []string
 	if f, ok := s.Driver().(backend.RunFinder); ok {
 		for _, k := range []backend.Kind{sandboxKind, networkKind} {
-			found, err := f.FindRun(ctx, k, s.RunID())
+			found, err := findSettled(ctx, f, k, s.RunID())
 			if err != nil {
 				out = append(out, fmt.Sprintf("the %s of run %s cannot be listed: %s", k.Plural(), s.RunID(), oneLine(err.Error())))
 				continue
@@ -59,7 +86,11 @@ func leaks(ctx context.Context) []string {
 					out = append(out, fmt.Sprintf("and %d more %s", len(found)-i, k.Plural()))
 					break
 				}
-				out = append(out, fmt.Sprintf("%s %s (%s)", k, termtext.Clean(x.Name), termtext.Clean(shortEngineID(x.ID))))
+				line := fmt.Sprintf("%s %s (%s)", k, termtext.Clean(x.Name), termtext.Clean(shortEngineID(x.ID)))
+				if x.Leaving {
+					line += fmt.Sprintf(": stopped, and the engine's own removal of it did not finish within %s", leavingWait)
+				}
+				out = append(out, line)
 			}
 		}
 	} else {

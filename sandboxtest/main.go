@@ -95,7 +95,20 @@ func Main(m TestingM, opts ...Option) {
 	// A failed package's output is shown by `go test`: the fates it
 	// printed were seen.
 	markShown(code != 0)
+	endRun(code)
 	exit(code)
+}
+
+// endRun says, last thing, that the run ends normally: what it leaves for
+// its watchdog (a process that left its command's session) is then told
+// as left by a run that ended, not as by one that died.
+func endRun(code int) {
+	sessMu.Lock()
+	s := sess
+	sessMu.Unlock()
+	if s != nil {
+		s.Ended(code)
+	}
 }
 
 func runMain(m TestingM, setup []func(*Suite)) int {

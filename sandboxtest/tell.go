@@ -10,12 +10,14 @@ import (
 	"github.com/rightsize/rightsize-go/internal/reaper"
 )
 
-// ttyPath is the terminal fates are told on when the process has one, and
-// stderrShown whether `go test` shows stderr of a passing package (-v);
-// both replaced by tests.
+// ttyPath is the terminal fates are told on when the process has one,
+// stderrShown whether `go test` shows stderr of a passing package (-v),
+// and toJSON whether the output goes to test2json (go test -json), whose
+// reader decides what to show; all replaced by tests.
 var (
 	ttyPath     = "/dev/tty"
-	stderrShown = verbose
+	stderrShown = func() bool { return verbose() && !toJSON() }
+	toJSON      = func() bool { return testFlag("test.v") == "test2json" }
 )
 
 // envStepSummary is GitHub Actions' file of the job's summary, which
@@ -33,7 +35,10 @@ var (
 // A fate is marked told only where it is surely seen: on the terminal
 // (/dev/tty), in the CI job's summary, on stderr under -test.v, or on
 // stderr of a package that failed (markShown). Otherwise it is printed on
-// stderr and left untold, so the next process tells it again.
+// stderr and left untold, so the next process tells it again. Under
+// `go test -json` stderr never counts: gotestsum, tparse and IDEs hide
+// the output of passing tests and packages, and show a failed package's
+// only for its failed tests.
 func tellFates(cache, own string) {
 	fates := reaper.UntoldFates(cache, own)
 	if len(fates) == 0 {
@@ -113,7 +118,7 @@ func appendSummary(f *os.File, lines []string) error {
 func markShown(seen bool) {
 	shownMu.Lock()
 	defer shownMu.Unlock()
-	if seen {
+	if seen && !toJSON() {
 		reaper.MarkTold(shown)
 	}
 	shown = nil

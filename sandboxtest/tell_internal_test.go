@@ -17,9 +17,9 @@ import (
 // controlling terminal), "" for none.
 func tellCase(t *testing.T, tty string, shownV bool) *proctest.Buffer {
 	t.Helper()
-	oldTTY, oldShown := ttyPath, stderrShown
-	ttyPath, stderrShown = tty, func() bool { return shownV }
-	t.Cleanup(func() { ttyPath, stderrShown = oldTTY, oldShown; markShown(false) })
+	oldTTY, oldShown, oldJSON := ttyPath, stderrShown, toJSON
+	ttyPath, stderrShown, toJSON = tty, func() bool { return shownV }, func() bool { return false }
+	t.Cleanup(func() { ttyPath, stderrShown, toJSON = oldTTY, oldShown, oldJSON; markShown(false) })
 	t.Setenv(envStepSummary, "")
 	os.Unsetenv(envStepSummary)
 	return captureStderr(t)

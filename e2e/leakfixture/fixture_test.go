@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
 
@@ -16,7 +18,9 @@ import (
 )
 
 // envLeak: "leak" leaves a container and a network running; "clean"
-// terminates them; unset, the tests skip and Main is not used.
+// terminates them; "autoremove" stops an auto-remove container as its
+// last step (the engine removes it after); unset, the tests skip and Main
+// is not used.
 const (
 	envLeak  = "RZ_LEAK_FIXTURE"
 	envImage = "RZ_FIXTURE_IMAGE"
@@ -41,6 +45,20 @@ func TestPlainTestcontainers(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Printf("fixture: run=%s\n", sess.RunID())
+	if mode == "autoremove" {
+		ctr, err := testcontainers.Run(t.Context(), os.Getenv(envImage),
+			testcontainers.WithCmd("sleep", "300"),
+			testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) { hc.AutoRemove = true }),
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := time.Duration(0)
+		if err := ctr.Stop(t.Context(), &stop); err != nil {
+			t.Fatal(err)
+		}
+		return // the engine's removal of it is under way
+	}
 	nw, err := network.New(t.Context())
 	if err != nil {
 		t.Fatal(err)

@@ -254,7 +254,13 @@ type RunFinder interface {
 }
 
 // Found is a sandbox or network of a run, as the engine shows it.
-type Found struct{ ID, Name string }
+type Found struct {
+	ID, Name string
+	// Leaving: a sandbox that stopped and that the engine removes by
+	// itself (auto-remove, `docker run --rm`), or is removing: on its
+	// way out, not left behind.
+	Leaving bool
+}
 
 // OwnershipChecker is a Backend that can tell, without touching anything,
 // what Remove would decide of each name: a dry run makes the real

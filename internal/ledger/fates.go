@@ -30,7 +30,8 @@ import (
 //	{"version":1, "run":"1a2b3c4d", "by":"watchdog", "byPid":4300,
 //	 "noticedIso":"2026-11-30T20:03:05.120Z", "finishedIso":"…",
 //	 "owner":{"pid":4242, "startedIso":"…", "writer":"go",
-//	          "command":"go test ./store", "backend":"docker"},
+//	          "command":"go test ./store", "backend":"docker",
+//	          "ended":true, "exitCode":0},
 //	 "items":[{"kind":"sandbox", "id":"…", "name":"rz-1a2b3c4d-1",
 //	           "outcome":"removed"}, …],
 //	 "itemsOmitted":0}
@@ -60,6 +61,11 @@ type FateOwner struct {
 	Writer  string `json:"writer,omitempty"`
 	Command string `json:"command,omitempty"`
 	Backend string `json:"backend,omitempty"`
+	// Ended: the owner ended normally (through sandboxtest.Main, which
+	// says so last thing), with ExitCode: whatever was left to reap, the
+	// run did not die.
+	Ended    bool `json:"ended,omitempty"`
+	ExitCode int  `json:"exitCode,omitempty"`
 }
 
 // FateItem is one sandbox, network, command or local process of the run.

@@ -223,7 +223,13 @@ func FateLine(f ledger.FateFile) string {
 	if f.By == BySweep || f.By == ByCommand {
 		by = "a later " + termtext.Clean(f.By)
 	}
-	fmt.Fprintf(&b, " died; noticed%s by %s, which", when, by)
+	if f.Owner.Ended {
+		// Main's last word: nothing crashed, but something outlived the
+		// run (a process that left its command's session, say).
+		fmt.Fprintf(&b, " ended (exit %d) and left something behind; noticed%s by %s, which", f.Owner.ExitCode, when, by)
+	} else {
+		fmt.Fprintf(&b, " died; noticed%s by %s, which", when, by)
+	}
 	counts := map[ledger.Outcome]map[string]int{}
 	var kept, escaped []ledger.FateItem
 	for _, it := range f.Items {

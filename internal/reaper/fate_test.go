@@ -156,3 +156,16 @@ func TestReportHostileRunID(t *testing.T) {
 		require.Equal(t, l, termtext.Clean(l))
 	}
 }
+
+// A run whose owner ended through Main, and left a process its watchdog
+// found, is told as ended with its exit code, never as dead.
+func TestFateLineEndedRun(t *testing.T) {
+	f := ledger.FateFile{Fate: ledger.Fate{Run: "1a2b3c4d", By: reaper.ByNativeWatchdog,
+		Owner: ledger.FateOwner{PID: 42, Writer: "go", Command: "store.test", Ended: true, ExitCode: 1},
+		Items: []ledger.FateItem{{Kind: "process", ID: "4300", Name: "sleep", Outcome: ledger.Escaped}}}}
+	line := reaper.FateLine(f)
+	require.Contains(t, line, "rightsize: run 1a2b3c4d (pid 42, store.test) ended (exit 1) and left something behind; noticed")
+	require.NotContains(t, line, "died")
+	f.Owner.Ended = false
+	require.Contains(t, reaper.FateLine(f), ") died; noticed")
+}

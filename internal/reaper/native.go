@@ -35,6 +35,13 @@ const (
 	// held nothing while it waited, and the run's local processes, if any,
 	// have a native watchdog of their own.
 	envNativeAfter = "RIGHTSIZE_NATIVE_WATCHDOG_AFTER"
+	// envScriptProgram is the script watchdog's PROGRAM: this program's
+	// path, which its command line must not show (scripts/watchdog.sh).
+	envScriptProgram = "RIGHTSIZE_WATCHDOG_PROGRAM"
+	// scriptTitle is the first word of the arguments the script watchdog
+	// runs this program with at the owner's death; while it reaps, the
+	// process shows them first in its command line (setTitle).
+	scriptTitle = "rightsize-watchdog"
 	// envHostProc is gopsutil's root of /proc. Every test binary that
 	// links testcontainers-go lists every process of the machine in an
 	// init (its session id, which a watchdog never uses): 4–10 ms of the
@@ -78,7 +85,13 @@ func WatchdogMain() {
 		mode = engineOnly
 	}
 	name := os.Getenv(backend.EnvBackend)
+	argv := os.Args // the kernel's, whatever becomes of os.Args below
 	work := func() {
+		if mode == engineOnly && len(argv) > 1 && argv[1] == scriptTitle {
+			// Run as /proc/self/fd/3: without its title, the reaping
+			// process would say nothing of what it is in `ps`.
+			setTitle(argv)
+		}
 		os.Exit(runNative(os.Stdin, os.Getenv(envNativeRuns), os.Getenv(envNativeRun), name, os.Getenv("DOCKER_HOST"), mode))
 	}
 	if mode == processesOnly || backend.WhenEndpoint(name, work) {

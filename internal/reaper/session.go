@@ -42,6 +42,7 @@ type Session struct {
 	pseq  atomic.Uint64
 
 	stubOnce sync.Once
+	stubbed  atomic.Bool // the stub was written
 	wdOnce   sync.Once
 	wd       atomic.Pointer[Watchdog]
 	wdErr    error // set once, inside wdOnce
@@ -430,10 +431,29 @@ func (s *Session) writeStub() {
 		return
 	}
 	s.stubOnce.Do(func() {
-		owner := OwnerInfo(s.drv.Name())
-		owner.StartedISO = s.run.Record().StartedISO
-		_ = ledger.WriteOwnerStub(s.cache, s.runID, owner)
+		_ = ledger.WriteOwnerStub(s.cache, s.runID, s.stubOwner())
+		s.stubbed.Store(true)
 	})
+}
+
+// Ended says, for whoever reaps what the run leaves (a command's process
+// that left its session, say), that its owner ends normally, with code:
+// the owner's stub, which the run's fate embeds, says so. Called last
+// thing before the exit; nothing when the run never wrote its stub.
+func (s *Session) Ended(code int) {
+	if s.run == nil || !s.stubbed.Load() {
+		return
+	}
+	owner := s.stubOwner()
+	owner.Ended, owner.ExitCode = true, code
+	_ = ledger.WriteOwnerStub(s.cache, s.runID, owner)
+}
+
+// stubOwner is what the owner's stub says of it.
+func (s *Session) stubOwner() ledger.FateOwner {
+	owner := OwnerInfo(s.drv.Name())
+	owner.StartedISO = s.run.Record().StartedISO
+	return owner
 }
 
 // ensureWatchdog spawns the watchdog once. A watchdog that cannot start is

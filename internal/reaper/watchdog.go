@@ -189,7 +189,7 @@ func startWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan, keep
 		if err != nil {
 			return nil, fmt.Errorf("watchdog: %w", err)
 		}
-		env = append(env, envNativeAfter+"=1")
+		env = append(env, envNativeAfter+"=1", envScriptProgram+"="+exe)
 		wd.Kind = ScriptWatchdog
 	}
 	defer func() {

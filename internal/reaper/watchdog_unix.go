@@ -15,11 +15,15 @@ import (
 	"github.com/rightsize/rightsize-go/internal/reaper/scripts"
 )
 
-// scriptCommand runs the script's text itself, `sh -c TEXT NAME PROGRAM`:
-// the shell never reads it from a file, so nobody who can write a file
-// after the spawn can change what runs (dash reads a script file lazily,
-// the rest of it after the owner dies). A copy is written under reaper/
-// for people to read. The script is handed, as descriptors 3 to 5, this
+// scriptCommand runs the script's text itself, `sh -c TEXT
+// rightsize-watchdog RUN`: the shell never reads it from a file, so nobody
+// who can write a file after the spawn can change what runs (dash reads a
+// script file lazily, the rest of it after the owner dies). PROGRAM, this
+// program's path, goes in the environment (envScriptProgram): a command
+// line that ended with a test binary's path would be ended with the
+// leftover test binaries a harness kills by it (pkill -f). A copy is
+// written under reaper/ for people to read. The script is handed, as
+// descriptors 3 to 5, this
 // program (so that a binary `go test` deletes at the owner's death still
 // runs) and an unlinked file, for writing and for reading, where it keeps
 // the lines it is told (no file of it is left, whatever ends it). The
@@ -54,7 +58,7 @@ func scriptCommand(dir, runID, exe string) (*exec.Cmd, string, []*os.File, error
 		return fail(err)
 	}
 	handed = append(handed, r)
-	cmd := exec.Command("/bin/sh", "-c", string(scripts.WatchdogSh), "rightsize-watchdog", exe)
+	cmd := exec.Command("/bin/sh", "-c", string(scripts.WatchdogSh), "rightsize-watchdog", runID)
 	cmd.ExtraFiles = handed
 	return cmd, copyPath, handed, nil
 }

@@ -49,6 +49,10 @@ var (
 	// The 409 class alone is not enough: Docker answers other conflicts
 	// (a removal already in progress) with it too.
 	nameTaken = answer{nil, []string{"is already in use by"}}
+	// removing: a removal refused because another is under way (the
+	// engine's own, for an auto-remove container that stopped). Docker:
+	// 409 "removal of container x is already in progress".
+	removing = answer{nil, []string{"is already in progress"}}
 	// inUse: a network removal refused while containers are attached.
 	// Docker: 403 "error while removing network: network x id y has active
 	// endpoints"; Podman: 500 `"x" has associated containers with it. Use

@@ -41,8 +41,12 @@ func TestClassifyRecorded(t *testing.T) {
 		{"podman name taken", `Error response from daemon: container create: creating container storage: the container name "rz-x" is already in use by 4acf. You have to remove that container to be able to reuse that name: that name is already in use`, false, backend.ErrNameTaken, "Podman's 500"},
 		{"docker in use", "Error response from daemon: error while removing network: network rz-x id 9c26 has active endpoints", false, backend.ErrInUse, "Docker's 403"},
 		{"podman in use", `Error response from daemon: "rz-x" has associated containers with it. Use -f to forcibly delete containers and pods: network is being used`, false, backend.ErrInUse, "Podman's 500"},
+		{"docker removal under way", "Error response from daemon: removal of container 17a6fb886bd6 is already in progress", false, nil, "no class of its own: removeID waits for the removal under way"},
 		{"port taken", "Error response from daemon: driver failed programming external connectivity: Bind for 127.0.0.1:8080 failed: port is already allocated", false, nil, "a conflict of another kind is none of these"},
 		{"podman port taken", "Error response from daemon: rootlessport listen tcp 127.0.0.1:8080: bind: address already in use", false, nil, "'already in use' alone is not a name taken"},
+	}
+	if !removing.says(errors.New("Error response from daemon: removal of container 17a6fb886bd6 is already in progress")) {
+		t.Error("Docker's removal under way is not recognised")
 	}
 	for _, c := range cases {
 		err := errors.New(c.msg)

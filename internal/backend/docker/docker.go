@@ -147,7 +147,13 @@ func OpenHost(host string) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker engine %s: %w", host, err)
 	}
-	return newDriver(context.Background(), cli), nil
+	d := newDriver(context.Background(), cli)
+	if k := os.Getenv(envEngineKind); (k == "docker" || k == "podman") && os.Getenv("DOCKER_HOST") == host {
+		// What the owner learnt of this engine, given to its watchdog.
+		d.podman = k == "podman"
+		d.kindKnown.Store(true)
+	}
+	return d, nil
 }
 
 // checkNamedHost asks the engine DOCKER_HOST names, when it names one,
@@ -289,18 +295,36 @@ func (d *Driver) engineEnv() []string {
 			env = append(env, k+"="+v)
 		}
 	}
+	answers := true
 	if _, ok := os.LookupEnv("DOCKER_API_VERSION"); !ok {
 		// The version this process agreed with the engine: a watchdog
 		// woken by its owner's death then sends its first removal at
 		// once, without asking the engine's version first.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if _, err := d.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err == nil {
+		_, err := d.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
+		if answers = err == nil; answers {
 			env = append(env, "DOCKER_API_VERSION="+d.cli.ClientVersion())
 		}
 		cancel()
 	}
+	// Which engine it is (asked here where it answers): the watchdog
+	// then removes its first container without asking (removeID).
+	if answers {
+		d.isPodman()
+	}
+	if d.kindKnown.Load() {
+		kind := "docker"
+		if d.podman {
+			kind = "podman"
+		}
+		env = append(env, envEngineKind+"="+kind)
+	}
 	return append(env, "DOCKER_CONTEXT=", "RIGHTSIZE_BACKEND="+backend.Docker)
 }
+
+// envEngineKind tells a watchdog which engine its owner found at its
+// DOCKER_HOST: "docker" or "podman".
+const envEngineKind = "RIGHTSIZE_DOCKER_ENGINE"
 
 // isPodman reports whether the engine says it is Podman; false when it
 // cannot tell. The engine's answer is kept; a failed question is asked

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/rightsize/rightsize-go/internal/apiproxy"
 	"github.com/rightsize/rightsize-go/internal/backend"
@@ -75,7 +76,32 @@ func startAllGuard(ctx context.Context, dir string, h backend.GuardHook) (backen
 		os.Setenv(envRyukDisabled, "true")
 		g.note = "every container this test binary creates is guarded: testcontainers-go's Ryuk is turned off for it (" + envRyukDisabled + "=true), as the watchdog and the sweep remove them"
 	}
+	if err := tcPastGuard(ctx, g.px.Addr()); err != nil {
+		g.Close()
+		return nil, err
+	}
 	return g, nil
+}
+
+// tcPastGuard fails when testcontainers-go would send this process's
+// containers past the guard at addr. It resolves its engine once per
+// process and keeps it: one resolved before the guard (a provider, a
+// client or a container made by a package-level variable or an init,
+// which run before TestMain) is the engine itself, and every container it
+// makes from then on escapes the run. Resolved here first, it is the
+// guard, as it should be. (A Docker client made before the guard is not
+// seen: docs/using.md says where to make clients.)
+func tcPastGuard(ctx context.Context, addr string) error {
+	tc, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err != nil {
+		return nil // Open, next, says why it cannot reach the engine
+	}
+	host := tc.DaemonHost()
+	tc.Close()
+	if canonicalEndpoint(host) == canonicalEndpoint(addr) {
+		return nil
+	}
+	return fmt.Errorf("testcontainers-go found its engine (%s) before Main started the guard, and keeps it for the life of the process: every container it makes would escape the guard and outlive a killed test binary. Something made a testcontainers-go provider, client or container before TestMain (a package-level variable or an init): make it in a test or a Setup function instead", host)
 }
 
 // newAllGuard checks that the engine at up answers, and starts the proxy

@@ -595,3 +595,97 @@ func BenchmarkGuardRemove(b *testing.B) {
 	b.ReportMetric(float64(p50(viaGuard))/1e6, "guard-p50-ms")
 	b.ReportMetric(float64(p50(viaGuard)-p50(direct))/1e6, "added-p50-ms")
 }
+
+// TestGuardAllRemovedWithoutStopTimeout: a dead run's containers go as
+// fast as the engine removes them, whichever API made them. Each is
+// created through the guard (on Podman, through its own API as well as
+// Docker's), started with a SIGTERM trap that writes to a folder of the
+// test's, and removed by the watchdog's removal (RemoveIDs, by the ids
+// it was told). No SIGTERM may reach it: a forced removal that stops a
+// container first waits for it, up to its stop timeout (Podman's default
+// is 10 s for one that ignores the signal), while the run's sandboxes
+// are already left behind.
+func TestGuardAllRemovedWithoutStopTimeout(t *testing.T) {
+	r := newGuardRig(t)
+	d := openDocker(t)
+	ctx := t.Context()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	const script = `trap 'echo "$NAME" >>/mnt/rz/term; exit 0' TERM; echo ready; sleep 1000 & wait`
+	apis := []string{"docker"}
+	if r.podman {
+		apis = append(apis, "libpod")
+	}
+	for _, api := range apis {
+		t.Run(api, func(t *testing.T) {
+			name := r.name("noterm-" + api)
+			var id string
+			switch api {
+			case "docker":
+				res, err := r.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+					Name:       name,
+					Config:     &container.Config{Image: r.img, Cmd: []string{"sh", "-c", script}, Env: []string{"NAME=" + name}, Labels: r.labels()},
+					HostConfig: &container.HostConfig{NetworkMode: "none", Binds: []string{dir + ":/mnt/rz"}},
+				})
+				if err != nil {
+					t.Fatalf("create through the guard: %v", err)
+				}
+				id = res.ID
+			case "libpod":
+				st, out := libpodCall(t, r, "POST", "/v4.0.0/libpod/containers/create", map[string]any{
+					"name": name, "image": r.img, "command": []string{"sh", "-c", script}, "env": map[string]string{"NAME": name},
+					"labels": r.labels(), "netns": map[string]string{"nsmode": "none"},
+					"mounts": []map[string]any{{"destination": "/mnt/rz", "source": dir, "type": "bind"}},
+				})
+				if st != http.StatusCreated {
+					t.Fatalf("libpod create through the guard: %d %s", st, out)
+				}
+				var a struct {
+					ID string `json:"Id"`
+				}
+				json.Unmarshal(out, &a)
+				id = a.ID
+			}
+			if _, err := r.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+				t.Fatalf("start: %v", err)
+			}
+			waitLogged(t, d, id, "ready")
+			start := time.Now()
+			if errs := d.RemoveIDs(ctx, backend.SandboxKind, []string{id}); errs[0] != nil {
+				t.Fatalf("the watchdog's removal: %v", errs[0])
+			}
+			t.Logf("%s API: removed in %s", api, time.Since(start).Round(time.Millisecond))
+			if exists(t, d, id) {
+				t.Errorf("container %s is still there after its removal", name)
+			}
+			if b, err := os.ReadFile(dir + "/term"); err == nil && strings.Contains(string(b), name) {
+				t.Errorf("the removal of a dead run's container %s (created through %s's API) sent it SIGTERM and waited for it to stop: it must kill it", name, api)
+			}
+		})
+	}
+}
+
+// libpodCall sends a request of Podman's own API through the guard.
+func libpodCall(t *testing.T, r *guardRig, method, path string, body any) (int, []byte) {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", strings.TrimPrefix(r.addr, "unix://"))
+	}}}
+	defer hc.CloseIdleConnections()
+	j, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(t.Context(), method, "http://podman"+path, bytes.NewReader(j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}

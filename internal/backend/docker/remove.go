@@ -2,13 +2,19 @@ package docker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
@@ -194,7 +200,8 @@ func shortID(id string) string {
 }
 
 // removeID removes a container (forcefully, with its anonymous volumes) or
-// a network by id; label is how messages name it.
+// a network by id; label is how messages name it. This is every removal
+// of a run's container: the watchdog's, a sweep's, Main's at the end.
 func (d *Driver) removeID(ctx context.Context, k backend.Kind, id, label string) error {
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
@@ -205,8 +212,75 @@ func (d *Driver) removeID(ctx context.Context, k backend.Kind, id, label string)
 		}
 		return d.removeNetwork(ctx, id, label, len(res.Network.Containers))
 	}
+	if d.isPodman() {
+		// Docker's forced removal kills at once; Podman's stops first,
+		// with the container's stop signal and timeout (10 s for a
+		// libpod-created one that ignores SIGTERM), unless its own API is
+		// asked with a timeout of 0. Its Docker API's kill waits for the
+		// exit, polling every 250 ms: a last resort.
+		if done, err := d.podmanRemove(ctx, id, label); done {
+			return err
+		}
+		_, _ = d.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"})
+	}
 	_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && removing.says(err) {
+		// Another removal is under way: gone once the engine says so.
+		return d.waitGone(ctx, id, label)
+	}
 	return classify("remove container "+label, err)
+}
+
+// podmanRemove removes container id through Podman's own API, forcefully,
+// with its anonymous volumes and no stop timeout. done is false when that
+// API could not be asked or refused the request as such (an older Podman):
+// the caller then removes it through Docker's.
+func (d *Driver) podmanRemove(ctx context.Context, id, label string) (done bool, err error) {
+	hc := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return d.cli.Dialer()(ctx) },
+	}}
+	defer hc.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, "http://podman/v4.0.0/libpod/containers/"+url.PathEscape(id)+"?force=true&timeout=0&volumes=true", nil)
+	if err != nil {
+		return false, nil
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return false, nil
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	switch {
+	case resp.StatusCode/100 == 2:
+		return true, nil
+	case resp.StatusCode == http.StatusNotFound:
+		return true, fmt.Errorf("remove container %s: %w", label, backend.ErrNotFound)
+	case resp.StatusCode == http.StatusInternalServerError:
+		var m struct {
+			Message string `json:"message"`
+		}
+		json.Unmarshal(body, &m)
+		return true, classify("remove container "+label, errors.New(m.Message))
+	}
+	return false, nil
+}
+
+// waitGone waits, within ctx, until the engine no longer has container
+// id; nil once it has not.
+func (d *Driver) waitGone(ctx context.Context, id, label string) error {
+	for {
+		_, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		if err := classify("remove container "+label, err); errors.Is(err, backend.ErrNotFound) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return classify("remove container "+label+": its removal already under way did not finish", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // removeNetwork removes network id, which had attached containers when it
@@ -235,7 +309,7 @@ func (d *Driver) RemoveIDs(ctx context.Context, k backend.Kind, ids []string) []
 // networks labelled with run runID under either spelling, keep-alive ones
 // aside.
 func (d *Driver) ListRun(ctx context.Context, k backend.Kind, runID string) ([]string, error) {
-	found, err := d.FindRun(ctx, k, runID)
+	found, err := d.findRun(ctx, k, runID, false)
 	if err != nil {
 		return nil, err
 	}
@@ -246,14 +320,21 @@ func (d *Driver) ListRun(ctx context.Context, k backend.Kind, runID string) ([]s
 	return ids, nil
 }
 
-// FindRun is ListRun with each one's name, in id order.
+// FindRun is ListRun with each one's name, in id order, and whether a
+// container is on its way out (Found.Leaving).
 func (d *Driver) FindRun(ctx context.Context, k backend.Kind, runID string) ([]backend.Found, error) {
+	return d.findRun(ctx, k, runID, true)
+}
+
+// findRun is FindRun; without leaving, it asks nothing more than the
+// list (what a watchdog's pass needs).
+func (d *Driver) findRun(ctx context.Context, k backend.Kind, runID string, leaving bool) ([]backend.Found, error) {
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
 	var found []backend.Found
-	add := func(id, name string, labels map[string]string) {
-		if backend.NotOwnedWhy(runID, name, labels) == "" && !slices.ContainsFunc(found, func(f backend.Found) bool { return f.ID == id }) {
-			found = append(found, backend.Found{ID: id, Name: name})
+	add := func(f backend.Found, labels map[string]string) {
+		if backend.NotOwnedWhy(runID, f.Name, labels) == "" && !slices.ContainsFunc(found, func(g backend.Found) bool { return g.ID == f.ID }) {
+			found = append(found, f)
 		}
 	}
 	for _, label := range []string{LabelRunID, LabelRunIDAlt} {
@@ -264,7 +345,7 @@ func (d *Driver) FindRun(ctx context.Context, k backend.Kind, runID string) ([]b
 				return nil, classify("list networks", err)
 			}
 			for _, n := range nl.Items {
-				add(n.ID, n.Name, n.Labels)
+				add(backend.Found{ID: n.ID, Name: n.Name}, n.Labels)
 			}
 			continue
 		}
@@ -277,11 +358,33 @@ func (d *Driver) FindRun(ctx context.Context, k backend.Kind, runID string) ([]b
 			if len(c.Names) > 0 {
 				name = trimSlash(c.Names[0])
 			}
-			add(c.ID, name, c.Labels)
+			f := backend.Found{ID: c.ID, Name: name}
+			if leaving {
+				f.Leaving = d.leaving(ctx, c.ID, c.State)
+			}
+			add(f, c.Labels)
 		}
 	}
 	slices.SortFunc(found, func(a, b backend.Found) int { return strings.Compare(a.ID, b.ID) })
 	return found, nil
+}
+
+// leaving reports whether container id, in state, is on its way out: the
+// engine is removing it, or it stopped and the engine removes it by itself
+// (auto-remove). A stopped container is looked at once more to know.
+func (d *Driver) leaving(ctx context.Context, id string, state container.ContainerState) bool {
+	switch state {
+	case container.StateRemoving:
+		return true
+	case container.StateExited, container.StateDead:
+	default:
+		return false
+	}
+	res, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return errors.Is(classify("inspect container "+id, err), backend.ErrNotFound) // gone meanwhile
+	}
+	return res.Container.HostConfig != nil && res.Container.HostConfig.AutoRemove
 }
 
 // CloseRun removes every container, then every network, labelled with run

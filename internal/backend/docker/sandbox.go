@@ -178,8 +178,7 @@ func (d *Driver) Stop(ctx context.Context, name string, grace time.Duration) err
 		}
 		cancel()
 	}
-	_, err = d.cli.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-	if err := classify("remove container "+name, err); err != nil && !errors.Is(err, backend.ErrNotFound) {
+	if err := d.removeID(ctx, backend.SandboxKind, name, name); err != nil && !errors.Is(err, backend.ErrNotFound) {
 		return err
 	}
 	return nil

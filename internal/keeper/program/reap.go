@@ -85,7 +85,7 @@ func (r *reaper) reap() bool {
 // pass removes what it finds of the run; it returns how many it removed
 // and what it could not remove, and why.
 func (r *reaper) pass() (removed int, left []string) {
-	ctrs, err := r.list("/containers/json?all=1&")
+	ctrs, podman, err := r.list("/containers/json?all=1&")
 	if err != nil {
 		return 0, []string{err.Error()}
 	}
@@ -106,7 +106,16 @@ func (r *reaper) pass() (removed int, left []string) {
 		go func() {
 			defer wg.Done()
 			for c := range work {
-				err := r.eng.call("DELETE", "/containers/"+url.PathEscape(c.id)+"?force=1&v=1", nil)
+				path := "/containers/" + url.PathEscape(c.id) + "?force=1&v=1"
+				if podman {
+					// Podman's forced removal through Docker's API stops a
+					// running container with its stop signal and timeout
+					// first (10 s for a libpod-created one that ignores
+					// SIGTERM); its own API takes a timeout of 0. Docker's
+					// kills at once.
+					path = "/v4.0.0/libpod/containers/" + url.PathEscape(c.id) + "?force=true&timeout=0&volumes=true"
+				}
+				err := r.eng.call("DELETE", path, nil)
 				if err != nil && codeOf(err) != 404 {
 					note(false, fmt.Sprintf("container %s: %v", c.name, err))
 					continue
@@ -122,7 +131,7 @@ func (r *reaper) pass() (removed int, left []string) {
 	close(work)
 	wg.Wait()
 
-	nets, err := r.list("/networks?")
+	nets, _, err := r.list("/networks?")
 	if err != nil {
 		return removed, append(left, err.Error())
 	}
@@ -163,9 +172,8 @@ func (r *reaper) removeNetwork(n item) error {
 
 // list returns the run's containers or networks (prefix is the list's
 // path up to its query), under both spellings of its label, each once.
-func (r *reaper) list(prefix string) ([]item, error) {
+func (r *reaper) list(prefix string) (items []item, podman bool, err error) {
 	seen := map[string]bool{}
-	var items []item
 	for _, key := range []string{labelRun, labelRunAlt} {
 		var got []struct {
 			ID     string `json:"Id"`
@@ -173,9 +181,13 @@ func (r *reaper) list(prefix string) ([]item, error) {
 			Names  []string
 			Labels map[string]string
 		}
-		if err := r.eng.call("GET", prefix+filterQuery(key, r.run), &got); err != nil {
-			return nil, err
+		hdr, err := r.eng.callHeaders("GET", prefix+filterQuery(key, r.run), &got)
+		if err != nil {
+			return nil, false, err
 		}
+		// Podman answers its Docker-compatible API with its own version.
+		_, libpod := hdr["libpod-api-version"]
+		podman = podman || libpod
 		for _, g := range got {
 			name := g.Name
 			if len(g.Names) > 0 {
@@ -191,7 +203,7 @@ func (r *reaper) list(prefix string) ([]item, error) {
 		}
 	}
 	sort.Slice(items, func(i, j int) bool { return items[i].id < items[j].id })
-	return items, nil
+	return items, podman, nil
 }
 
 func short(id string) string {

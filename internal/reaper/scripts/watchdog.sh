@@ -4,10 +4,14 @@
 #
 # The waiting half of a watchdog. A Go test process spawns it once, as
 #
-#   sh -c SCRIPT rightsize-watchdog PROGRAM
+#   sh -c SCRIPT rightsize-watchdog RUN
 #
 # (the text itself, never a file someone could change after the spawn),
-# with stdin the read end of a pipe whose write end only that process
+# with PROGRAM, the test binary's path, in RIGHTSIZE_WATCHDOG_PROGRAM: no
+# word of the command line names the test binary, so that a harness that
+# ends leftover test binaries by matching their command lines (pkill -f)
+# never takes a watchdog for one. RUN is the run's id, shown in `ps`. Its
+# stdin is the read end of a pipe whose write end only that process
 # holds, with these descriptors open:
 #
 #   3  PROGRAM, for reading: the test binary itself, which `go test` may
@@ -26,7 +30,9 @@
 # costs a shell blocked in read(2), and no CPU.
 #
 # At EOF (the owner exited: a clean exit, a panic and a SIGKILL alike), the
-# script becomes PROGRAM, with the copied lines on its stdin. PROGRAM does
+# script becomes PROGRAM, with the copied lines on its stdin and the words
+# `rightsize-watchdog reaping RUN` as its arguments, which PROGRAM puts
+# first in its command line while it works. PROGRAM does
 # all the work and takes every decision: it removes what it was told by
 # id, finds and removes what still carries the run's label, writes the
 # run's fate, and deletes the run's files when nothing is left
@@ -47,11 +53,12 @@ fail() {
 	exit 2
 }
 
-[ "$#" -eq 1 ] || fail "usage: watchdog PROGRAM (have $# arguments)"
-program=$1
+[ "$#" -eq 1 ] && [ -n "$1" ] || fail "usage: watchdog RUN, with PROGRAM in RIGHTSIZE_WATCHDOG_PROGRAM (have $# arguments)"
+run=$1
+program=${RIGHTSIZE_WATCHDOG_PROGRAM-}
 case $program in
 /*) ;;
-*) fail "PROGRAM '$program' is not an absolute path" ;;
+*) fail "PROGRAM '$program' (RIGHTSIZE_WATCHDOG_PROGRAM) is not an absolute path" ;;
 esac
 # The descriptors are checked before waiting: a caller that passes
 # nonsense learns it at once, not after it died.
@@ -65,7 +72,7 @@ done
 exec 4>&-
 
 if [ -e /proc/self/fd/3 ]; then
-	exec /proc/self/fd/3 <&5
+	exec /proc/self/fd/3 rightsize-watchdog reaping "$run" <&5
 fi
 [ -f "$program" ] || fail "PROGRAM $program is gone: the run is left to the next sweep"
-exec "$program" <&5 3<&-
+exec "$program" rightsize-watchdog reaping "$run" <&5 3<&-

@@ -5,6 +5,7 @@ package scripts
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,8 +49,9 @@ func forEachShell(t *testing.T, fn func(t *testing.T, sh shell)) {
 	}
 }
 
-// program is a PROGRAM that copies its stdin to out and exits 7.
-const program = "#!/bin/sh\ncat >\"$RZ_OUT.tmp\" && mv \"$RZ_OUT.tmp\" \"$RZ_OUT\"\nexit 7\n"
+// programText is a PROGRAM that writes down its arguments, copies its stdin
+// to out and exits 7.
+const programText = "#!/bin/sh\nprintf '%s\\n' \"$@\" >\"$RZ_ARGS_OUT\"\ncat >\"$RZ_OUT.tmp\" && mv \"$RZ_OUT.tmp\" \"$RZ_OUT\"\nexit 7\n"
 
 // waiter is one spawned watchdog.sh and what its PROGRAM leaves.
 type waiter struct {
@@ -63,13 +65,21 @@ type waiter struct {
 	stderr  bytes.Buffer
 }
 
-// spawn starts watchdog.sh as the reaper does: the text itself, PROGRAM
-// as its argument and on descriptor 3, an unlinked file on 4 and 5.
-func spawn(t *testing.T, sh shell, extra ...string) *waiter {
+// spawn starts watchdog.sh as the reaper does: the text itself, the run
+// as its argument, PROGRAM in its environment and on descriptor 3, an
+// unlinked file on 4 and 5.
+func spawn(t *testing.T, sh shell) *waiter {
+	t.Helper()
+	return spawnWith(t, sh, nil, []string{"ab12cd34"})
+}
+
+// spawnWith is spawn with these arguments, and PROGRAM's variable set to
+// *program (to the program spawn writes when nil).
+func spawnWith(t *testing.T, sh shell, program *string, argv []string) *waiter {
 	t.Helper()
 	dir := t.TempDir()
 	w := &waiter{t: t, program: filepath.Join(dir, "test binary"), out: filepath.Join(dir, "got"), done: make(chan struct{})}
-	must(t, os.WriteFile(w.program, []byte(program), 0o755))
+	must(t, os.WriteFile(w.program, []byte(programText), 0o755))
 	exe, err := os.Open(w.program)
 	must(t, err)
 	told := filepath.Join(dir, "told")
@@ -80,14 +90,14 @@ func spawn(t *testing.T, sh shell, extra ...string) *waiter {
 	must(t, os.Remove(told))
 	r, stdin, err := os.Pipe()
 	must(t, err)
-	args := append(append(append([]string{}, sh.argv[1:]...), "-c", string(WatchdogSh), "rightsize-watchdog"), extra...)
-	if extra == nil {
-		args = append(args, w.program)
+	args := append(append(append([]string{}, sh.argv[1:]...), "-c", string(WatchdogSh), "rightsize-watchdog"), argv...)
+	if program == nil {
+		program = &w.program
 	}
 	w.cmd = exec.Command(sh.argv[0], args...)
 	w.cmd.Stdin, w.cmd.Stderr = r, &w.stderr
 	w.cmd.ExtraFiles = []*os.File{exe, wr, rd}
-	w.cmd.Env = append(os.Environ(), "RZ_OUT="+w.out)
+	w.cmd.Env = append(os.Environ(), "RZ_OUT="+w.out, "RZ_ARGS_OUT="+w.out+".args", "RIGHTSIZE_WATCHDOG_PROGRAM="+*program)
 	w.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	must(t, w.cmd.Start())
 	for _, f := range []*os.File{r, exe, wr, rd} {
@@ -186,6 +196,28 @@ func TestLinesReachProgramAtEOF(t *testing.T) {
 		if _, err := os.Stat(pwned); err == nil {
 			t.Error("a told line was run")
 		}
+		if args, err := os.ReadFile(w.out + ".args"); err != nil || string(args) != "rightsize-watchdog\nreaping\nab12cd34\n" {
+			t.Errorf("PROGRAM's arguments %q (%v), want rightsize-watchdog reaping ab12cd34", args, err)
+		}
+	})
+}
+
+// While it waits, nothing of the watchdog's command line names PROGRAM:
+// a harness that ends the leftover test binaries by their command line
+// (`pkill -f '\.test$'`) must not end a watchdog with them.
+func TestCommandLineNamesNoProgram(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	forEachShell(t, func(t *testing.T, sh shell) {
+		w := spawn(t, sh)
+		w.waitReading()
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", w.cmd.Process.Pid))
+		must(t, err)
+		line := strings.ReplaceAll(string(b), "\x00", " ")
+		if strings.Contains(line, w.program) || strings.Contains(line, ".test") || !strings.Contains(line, "rightsize-watchdog ab12cd34") {
+			t.Errorf("the waiting watchdog's command line names PROGRAM, or not itself and its run:\n%s", line)
+		}
 	})
 }
 
@@ -215,13 +247,17 @@ func TestDeletedProgramStillRuns(t *testing.T) {
 // the owner still holds the pipe.
 func TestBadArgumentsRefusedBeforeWaiting(t *testing.T) {
 	forEachShell(t, func(t *testing.T, sh shell) {
-		for _, args := range [][]string{{}, {"relative/test.bin"}, {"/a", "/b"}} {
-			w := spawn(t, sh, args...) // args is never nil: spawn adds no PROGRAM
+		none, relative := "", "relative/test.bin"
+		for _, tc := range []struct {
+			program *string
+			args    []string
+		}{{nil, nil}, {nil, []string{""}}, {nil, []string{"ab12cd34", "/b"}}, {&relative, []string{"ab12cd34"}}, {&none, []string{"ab12cd34"}}} {
+			w := spawnWith(t, sh, tc.program, tc.args)
 			if code := w.exit(); code != 2 {
-				t.Errorf("args %q: exit %d, want 2", args, code)
+				t.Errorf("PROGRAM %v, args %q: exit %d, want 2", tc.program, tc.args, code)
 			}
 			if !strings.Contains(w.stderr.String(), "rightsize watchdog:") {
-				t.Errorf("args %q: stderr %q does not say why", args, w.stderr.String())
+				t.Errorf("PROGRAM %v, args %q: stderr %q does not say why", tc.program, tc.args, w.stderr.String())
 			}
 		}
 		// No descriptors 3 to 5.
@@ -229,8 +265,9 @@ func TestBadArgumentsRefusedBeforeWaiting(t *testing.T) {
 		must(t, err)
 		defer stdin.Close()
 		var stderr bytes.Buffer
-		cmd := exec.Command(sh.argv[0], append(append([]string{}, sh.argv[1:]...), "-c", string(WatchdogSh), "rightsize-watchdog", "/bin/true")...)
+		cmd := exec.Command(sh.argv[0], append(append([]string{}, sh.argv[1:]...), "-c", string(WatchdogSh), "rightsize-watchdog", "ab12cd34")...)
 		cmd.Stdin, cmd.Stderr = r, &stderr
+		cmd.Env = append(os.Environ(), "RIGHTSIZE_WATCHDOG_PROGRAM=/bin/true")
 		err = cmd.Run()
 		r.Close()
 		var ee *exec.ExitError
