@@ -18,8 +18,9 @@
 // `go test -timeout`); and a sweep, at the next process's first use, for
 // when even the watchdog was killed. RIGHTSIZE_REAPER, RIGHTSIZE_REUSE,
 // RIGHTSIZE_BACKEND and RIGHTSIZE_CACHE_DIR tune it (docs/environment.md);
-// RIGHTSIZE_BACKEND=memory runs it all with no engine (backend/memory).
+// RIGHTSIZE_BACKEND=memory runs it all with no engine: a sandbox is then a
+// file of this host that runs nothing (docs/backends.md).
 //
 // The package knows what a test needs and nothing of an engine's details:
-// those live in package backend and its sub-packages.
+// those live in the backends under internal/.
 package sandboxtest
