@@ -277,6 +277,7 @@ FAILED=0
 RAN=0
 LOCKED=     # set: each run holds the engine's lock
 EXTRA_SKIP= # a -test.skip pattern of tests another run ran already
+WAITED=0    # seconds spent waiting for the engine's lock
 server=
 
 # run PKG RUN ENV...: PKG's Windows test binary under Wine, from PKG's
@@ -284,13 +285,17 @@ server=
 # Its output goes to a file: a pipe would be held open by Wine's services
 # when the program starts the prefix's wineserver.
 run() {
-	local pkg=$1 re=$2 skip log rc t0=$SECONDS lock=()
+	local pkg=$1 re=$2 skip log rc t0=$SECONDS start lock=()
+	start=$(date +%s)
 	shift 2
 	skip=$(skip_pattern "$pkg")
 	[ -z "$EXTRA_SKIP" ] || skip=${skip:+$skip|}$EXTRA_SKIP
 	log=$BIN/$(echo "$pkg" | tr / _).$RAN.log
 	RAN=$((RAN + 1))
-	[ -z "$LOCKED" ] || [ -z "$ENGINE_LOCK" ] || lock=(flock "$ENGINE_LOCK")
+	# The lock's wait is told apart from the run's own time.
+	# shellcheck disable=SC2016 # for sh -c
+	[ -z "$LOCKED" ] || [ -z "$ENGINE_LOCK" ] || lock=(flock "$ENGINE_LOCK" sh -c 'date +%s >"$0" && exec "$@"' "$BIN/locked")
+	rm -f "$BIN/locked"
 	# shellcheck disable=SC2016 # the patterns are shown quoted, as typed
 	echo "windows gate: ${*:+$* }wine64 $pkg.test.exe -test.run '$re'${skip:+ -test.skip '$skip'}"
 	set +e
@@ -301,11 +306,17 @@ run() {
 	) </dev/null >"$log" 2>&1
 	rc=$?
 	set -e
+	local took="$((SECONDS - t0)) s"
+	if [ -s "$BIN/locked" ]; then
+		local waited=$(($(cat "$BIN/locked") - start))
+		WAITED=$((WAITED + waited))
+		took="$((SECONDS - t0 - waited)) s, after $waited s waiting for $ENGINE_LOCK"
+	fi
 	if [ $rc -eq 0 ]; then
-		echo "    ok $pkg in $((SECONDS - t0)) s: $(summary "$log")"
+		echo "    ok $pkg in $took: $(summary "$log")"
 	else
 		FAILED=1
-		echo "    FAIL $pkg (exit $rc) in $((SECONDS - t0)) s: $(summary "$log")"
+		echo "    FAIL $pkg (exit $rc) in $took: $(summary "$log")"
 		failures "$log"
 	fi
 	show_skips "$pkg"
@@ -332,15 +343,10 @@ answers() {
 
 gate() {
 	local t0=$SECONDS pfx ov sock host
-	install
 	pfx=$(prefix)
 	export WINEPREFIX=$pfx
 	WINE=$(find_wine)
 	server=$(find_wineserver)
-	# One gate at a time on a prefix: a second one's wineserver -k would
-	# end the first's processes.
-	exec {lock}>"$(dirname "$pfx")/gate.lock"
-	flock "$lock"
 	echo "windows gate: $(version), prefix $pfx; $("$GO" env GOVERSION) windows/amd64 test binaries"
 	"$server" -k 2>/dev/null || true
 	BIN=$(mktemp -d /tmp/rz-wine-gate.XXXXXX)
@@ -386,14 +392,22 @@ gate() {
 		echo "windows gate: the Docker engine's tests are skipped: no static busybox at $BUSYBOX for the test images (make engine installs one as root on Debian)"
 	else
 		echo "windows gate: the Docker engine at $host${sock:+ (forwarded to $sock)}"
-		(cd "$ROOT" && engine_lock "$GO" test -count=1 -run '^(TestBusybox|TestNoShell|TestVolume)$' ./internal/testimage >"$BIN/images.log" 2>&1) ||
+		local t2=$SECONDS s2
+		s2=$(date +%s)
+		# shellcheck disable=SC2016 # for sh -c
+		(cd "$ROOT" && "$GO" test -c -o "$BIN/testimage.test" ./internal/testimage >"$BIN/images.log" 2>&1 &&
+			cd internal/testimage && engine_lock sh -c 'date +%s >"$0" && exec "$@"' "$BIN/locked" \
+			"$BIN/testimage.test" -test.count=1 -test.run '^(TestBusybox|TestNoShell|TestVolume)$' >"$BIN/images.log" 2>&1) ||
 			die "the test images could not be built with the Linux toolchain: $(cat "$BIN/images.log")"
+		local waited=$(($(cat "$BIN/locked") - s2))
+		WAITED=$((WAITED + waited))
+		echo "windows gate: the test images are on the engine, built for Linux ($((SECONDS - t2 - waited)) s, after $waited s waiting for ${ENGINE_LOCK:-nothing})"
 		local eng=(DOCKER_HOST="$host" RIGHTSIZE_BUSYBOX="Z:${BUSYBOX//\//\\}" TESTCONTAINERS_RYUK_DISABLED=true)
 		LOCKED=1
 		run internal/backend/docker . "${eng[@]}"
 		EXTRA_SKIP='^TestMemory' run sandboxtest . "${eng[@]}"
 	fi
-	echo "windows gate: $([ $FAILED -eq 0 ] && echo passed || echo FAILED) in $((SECONDS - t0)) s under $(version)"
+	echo "windows gate: $([ $FAILED -eq 0 ] && echo passed || echo FAILED) in $((SECONDS - t0 - WAITED)) s under $(version) (and $WAITED s waiting for ${ENGINE_LOCK:-nothing})"
 	return $FAILED
 }
 
@@ -402,6 +416,14 @@ available) available ;;
 install) install ;;
 prefix) prefix ;;
 version) version ;;
-gate) gate ;;
+gate)
+	install
+	# One gate at a time on a prefix: a second one's wineserver -k would
+	# end the first's processes. flock -o: no Windows process inherits the
+	# lock (Wine's services outlive the program that started them).
+	mkdir -p "$(dirname "$(prefix_dir)")"
+	exec flock -o "$(dirname "$(prefix_dir)")/gate.lock" bash "${BASH_SOURCE[0]}" gate-locked
+	;;
+gate-locked) gate ;;
 *) die "usage: wine.sh available|install|prefix|version|gate" ;;
 esac
