@@ -19,7 +19,7 @@ FUZZTIME ?= 10s
 # GOOS/GOARCH pairs that `cross` builds; the module must build for all.
 PLATFORMS ?= linux/amd64 darwin/amd64 windows/amd64 linux/arm64 darwin/arm64
 
-.PHONY: engine test test-podman podman-gate kube kube-gate lint cross fuzz demo e2e clean clean-images
+.PHONY: engine test test-podman podman-gate kube kube-gate windows-gate lint cross fuzz demo e2e clean clean-images
 
 engine:
 	bash scripts/engine.sh
@@ -31,6 +31,7 @@ test: lint engine
 	@$(MAKE) --no-print-directory podman-gate
 	@$(MAKE) --no-print-directory kube-gate
 	@$(MAKE) --no-print-directory msb-gate
+	@$(MAKE) --no-print-directory windows-gate
 
 # The Podman gate, in `make test` on Linux wherever Podman is installed or
 # can be (root on Debian installs it): the engine tests against Podman's
@@ -108,6 +109,21 @@ MSBPKGS ?= ./internal/backend/msb/
 .PHONY: msb-gate
 msb-gate:
 	@bash scripts/msb.sh gate "$(GO)" "$(GOTESTFLAGS)" $(MSBPKGS)
+
+# The Windows gate, in `make test` on x86-64 Linux wherever Wine is
+# installed or can be (root on Debian installs wine64 and MinGW-w64): the
+# Windows test binaries of the ledger, the reaper, the memory and Docker
+# backends and sandboxtest, run under Wine (scripts/wine.sh says what runs
+# and how): the native watchdog, the sweep and the crash rows with no
+# engine, then against this machine's Docker engine over TCP on loopback.
+# It prints Wine's version and every test it skipped, with why; what Wine
+# cannot run is listed in scripts/wine/skips. Where Wine cannot be had it
+# says so and passes; a test that fails under Wine fails the gate.
+# RIGHTSIZE_SKIP_WINE=1 skips it.
+windows-gate:
+	@if [ -n "$$RIGHTSIZE_SKIP_WINE" ]; then echo "windows gate: skipped (RIGHTSIZE_SKIP_WINE is set)"; exit 0; fi; \
+	if ! bash scripts/wine.sh available; then echo "windows gate: skipped (the reason is above)"; exit 0; fi; \
+	GO=$(GO) bash scripts/wine.sh gate
 
 # The engine tests against Podman's Docker-compatible API instead: a
 # `podman system service` on a socket of its own (scripts/podman.sh

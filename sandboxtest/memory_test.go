@@ -51,9 +51,16 @@ func TestMemoryHelper(t *testing.T) {
 
 func startMemoryHelper(t *testing.T, role, cache string, env ...string) *proctest.Helper {
 	t.Helper()
+	return startMemoryHelperTimeout(t, role, cache, "2m", env...)
+}
+
+// startMemoryHelperTimeout is startMemoryHelper with the helper's
+// -test.timeout.
+func startMemoryHelperTimeout(t *testing.T, role, cache, timeout string, env ...string) *proctest.Helper {
+	t.Helper()
 	h := proctest.StartHelper(t, proctest.Spec{
 		Name: "memory " + role,
-		Argv: proctest.TestArgv("TestMemoryHelper", "-test.timeout=2m"),
+		Argv: proctest.TestArgv("TestMemoryHelper", "-test.timeout="+timeout),
 		Env: proctest.Environ(
 			func(k string) bool { return strings.HasPrefix(k, "RIGHTSIZE_") },
 			append([]string{envMemoryRole + "=" + role, "RIGHTSIZE_TEST_KEEP_ENV=1", ledger.EnvCacheDir + "=" + cache, backend.EnvBackend + "=" + backend.Memory,
@@ -224,6 +231,86 @@ func TestMemorySweepAfterSIGKILL(t *testing.T) {
 	if len(objs) > 0 {
 		t.Errorf("the sweeper ended cleanly and its memory folder still holds %q", slices.Clip(objs))
 	}
+}
+
+// TestMemorySessionKilled: the owner and its watchdog both killed (a CI
+// runner that kills the whole job): nothing removes the sandboxes until
+// the next process's first use, whose sweep does.
+func TestMemorySessionKilled(t *testing.T) {
+	t.Parallel()
+	cache := t.TempDir()
+	h := startMemoryHelper(t, "owner", cache)
+	o := readMemoryOwner(t, h)
+	if o.watchdog <= 0 {
+		t.Fatalf("the owner has no watchdog (pid %d)", o.watchdog)
+	}
+	d := memoryFolder(t, cache)
+	checkMemoryAlive(t, o, d, cache)
+	// The watchdog first: killed second, it could have begun its work.
+	// While the owner lives it holds the watchdog unreaped, so its pid
+	// names no other process.
+	wd, err := os.FindProcess(o.watchdog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wd.Kill(); err != nil {
+		t.Fatalf("kill the watchdog, pid %d: %v", o.watchdog, err)
+	}
+	h.KillAndWait()
+	proctest.WaitUntil(t, 20*time.Second, "the killed watchdog to be gone", func() bool {
+		_, alive, err := ledger.Lookup(o.watchdog)
+		return err == nil && !alive
+	})
+	// Nothing is left to remove them until the next process starts.
+	checkMemoryAlive(t, o, d, cache)
+
+	s := startMemoryHelper(t, "sweeper", cache, "RZ_TEST_SWEPT_RUN="+o.run)
+	if got := s.Expect("decision"); got != string(reaper.Reaped) {
+		t.Errorf("the next process's sweep decided %q of the dead run, want %q: %s", got, reaper.Reaped, s.Expect("reason"))
+	}
+	if left := o.left(t, d, cache); len(left) > 0 {
+		t.Errorf("once the next process's first Start returned, the dead run still has %q", left)
+	}
+	swept := s.Expect("run")
+	s.Finish()
+	proctest.WaitUntil(t, 20*time.Second, "the sweeper's watchdog to finish", func() bool {
+		return ledger.LiveWatchdog(cache, swept) == 0
+	})
+}
+
+// TestMemoryGoTestTimeout: `go test -timeout` ends the owner, its test
+// binary's alarm panicking from a goroutine of its own; no Cleanup runs,
+// and the watchdog removes everything.
+func TestMemoryGoTestTimeout(t *testing.T) {
+	t.Parallel()
+	// The alarm counts from the binary's start: where a loaded machine has
+	// not made everything by then, a longer one is tried.
+	for _, timeout := range []string{"4s", "8s", "16s", "32s"} {
+		cache := t.TempDir()
+		h := startMemoryHelperTimeout(t, "owner", cache, timeout)
+		if _, err := h.Get("sandboxes", time.Minute); err != nil {
+			if h.Wait(0) {
+				t.Logf("-test.timeout=%s: the owner ended before it had made everything; trying a longer one", timeout)
+				continue
+			}
+			t.Fatal(err)
+		}
+		o := readMemoryOwner(t, h)
+		d := memoryFolder(t, cache)
+		if !h.Wait(time.Minute) {
+			t.Fatalf("the owner did not end within a minute of its -test.timeout=%s", timeout)
+		}
+		if out := h.Output(); !strings.Contains(out, "panic: test timed out after "+timeout) {
+			t.Fatalf("the owner ended (%s) without its alarm's panic:\n%s", h.Status(), out)
+		}
+		ended := time.Now()
+		proctest.WaitUntil(t, 20*time.Second, "the watchdog to remove the timed-out owner's memory sandboxes, network and run files", func() bool {
+			return len(o.left(t, d, cache)) == 0
+		})
+		t.Logf("-test.timeout=%s → %d memory sandboxes, their network and the run's files gone %s after the owner ended", timeout, len(o.sandboxes), time.Since(ended).Round(time.Millisecond))
+		return
+	}
+	t.Fatal("the owner never made everything before its alarm, even with -test.timeout=32s")
 }
 
 // TestMemoryKeepAlive: a keep-alive memory sandbox outlives the process

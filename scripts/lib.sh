@@ -12,11 +12,15 @@ pidfile_live() {
 	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
 }
 
-# apt_install PACKAGE...: apt-get install (say and die are the caller's), updating the package lists first only
+# apt_install [--no-install-recommends] PACKAGE...: apt-get install (say and die are the caller's), updating the package lists first only
 # when apt does not know a package, or when the install fails on stale lists.
 apt_install() {
 	export DEBIAN_FRONTEND=noninteractive
-	local pkg updated=
+	local pkg updated="" opts=()
+	if [ "${1:-}" = --no-install-recommends ]; then
+		opts=("$1")
+		shift
+	fi
 	for pkg in "$@"; do
 		if ! apt-cache show --no-all-versions "$pkg" >/dev/null 2>&1; then
 			say "apt-get update"
@@ -25,12 +29,12 @@ apt_install() {
 			break
 		fi
 	done
-	say "apt-get install -y $*"
-	if ! apt-get install -y -qq "$@" >&2; then
+	say "apt-get install -y ${opts[*]} $*"
+	if ! apt-get install -y -qq "${opts[@]}" "$@" >&2; then
 		[ -z "$updated" ] || die "apt-get install $* failed"
 		say "apt-get update, then install again"
 		apt-get update -qq >&2
-		apt-get install -y -qq "$@" >&2 || die "apt-get install $* failed"
+		apt-get install -y -qq "${opts[@]}" "$@" >&2 || die "apt-get install $* failed"
 	fi
 }
 

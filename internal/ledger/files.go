@@ -264,7 +264,7 @@ func RemoveRunFiles(runsDir, id string) error {
 }
 
 func removeIfExists(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := retryBusy(func() error { return os.Remove(path) }); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	return nil

@@ -9,12 +9,18 @@ import "os"
 // anything that is not a regular file (ErrNotRegular). Windows has no
 // O_NOFOLLOW; the check and the open are two steps, which is acceptable
 // for a folder only its user writes. Windows keeps named pipes out of the
-// file system, so nothing there blocks an open.
+// file system, so nothing there blocks an open; another handle's rename
+// or delete under way does, for a moment, and the open is tried again
+// (retryBusy).
 func OpenFile(path string, flag int, perm os.FileMode) (*os.File, error) {
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&(os.ModeSymlink|os.ModeIrregular) != 0 {
 		return nil, symlinkError(path)
 	}
-	f, err := os.OpenFile(path, flag, perm)
+	var f *os.File
+	err := retryBusy(func() (err error) {
+		f, err = os.OpenFile(path, flag, perm)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -84,7 +84,7 @@ var (
 func deadProcess(t testing.TB) ledger.Identity {
 	t.Helper()
 	deadOnce.Do(func() {
-		cmd := exec.Command("sleep", "60")
+		cmd := sleeperCommand()
 		if deadErr = cmd.Start(); deadErr != nil {
 			return
 		}
@@ -104,6 +104,25 @@ func deadProcess(t testing.TB) ledger.Identity {
 		t.Fatal(deadErr)
 	}
 	return deadID
+}
+
+// envSleeper makes this test binary, re-run, a process that only waits:
+// `sleep` is no program of Windows.
+const envSleeper = "RZ_TEST_SLEEPER"
+
+// sleeperCommand is a process that waits until it is killed: this test
+// binary re-run into TestSleeperHelper.
+func sleeperCommand() *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSleeperHelper$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envSleeper+"=1")
+	return cmd
+}
+
+func TestSleeperHelper(t *testing.T) {
+	if os.Getenv(envSleeper) != "1" {
+		t.Skip("the helper process that only waits")
+	}
+	time.Sleep(time.Hour)
 }
 
 // recordOf is the record rightsize-go writes for a process.

@@ -137,8 +137,8 @@ func StartWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan) (*Wa
 // something must be held while the owner lives (hold: a backend's claim or
 // the run's local processes; keeper: an engine-side keeper's lease), where
 // it is asked for, and by default on Windows, where the native watchdog is
-// the one this repository's tests run (the PowerShell script is not run
-// here: there is no Windows) unless the script is asked for; and where no
+// the one this repository's tests run (under Wine, which has no
+// PowerShell: the script is not run) unless the script is asked for; and where no
 // shell can run the script (a container with no /bin/sh). Elsewhere the
 // default is the script: its wait holds a shell's 1.7 MiB where the native
 // one holds the test binary's 14 MiB (BENCHMARKS.md).

@@ -53,6 +53,22 @@ func TestNoShell(t *testing.T) {
 	}
 }
 
+func TestVolume(t *testing.T) {
+	ref := testimage.Volume(t)
+	if !strings.HasPrefix(ref, "rightsize-test/volume:") {
+		t.Errorf("Volume = %q, want rightsize-test/volume:<hash>", ref)
+	}
+	cli := dockerClient(t)
+	checkImage(t, cli, ref, []string{"sleep", "3600"})
+	img, err := cli.ImageInspect(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := img.Config.Volumes[testimage.VolumePath]; !ok {
+		t.Errorf("%s declares volumes %v, want %s", ref, img.Config.Volumes, testimage.VolumePath)
+	}
+}
+
 // TestSameRefEveryCall: the second call is served from memory and gives the
 // same reference.
 func TestSameRefEveryCall(t *testing.T) {

@@ -1,16 +1,18 @@
 # rightsize-go watchdog for Windows (Windows PowerShell 5.1; written to also run
-# under PowerShell 7). It mirrors watchdog.sh step for step.
+# under PowerShell 7). It does what watchdog.sh does, and no more.
 #
-# NOT EXECUTED BY THIS REPOSITORY'S TESTS: there is no Windows here, and no
-# PowerShell (one test only checks that the file is ASCII, has no carriage
-# return and is the embedded copy). On Windows the default watchdog is the
-# native one, which is the Go side this script hands over to, run at once:
-# this script is used only when RIGHTSIZE_WATCHDOG=script asks for it. To
-# verify it there: a watchdog whose stdin pipe is still open keeps waiting
-# without CPU; the owner's death reads as EOF; PROGRAM then receives every
-# line on its stdin, in order.
+# NOT EXECUTED BY THIS REPOSITORY'S TESTS: they run the Windows build under
+# Wine, which has no PowerShell, and none can be installed where they run
+# (docs/windows.md). One test checks that the file is ASCII, has no
+# carriage return and is the embedded copy. On Windows the default
+# watchdog is the native one, which the tests run under Wine: the Go side
+# this script hands over to, run at once. This script is used only when
+# RIGHTSIZE_WATCHDOG=script asks for it. To verify it there: a watchdog
+# whose stdin pipe is still open keeps waiting without CPU; the owner's
+# death reads as end of file; PROGRAM then receives everything the owner
+# wrote, on its stdin.
 #
-# The waiting half of a watchdog. A Go test process spawns it once, as
+# A Go test process spawns it once, as
 #
 #   powershell.exe -NoLogo -NoProfile -NonInteractive -ExecutionPolicy Bypass
 #       -File watchdog-<hash>-<pid>-<run>.ps1 PROGRAM
@@ -21,14 +23,13 @@
 # makes PROGRAM the watchdog's Go side (RIGHTSIZE_NATIVE_WATCHDOG=1, the
 # run's folder and id, the engine's settings).
 #
-# While the owner lives, the script waits: each line the owner tells it is
-# kept as it is. Nothing is run, no line is looked into.
-#
-# At EOF (the owner exited, however it died), the script runs PROGRAM with
-# the kept lines on its stdin and waits for it. PROGRAM does all the work
-# and takes every decision (internal/reaper, runNative). The script holds
+# The script reads its stdin to the end, keeping it as it is, and runs
+# nothing and looks into nothing meanwhile. At the end (the owner exited,
+# however it died) it runs PROGRAM with what it read on PROGRAM's stdin,
+# waits for it, and deletes its own copy. PROGRAM does all the work and
+# takes every decision (internal/reaper, runNative). The script holds
 # PROGRAM open from its start, sharing it for reading only, so that the
-# binary cannot be deleted before it runs; last, it deletes its own copy.
+# binary cannot be deleted before it runs.
 
 param([string]$Program)
 
@@ -47,20 +48,13 @@ function Stop-Watchdog([string]$Why) {
 if (-not $Program -or -not [IO.Path]::IsPathRooted($Program)) {
 	Stop-Watchdog "PROGRAM '$Program' is not an absolute path"
 }
-# Held until it has started: checked before waiting, and never deleted in
-# between.
 try {
 	$hold = [IO.File]::Open($Program, [IO.FileMode]::Open, [IO.FileAccess]::Read, [IO.FileShare]::Read)
 } catch {
 	Stop-Watchdog "cannot open PROGRAM $($Program): $_"
 }
 
-# The wait. A last line without its newline is kept too.
-$stdin = [Console]::In
-$told = New-Object System.Collections.Generic.List[string]
-while ($null -ne ($line = $stdin.ReadLine())) {
-	$told.Add($line)
-}
+$told = [Console]::In.ReadToEnd() # the wait
 
 $start = New-Object System.Diagnostics.ProcessStartInfo
 $start.FileName = $Program
@@ -69,9 +63,7 @@ $start.CreateNoWindow = $true
 $start.RedirectStandardInput = $true
 $p = [Diagnostics.Process]::Start($start)
 $hold.Close()
-foreach ($l in $told) {
-	$p.StandardInput.WriteLine($l)
-}
+$p.StandardInput.Write($told)
 $p.StandardInput.Close()
 $p.WaitForExit()
 Remove-Item -LiteralPath $PSCommandPath -Force -ErrorAction SilentlyContinue
