@@ -38,6 +38,9 @@ import (
 // guardTag marks what these tests make; its value is the test's.
 const guardTag = "dev.rightsize.test.guard"
 
+// guardMark is the mark the hook adds to the run's labels.
+const guardMark = "dev.rightsize.test.guard-mark"
+
 // guardRec is the run a guard works for: it records what it is told.
 type guardRec struct {
 	run  string
@@ -78,6 +81,12 @@ func (g *guardRec) Removed(k backend.Kind, name string) {
 }
 
 func (g *guardRec) Live(runID string) bool { return slices.Contains(g.live, runID) }
+
+// Labels are the run's, and a mark of the test's: the proxy puts on what
+// the hook says, not labels of its own.
+func (g *guardRec) Labels(runID string) map[string]string {
+	return map[string]string{docker.LabelRunID: runID, docker.LabelRunIDAlt: runID, guardMark: runID}
+}
 
 func (g *guardRec) seen() (admits, created, removed []string) {
 	g.mu.Lock()
