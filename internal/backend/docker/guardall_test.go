@@ -219,8 +219,8 @@ func TestGuardAllLabelValues(t *testing.T) {
 		admits, _, _ := r.hook.seen()
 		admitted := slices.Contains(admits, "sandbox "+name)
 		if tc.guarded {
-			if !admitted || got[docker.LabelRunID] != r.hook.run || got[docker.LabelRunIDAlt] != r.hook.run {
-				t.Errorf("%s (%s): admitted %v, labels %v; want it admitted and labelled with run %s", tc.name, tc.reason, admitted, got, r.hook.run)
+			if !admitted || got[docker.LabelRunID] != r.hook.run || got[docker.LabelRunIDAlt] != r.hook.run || got[guardMark] != r.hook.run {
+				t.Errorf("%s (%s): admitted %v, labels %v; want it admitted and labelled with run %s and the hook's mark", tc.name, tc.reason, admitted, got, r.hook.run)
 			}
 			continue
 		}
@@ -441,7 +441,7 @@ func TestGuardAllLibpod(t *testing.T) {
 		return a.ID
 	}
 	isRun := func(labels map[string]string) bool {
-		return labels[docker.LabelRunID] == r.hook.run && labels[docker.LabelRunIDAlt] == r.hook.run
+		return labels[docker.LabelRunID] == r.hook.run && labels[docker.LabelRunIDAlt] == r.hook.run && labels[guardMark] == r.hook.run
 	}
 
 	named := r.name("libpod")
