@@ -83,6 +83,12 @@ type Options struct {
 	// Secret is the lease's secret (NewSecret's); "" is a new one. Only
 	// a holder that knows it takes the lease.
 	Secret string
+	// Started, when set, is called once the engine started the keeper,
+	// before Start waits for it to say it reached its engine: a holder
+	// started then (its process, its exec) gets ready while the keeper
+	// does; its hello waits for the keeper, which answers it once it knows
+	// whether it can reach its engine. Called at most once.
+	Started func(*Keeper)
 }
 
 // Keeper is a started keeper of one run.
@@ -150,9 +156,9 @@ func Start(ctx context.Context, cli *client.Client, runID string, opts Options) 
 	// CI as "error running hook #0 … no such file or directory"); the
 	// container is then removed. One more try costs a create and a start
 	// before the run does without a keeper.
-	err = k.createAndStart(ctx, settle)
+	err = k.createAndStart(ctx, settle, opts.Started)
 	if sf := (*startFailed)(nil); errors.As(err, &sf) {
-		err = k.createAndStart(ctx, settle)
+		err = k.createAndStart(ctx, settle, opts.Started)
 	}
 	if err != nil {
 		return nil, err
@@ -168,8 +174,9 @@ func (e *startFailed) Error() string { return e.err.Error() }
 func (e *startFailed) Unwrap() error { return e.err }
 
 // createAndStart creates k's container and starts it (start); any error
-// after the create removes the container again.
-func (k *Keeper) createAndStart(ctx context.Context, settle time.Duration) error {
+// after the create removes the container again. A *startFailed error
+// comes before started is called.
+func (k *Keeper) createAndStart(ctx context.Context, settle time.Duration, started func(*Keeper)) error {
 	nonce := make([]byte, 8)
 	if _, err := rand.Read(nonce); err != nil {
 		return fmt.Errorf("keeper: %w", err)
@@ -224,7 +231,7 @@ func (k *Keeper) createAndStart(ctx context.Context, settle time.Duration) error
 		return fmt.Errorf("keeper %s: %w: creating it (socket %s): %v", k.Name, ErrRefused, k.Socket, err)
 	}
 	k.ID = res.ID
-	if err := k.start(ctx); err != nil {
+	if err := k.start(ctx, started); err != nil {
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 		defer rcancel()
 		if rerr := k.Remove(rctx); rerr != nil {
@@ -240,9 +247,9 @@ func (k *Keeper) createAndStart(ctx context.Context, settle time.Duration) error
 	return nil
 }
 
-// start starts the created keeper and waits for it to say whether it
-// reached its engine.
-func (k *Keeper) start(ctx context.Context) error {
+// start starts the created keeper, calls started (when set), and waits for
+// it to say whether it reached its engine.
+func (k *Keeper) start(ctx context.Context, started func(*Keeper)) error {
 	sctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	if _, err := k.cli.ContainerStart(sctx, k.ID, client.ContainerStartOptions{}); err != nil {
@@ -250,6 +257,9 @@ func (k *Keeper) start(ctx context.Context) error {
 			return fmt.Errorf("keeper %s: starting it: %w", k.Name, err)
 		}
 		return &startFailed{fmt.Errorf("keeper %s: %w: starting it (socket %s): %v", k.Name, ErrRefused, k.Socket, err)}
+	}
+	if started != nil {
+		started(k)
 	}
 	line, err := k.followLine(ctx, readyTimeout, func(l string) bool {
 		return strings.HasPrefix(l, "ready") || strings.HasPrefix(l, "error:")

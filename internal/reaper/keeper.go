@@ -61,19 +61,27 @@ func wantKeeper(drv any) (keeperEngine, bool) {
 
 // startKeeper starts run runID's keeper and a native watchdog that holds
 // its lease, and returns once the lease is held; the driver then marks
-// what the run creates as kept. When the engine refuses the keeper, or
-// the watchdog cannot hold its lease, the keeper is removed and the error
-// says why; the watchdog, when one started, serves without a keeper.
+// what the run creates as kept. The watchdog is started as soon as the
+// engine started the keeper: it gets going while the keeper checks its
+// engine. When the engine refuses the keeper, or the watchdog cannot hold
+// its lease, the keeper is removed and the error says why; the watchdog,
+// when one started, serves without a keeper.
 func (s *Session) startKeeper(ke keeperEngine, start func(k *keeper.Keeper) (*Watchdog, error)) (*Watchdog, *keeper.Keeper, error) {
 	if !nativeCapable.Load() {
 		return nil, nil, errors.New("only the native watchdog can hold a keeper's lease, and this program cannot run it (it does not import package sandboxtest, nor call reaper.WatchdogMain first thing)")
 	}
 	ctx := context.Background()
-	k, err := keeper.Start(ctx, ke.Client(), s.runID, keeper.Options{})
+	var wd *Watchdog
+	var wdErr error
+	k, err := keeper.Start(ctx, ke.Client(), s.runID, keeper.Options{Started: func(k *keeper.Keeper) {
+		wd, wdErr = start(k)
+	}})
 	if err != nil {
-		return nil, nil, err
+		// A watchdog started meanwhile is told "error:" by the keeper,
+		// or finds it gone: it serves alone.
+		return wd, nil, err
 	}
-	wd, err := start(k)
+	err = wdErr
 	if err == nil {
 		hctx, cancel := context.WithCancel(ctx)
 		go func() {
