@@ -83,11 +83,13 @@ type Options struct {
 	// Secret is the lease's secret (NewSecret's); "" is a new one. Only
 	// a holder that knows it takes the lease.
 	Secret string
-	// Started, when set, is called once the engine started the keeper,
-	// before Start waits for it to say it reached its engine: a holder
-	// started then (its process, its exec) gets ready while the keeper
-	// does; its hello waits for the keeper, which answers it once it knows
-	// whether it can reach its engine. Called at most once.
+	// Started, when set, is called once the engine created the keeper,
+	// before Start starts it and waits for it to say it reached its
+	// engine: a holder started then (its process) gets ready while the
+	// keeper does; Hold waits for it to start, and its hello for it to
+	// answer, once it knows whether it can reach its engine. Called at
+	// most once; a holder should find the keeper by its name, which a
+	// second try at its start keeps.
 	Started func(*Keeper)
 }
 
@@ -156,9 +158,19 @@ func Start(ctx context.Context, cli *client.Client, runID string, opts Options) 
 	// CI as "error running hook #0 … no such file or directory"); the
 	// container is then removed. One more try costs a create and a start
 	// before the run does without a keeper.
-	err = k.createAndStart(ctx, settle, opts.Started)
+	once := opts.Started
+	if once != nil {
+		var called bool
+		once = func(k *Keeper) {
+			if !called {
+				called = true
+				opts.Started(k)
+			}
+		}
+	}
+	err = k.createAndStart(ctx, settle, once)
 	if sf := (*startFailed)(nil); errors.As(err, &sf) {
-		err = k.createAndStart(ctx, settle, opts.Started)
+		err = k.createAndStart(ctx, settle, once)
 	}
 	if err != nil {
 		return nil, err
@@ -231,7 +243,10 @@ func (k *Keeper) createAndStart(ctx context.Context, settle time.Duration, start
 		return fmt.Errorf("keeper %s: %w: creating it (socket %s): %v", k.Name, ErrRefused, k.Socket, err)
 	}
 	k.ID = res.ID
-	if err := k.start(ctx, started); err != nil {
+	if started != nil {
+		started(k)
+	}
+	if err := k.start(ctx); err != nil {
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 		defer rcancel()
 		if rerr := k.Remove(rctx); rerr != nil {
@@ -247,9 +262,9 @@ func (k *Keeper) createAndStart(ctx context.Context, settle time.Duration, start
 	return nil
 }
 
-// start starts the created keeper, calls started (when set), and waits for
-// it to say whether it reached its engine.
-func (k *Keeper) start(ctx context.Context, started func(*Keeper)) error {
+// start starts the created keeper and waits for it to say whether it
+// reached its engine.
+func (k *Keeper) start(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	if _, err := k.cli.ContainerStart(sctx, k.ID, client.ContainerStartOptions{}); err != nil {
@@ -257,9 +272,6 @@ func (k *Keeper) start(ctx context.Context, started func(*Keeper)) error {
 			return fmt.Errorf("keeper %s: starting it: %w", k.Name, err)
 		}
 		return &startFailed{fmt.Errorf("keeper %s: %w: starting it (socket %s): %v", k.Name, ErrRefused, k.Socket, err)}
-	}
-	if started != nil {
-		started(k)
 	}
 	line, err := k.followLine(ctx, readyTimeout, func(l string) bool {
 		return strings.HasPrefix(l, "ready") || strings.HasPrefix(l, "error:")

@@ -106,14 +106,9 @@ func Hold(ctx context.Context, cli *client.Client, ref, secret string) (*Lease, 
 	if !validSecret(secret) {
 		return nil, fmt.Errorf("keeper %s: the lease's secret is not one of NewSecret's", ref)
 	}
-	ictx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	res, err := cli.ContainerInspect(ictx, ref, client.ContainerInspectOptions{})
+	res, err := inspectStarted(ctx, cli, ref)
 	if err != nil {
-		if errors.Is(docker.Classify("inspect", err), backend.ErrNotFound) {
-			return nil, fmt.Errorf("keeper %s: %w: no such container", ref, ErrNotKeeper)
-		}
-		return nil, fmt.Errorf("keeper %s: %w", ref, err)
+		return nil, err
 	}
 	c := res.Container
 	if c.Config == nil || c.Config.Labels[LabelKeeper] == "" {
@@ -206,6 +201,34 @@ func (l *Lease) keep() {
 
 // writeString writes to the lease; a write that cannot finish within the
 // lease timeout has lost the lease anyway.
+// inspectStarted inspects the keeper ref, waiting while it is created and
+// not started yet (its holder may be started as soon as it is created).
+func inspectStarted(ctx context.Context, cli *client.Client, ref string) (client.ContainerInspectResult, error) {
+	deadline := time.Now().Add(holdTimeout)
+	wait := 2 * time.Millisecond
+	for {
+		ictx, cancel := context.WithTimeout(ctx, callTimeout)
+		res, err := cli.ContainerInspect(ictx, ref, client.ContainerInspectOptions{})
+		cancel()
+		if err != nil {
+			if errors.Is(docker.Classify("inspect", err), backend.ErrNotFound) {
+				return res, fmt.Errorf("keeper %s: %w: no such container", ref, ErrNotKeeper)
+			}
+			return res, fmt.Errorf("keeper %s: %w", ref, err)
+		}
+		st := res.Container.State
+		if st == nil || st.Status != "created" || time.Now().After(deadline) {
+			return res, nil
+		}
+		select {
+		case <-ctx.Done():
+			return res, fmt.Errorf("keeper %s: %w", ref, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+	}
+}
+
 func (l *Lease) writeString(s string) error {
 	if err := l.conn.SetWriteDeadline(time.Now().Add(l.Timeout)); err != nil {
 		return err

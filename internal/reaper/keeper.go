@@ -22,7 +22,7 @@ import (
 // variable unset, the keeper is used where the engine is another machine's.
 const EngineWatchdog = "engine"
 
-// envNativeKeeper gives a native watchdog the id of the run's keeper,
+// envNativeKeeper gives a native watchdog the name of the run's keeper,
 // whose lease it holds for as long as it lives, and envNativeKeeperSecret
 // the lease's secret.
 const (
@@ -138,7 +138,17 @@ func holdKeeper(drv any, runID, ref, secret string, logger *log.Logger) *keptLea
 		logger.Printf("keeper %s: this backend cannot hold its lease", ref)
 		return nil
 	}
-	l, err := keeper.Hold(context.Background(), ke.Client(), ref, secret)
+	// The watchdog is started as soon as the keeper is created: a second
+	// try at its start makes it anew under its name.
+	var l *keeper.Lease
+	var err error
+	for deadline, wait := time.Now().Add(holdWait), 20*time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		l, err = keeper.Hold(context.Background(), ke.Client(), ref, secret)
+		if !errors.Is(err, keeper.ErrNotKeeper) || time.Now().Add(wait).After(deadline) {
+			break
+		}
+		time.Sleep(wait)
+	}
 	if err != nil {
 		logger.Printf("keeper %s: %v", ref, err)
 		return nil

@@ -184,7 +184,7 @@ func startWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan, kept
 		if kept != nil {
 			// The secret is this user's processes' alone to read, as the
 			// ledger is.
-			env = append(env, envNativeKeeper+"="+kept.ID, envNativeKeeperSecret+"="+kept.Secret)
+			env = append(env, envNativeKeeper+"="+kept.Name, envNativeKeeperSecret+"="+kept.Secret)
 		}
 		wd.Kind = NativeWatchdog
 	} else {
