@@ -191,6 +191,10 @@ func run(out *os.File, stop, ignored <-chan os.Signal) int {
 	// keeper still on the engine would hold off. The removal kills this
 	// process; an engine that stops it first (Podman) sends the stop
 	// signal, which ends it at once.
+	select {
+	case <-stop: // a stop that came while it removed the run: done now
+	default:
+	}
 	go func() {
 		<-stop
 		os.Exit(status)
