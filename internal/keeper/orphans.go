@@ -43,16 +43,15 @@ type Found struct{ ID, Name string }
 // never among them; nor is a run with a keeper on the engine that runs
 // (or is created, paused, restarting), nor one whose keeper stopped
 // within the lease timeout (the engine's answer of when), nor one whose
-// mark is not a lease timeout.
+// mark is not a lease timeout. A keeper that stopped longer ago than its
+// lease timeout, whose run has no marked container left, is an Orphan
+// with no Containers: the keeper alone is to be removed.
 func Orphans(ctx context.Context, cli *client.Client, now time.Time) ([]Orphan, error) {
 	lctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	res, err := cli.ContainerList(lctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", docker.LabelKept)})
 	if err != nil {
 		return nil, fmt.Errorf("keeper: listing what keepers kept: %w", err)
-	}
-	if len(res.Items) == 0 {
-		return nil, nil // the usual answer: one call
 	}
 	// Listed after what they keep: a keeper that is there for a
 	// container seen above is seen here.
@@ -120,6 +119,30 @@ func Orphans(ctx context.Context, cli *client.Client, now time.Time) ([]Orphan, 
 			}
 		}
 		out = append(out, *o)
+	}
+	// A keeper stopped long ago whose run has nothing marked left (a
+	// sweep that removed the run's containers did not get to remove it,
+	// or it was refused and its starter died): the keeper alone, to be
+	// removed. Nothing else of its run is judged by it: a run that does
+	// without a keeper creates what carries no mark.
+	for run, ks := range stopped {
+		if runs[run] != nil || present[run] {
+			continue
+		}
+		o := Orphan{RunID: run}
+		for _, k := range ks {
+			lease := k.LeaseTimeout
+			if checkLeaseTimeout(lease) != nil {
+				lease = maxLeaseTimeout
+			}
+			o.LeaseTimeout = max(o.LeaseTimeout, lease)
+			o.Keepers = append(o.Keepers, Found{ID: k.ID, Name: k.Name})
+		}
+		last, alive, err := lastStop(ctx, cli, ks)
+		if err != nil || alive || now.Sub(last) <= o.LeaseTimeout+time.Second {
+			continue
+		}
+		out = append(out, o)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].RunID < out[j].RunID })
 	return out, nil

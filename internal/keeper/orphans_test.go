@@ -43,7 +43,13 @@ func TestOrphans(t *testing.T) {
 	if _, err := r.cli.ContainerStop(ctx, stopped.ID, client.ContainerStopOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ours := []string{orphan, held, plain, keepAlive, badMark, restarting}
+	// A keeper of an hour, stopped, whose run has nothing marked.
+	lone := newRunID(t)
+	loneKeeper := r.start(lone, Options{LeaseTimeout: time.Hour})
+	if _, err := r.cli.ContainerStop(ctx, loneKeeper.ID, client.ContainerStopOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ours := []string{orphan, held, plain, keepAlive, badMark, restarting, lone}
 
 	judged := func(now time.Time) map[string]int {
 		t.Helper()
@@ -82,6 +88,9 @@ func TestOrphans(t *testing.T) {
 				t.Errorf("run %s: lease %s, want 1h", o.RunID, o.LeaseTimeout)
 			}
 		}
+		if o.RunID == lone && (len(o.Keepers) != 1 || o.Keepers[0].ID != loneKeeper.ID) {
+			t.Errorf("run %s: stopped keepers %v, want its keeper %s", o.RunID, o.Keepers, loneKeeper.ID)
+		}
 		if o.RunID == restarting {
 			if len(o.Keepers) != 1 || o.Keepers[0].ID != stopped.ID {
 				t.Errorf("run %s: stopped keepers %v, want its keeper %s", o.RunID, o.Keepers, stopped.ID)
@@ -94,7 +103,7 @@ func TestOrphans(t *testing.T) {
 			}
 		}
 	}
-	if want := map[string]int{orphan: 2, restarting: 1}; !maps.Equal(got, want) {
+	if want := map[string]int{orphan: 2, restarting: 1, lone: 0}; !maps.Equal(got, want) {
 		t.Errorf("two hours on: judged %v, want %v (held %s, plain %s, keep-alive %s, bad mark %s)", got, want, held, plain, keepAlive, badMark)
 	}
 }

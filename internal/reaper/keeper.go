@@ -227,6 +227,27 @@ func (k *keptLease) Close() {
 	<-k.done
 }
 
+// removeStoppedKeeper removes the stopped keeper of a run that has
+// nothing marked left (keeper.Orphans); nothing else of the run is
+// touched.
+func (c *config) removeStoppedKeeper(ctx context.Context, ke keeperEngine, o keeper.Orphan) RunReport {
+	rr := RunReport{ID: o.RunID, Decision: Reaped, Reason: fmt.Sprintf("its engine-side keeper stopped more than its lease timeout (%s) ago, and nothing carries its kept mark: the stopped keeper alone is removed", o.LeaseTimeout)}
+	outcome := ledger.Removed
+	if c.dryRun {
+		rr.Decision, outcome = WouldReap, ledger.WouldRemove
+	} else if err := keeper.RemoveStopped(ctx, ke.Client(), o); err != nil {
+		rr.Decision = Kept
+		for _, f := range o.Keepers {
+			rr.Kept = append(rr.Kept, Item{Kind: names.SandboxKind, Name: f.Name, Outcome: ledger.Kept, Note: err.Error()})
+		}
+		return rr
+	}
+	for _, f := range o.Keepers {
+		rr.Removed = append(rr.Removed, Item{Kind: names.SandboxKind, Name: f.Name, Outcome: outcome})
+	}
+	return rr
+}
+
 // sweepKeepers reaps, through b, the runs whose keeper is gone from b's
 // engine (keeper.Orphans): what a run left whose whole machine died, seen
 // from any machine. A run this machine's ledger has is left to the
@@ -249,6 +270,10 @@ func (c *config) sweepKeepers(ctx context.Context, b backend.Backend, scan *ledg
 			return context.Cause(ctx)
 		}
 		t0 := time.Now()
+		if len(o.Containers) == 0 {
+			rep.add(c.finish(c.removeStoppedKeeper(ctx, ke, o), t0))
+			continue
+		}
 		rr := RunReport{ID: o.RunID, Decision: Reaped, Reason: fmt.Sprintf("dead: its containers were kept by an engine-side keeper, and no keeper of it has run on the engine for more than its lease timeout (%s)", o.LeaseTimeout)}
 		ids := make([]string, len(o.Containers))
 		byID := map[string]string{}
@@ -281,9 +306,10 @@ func (c *config) sweepKeepers(ctx context.Context, b backend.Backend, scan *ledg
 		}
 		if !res.engineClean() {
 			rr.Decision = Kept
-		} else if err := keeper.RemoveStopped(ctx, ke.Client(), o); err != nil {
-			// The run is gone but for its stopped keeper, which no sweep
-			// will look at again: said, for a person's docker rm.
+		}
+		// Judged dead: its stopped keeper goes whatever is kept for now,
+		// which the marks alone bring to the next sweep.
+		if err := keeper.RemoveStopped(ctx, ke.Client(), o); err != nil {
 			rr.Decision = Kept
 			for _, f := range o.Keepers {
 				rr.Kept = append(rr.Kept, Item{Kind: names.SandboxKind, Name: f.Name, Outcome: ledger.Kept, Note: err.Error()})
