@@ -50,6 +50,7 @@
 //	TestKeeperGuardAll              the same for a GuardAll binary's containers made by plain clients, which carry the kept mark
 //	TestKeeperStrangerAttach        a stranger's attach (input at its end, docker attach, Ctrl-C) to a live run's keeper: nothing goes
 //	TestKeeperRestarted             the keeper killed while its owner lives: started again; no sweep from elsewhere takes the run
+//	TestKeeperUserModule            a user's test binary (internal/usermod): its keeper; a stranger's attach; SIGKILL: the keeper reaps
 //
 // `go test ./e2e/` runs rows 8 and 12 with reduced counts (10 rounds; 3
 // kills at the first ledger write and 10 at random); `-args -full` (make

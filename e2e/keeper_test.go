@@ -21,6 +21,7 @@ import (
 	"github.com/rightsize/rightsize-go/internal/keeper"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/reaper"
+	"github.com/rightsize/rightsize-go/internal/usermod"
 )
 
 // The machine's deaths, with the engine-side keeper (RIGHTSIZE_WATCHDOG=
@@ -402,6 +403,38 @@ func TestKeeperStrangerAttach(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	o := startKept(r, "kept owner", harness.Plan{Containers: 2, Networks: 1})
+	o.strangerAttach()
+	o.finish()
+	r.waitGone(o, "the owner's own end")
+	_, _ = o.engineGone("the keeper, after its owner's normal end", goneWithin)
+	r.waitWatchdogsDone(o)
+}
+
+// The user's path, kept: a test binary built as a user builds one
+// (internal/usermod: a module of its own, the public packages, no
+// TestMain) with RIGHTSIZE_WATCHDOG=engine gets its keeper from
+// sandboxtest's init; a stranger's attach changes nothing; its machine
+// killed (the binary and its watchdog), the keeper removes the run.
+func TestKeeperUserModule(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	bin := usermod.Build(t, usermod.Store)
+	o := r.startUser("the user's kept test", bin, "20m", false, keeperEnv()...)
+	if o.watchdog = ledger.LiveWatchdog(r.cache, o.run); o.watchdog <= 0 {
+		t.Fatalf("the user's test has no live watchdog\n%s", o.say())
+	}
+	o.checkKeeper(true, "after its start")
+	o.strangerAttach()
+	o.killSession()
+	run, kept := o.engineGone("the keeper, after SIGKILL of the user's test and its watchdog", goneWithin)
+	t.Logf("SIGKILL of the user's test and its watchdog → its sandboxes and network gone in %s, the keeper in %s", ms(run), ms(kept))
+}
+
+// strangerAttach attaches to the owner's keeper as strangers would, and
+// checks, over more than two lease timeouts, that it changed nothing.
+func (o *owner) strangerAttach() {
+	t := o.r.t
+	t.Helper()
 	ctx := context.Background()
 	cli := o.eng.Client()
 	name := keeper.NamePrefix + o.run
@@ -432,15 +465,11 @@ func TestKeeperStrangerAttach(t *testing.T) {
 	}
 	// An absence, over more than two lease timeouts.
 	time.Sleep(2*keeperLease + time.Second)
-	o.checkAlive("the kept owner, after a stranger's attach")
+	o.checkAlive(o.name + ", after a stranger's attach")
 	o.checkKeeper(true, "after a stranger's attach")
-	if log := r.watchdogLog(o.run); strings.Contains(log, "lease ended") {
+	if log := o.r.watchdogLog(o.run); strings.Contains(log, "lease ended") {
 		t.Errorf("the watchdog lost its lease to a stranger's attach:\n%s", log)
 	}
-	o.finish()
-	r.waitGone(o, "the owner's own end")
-	_, _ = o.engineGone("the keeper, after its owner's normal end", goneWithin)
-	r.waitWatchdogsDone(o)
 }
 
 // A kept run's containers made by code that knows nothing of rightsize,

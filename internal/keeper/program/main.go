@@ -156,7 +156,7 @@ func run(out *os.File, stop, ignored <-chan os.Signal) int {
 	defer ln.Close()
 	lc := leaseConfig{timeout: c.timeout, hash: c.lease}
 	eng := &engine{socket: c.socket, timeout: callTimeout}
-	parallel, self, err := eng.check(c.run, c.nonce)
+	found, err := eng.check(c.run, c.nonce)
 	if err != nil {
 		// Nothing can be removed through this socket: say why to the
 		// starter (and to any holder), then wait for the starter to
@@ -182,15 +182,15 @@ func run(out *os.File, stop, ignored <-chan os.Signal) int {
 	}
 	ln.Close()
 	log.Printf("run %s: %s: removing what carries its label", c.run, why)
-	r := &reaper{eng: eng, run: c.run, parallel: parallel, settle: c.settle, budget: reapBudget}
+	r := &reaper{eng: eng, run: c.run, parallel: found.parallel, settle: c.settle, budget: reapBudget}
 	status := exitClean
 	if !r.reap() {
 		status = exitLeft
 	}
 	// Its work is done: what is left, if anything, is a sweep's, which a
 	// keeper still on the engine would hold off. The removal kills this
-	// process; an engine that stops it first (Podman) sends the stop
-	// signal, which ends it at once.
+	// process; an engine that stops it first sends the stop signal, which
+	// ends it at once.
 	select {
 	case <-stop: // a stop that came while it removed the run: done now
 	default:
@@ -200,7 +200,12 @@ func run(out *os.File, stop, ignored <-chan os.Signal) int {
 		os.Exit(status)
 	}()
 	log.Printf("run %s: removing itself", c.run)
-	if err := eng.call("DELETE", "/containers/"+url.PathEscape(self)+"?force=1&v=1", nil); err != nil && codeOf(err) != 404 {
+	path := "/containers/" + url.PathEscape(found.self) + "?force=1&v=1"
+	if found.podman {
+		// As the run's containers are removed there: no stop first.
+		path = "/v4.0.0/libpod/containers/" + url.PathEscape(found.self) + "?force=true&timeout=0&volumes=true"
+	}
+	if err := eng.call("DELETE", path, nil); err != nil && codeOf(err) != 404 {
 		log.Printf("run %s: removing itself: %v", c.run, err)
 	}
 	return status
