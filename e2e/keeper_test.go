@@ -419,7 +419,10 @@ func TestKeeperUserModule(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	bin := usermod.Build(t, usermod.Store)
-	o := r.startUser("the user's kept test", bin, "20m", false, keeperEnv()...)
+	// The engine the rig uses (Podman's, in the Podman gate), and what
+	// building the keeper image needs where the engine has none yet.
+	env := append(keeperEnv(), "DOCKER_HOST="+r.eng.Client().DaemonHost(), "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"))
+	o := r.startUser("the user's kept test", bin, "20m", false, env...)
 	if o.watchdog = ledger.LiveWatchdog(r.cache, o.run); o.watchdog <= 0 {
 		t.Fatalf("the user's test has no live watchdog\n%s", o.say())
 	}
