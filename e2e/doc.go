@@ -40,6 +40,18 @@
 //	                                     (the same on Kubernetes: backend/kubernetes TestUserModuleOnNode, in the kube gate)
 //	pkill TestRowPkillTestBinaries      SIGKILL, with `pkill -f '\.test$'` run throughout: no watchdog looks like a test binary
 //
+// The engine-side keeper's rows on the local engine (RIGHTSIZE_WATCHDOG=
+// engine; the "machine" is the owner and its watchdog):
+//
+//	TestKeeperMachineKilled         owner and watchdog SIGKILLed: the keeper reaps at once
+//	TestKeeperMachineFrozen         owner and watchdog SIGSTOPped: the keeper reaps after the lease timeout
+//	TestKeeperOwnerPaused           the owner alone stopped for ten lease timeouts: nothing goes
+//	TestKeeperSweepFromAnyMachine   machine dead, keeper killed: a sweep from elsewhere reaps the kept run, not a run without a keeper
+//	TestKeeperGuardAll              the same for a GuardAll binary's containers made by plain clients, which carry the kept mark
+//	TestKeeperStrangerAttach        a stranger's attach (input at its end, docker attach, Ctrl-C) to a live run's keeper: nothing goes
+//	TestKeeperRestarted             the keeper killed while its owner lives: started again; no sweep from elsewhere takes the run
+//	TestKeeperUserModule            a user's test binary (internal/usermod): its keeper; a stranger's attach; SIGKILL: the keeper reaps
+//
 // `go test ./e2e/` runs rows 8 and 12 with reduced counts (10 rounds; 3
 // kills at the first ledger write and 10 at random); `-args -full` (make
 // e2e) or RIGHTSIZE_E2E_FULL=1 runs 100 rounds and 3 + 200 kills. Rows

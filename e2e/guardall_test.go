@@ -59,8 +59,9 @@ func startGuardFixture(t *testing.T, bin, cache, img, tag, mode, then string) *g
 	return startGuardFixtureTest(t, bin, "TestCreateEverything", cache, img, tag, mode, then)
 }
 
-// startGuardFixtureTest is startGuardFixture for the fixture's test named.
-func startGuardFixtureTest(t *testing.T, bin, test, cache, img, tag, mode, then string) *guardFixture {
+// startGuardFixtureTest is startGuardFixture for the fixture's test named,
+// with env added.
+func startGuardFixtureTest(t *testing.T, bin, test, cache, img, tag, mode, then string, env ...string) *guardFixture {
 	t.Helper()
 	cmd := exec.Command(bin, "-test.v", "-test.run=^"+test+"$", "-test.timeout=5m")
 	cmd.Env = append(os.Environ(),
@@ -69,6 +70,7 @@ func startGuardFixtureTest(t *testing.T, bin, test, cache, img, tag, mode, then 
 		// The proxy's folder: a fixture that is killed leaves it, and this
 		// folder goes with the test (short: the socket's path has a limit).
 		"TMPDIR="+shortDir(t))
+	cmd.Env = append(cmd.Env, env...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -179,12 +181,7 @@ func removeTagged(t *testing.T, cli *client.Client, tag string) {
 func TestRow15GuardAll(t *testing.T) {
 	t.Parallel()
 	r := newBareRig(t)
-	goBin := goTool(t)
-	bin := filepath.Join(t.TempDir(), "guardfixture.test")
-	build := exec.Command(goBin, "test", "-c", "-o", bin, "./guardfixture")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go test -c ./guardfixture: %v\n%s", err, out)
-	}
+	bin := buildGuardFixture(t)
 	cli := r.eng.Client()
 	ctx := t.Context()
 
@@ -384,6 +381,17 @@ func TestRow15GuardAll(t *testing.T) {
 		f.stdin.Close()
 		<-f.done
 	})
+}
+
+// buildGuardFixture builds the guard fixture's test binary.
+func buildGuardFixture(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "guardfixture.test")
+	build := exec.Command(goTool(t), "test", "-c", "-o", bin, "./guardfixture")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go test -c ./guardfixture: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // nonceHex is 8 random hex digits for a test's tag.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
+	"github.com/rightsize/rightsize-go/internal/keeper"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/proctree"
@@ -190,6 +191,13 @@ func (o *owner) cleanup() {
 	removed, err := o.eng.RemoveRun(ctx, o.run)
 	if err != nil {
 		t.Errorf("cleanup of run %s: %v", o.run, err)
+	}
+	// A keeper stays when it was stopped: the run's, removed with it.
+	if exists, _, err := o.eng.ContainerState(ctx, keeper.NamePrefix+o.run); err == nil && exists {
+		if err := o.eng.Remove(ctx, keeper.NamePrefix+o.run); err != nil {
+			t.Errorf("cleanup of run %s: %v", o.run, err)
+		}
+		removed = append(removed, keeper.NamePrefix+o.run)
 	}
 	if len(removed) > 0 {
 		t.Logf("cleanup removed what run %s (%s) left: %q", o.run, o.name, removed)

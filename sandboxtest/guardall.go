@@ -83,6 +83,18 @@ func (h *allHook) Admit(ctx context.Context, k names.Kind, name string) (string,
 	return s.RunID(), useName, nil
 }
 
+// Labels are the run's driver's (backend.RunLabeler), as on everything
+// else the run creates: the run's, and the kept mark once an engine-side
+// keeper holds it.
+func (h *allHook) Labels(runID string) map[string]string {
+	if s, err := getSession(context.Background()); err == nil {
+		if l, ok := s.Driver().(backend.RunLabeler); ok {
+			return l.RunLabels(runID)
+		}
+	}
+	return map[string]string{backend.LabelRunID: runID, backend.LabelRunIDAlt: runID}
+}
+
 func (h *allHook) Created(k names.Kind, name, id string) {
 	if s, err := getSession(context.Background()); err == nil {
 		s.Created(k, name, id)

@@ -412,7 +412,7 @@ func demoImage(ctx context.Context, cli *client.Client) (ref string, err error) 
 	if err == nil {
 		sum := sha256.Sum256(append([]byte("layout 2\n"), bb.Content...)) // a new layout when what goes in changes
 		ref = "rightsize-demo/busybox:" + hex.EncodeToString(sum[:])[:12]
-		_, err = image.Ensure(ctx, cli, ref, filepath.Join(os.TempDir(), "rightsize-demo-image.lock"), func(ctx context.Context) error {
+		_, err = image.Ensure(ctx, cli, ref, "demo-image.lock", func(ctx context.Context) error {
 			arch, err := image.EngineArch(ctx, cli)
 			if err == nil {
 				err = bb.CheckArch(arch)

@@ -479,6 +479,14 @@ type RunCloser interface {
 	CloseRun(ctx context.Context, runID string) (removed []string, err error)
 }
 
+// RunLabeler is a Driver that decides the labels of what a run creates:
+// the one place they are decided, which every path that creates for the
+// run uses (Create, Track, a network, the guard of every create), so that
+// everything of a run carries the same marks.
+type RunLabeler interface {
+	RunLabels(runID string) map[string]string
+}
+
 // Tracker is a Driver that can take a testcontainers-go request someone
 // else will create (sandboxtest.Track) as the run's sandbox name: named,
 // marked, its ports published where this process reaches them.

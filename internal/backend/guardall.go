@@ -14,10 +14,14 @@ import (
 // nothing of the run's under that name), for the run to forget it. Live
 // tells whether a run id that a create's labels carry names a live run of
 // this process's ledger (its own run included): only such a create, or a
-// keep-alive sandbox's, passes unguarded. All are called from many
+// keep-alive sandbox's, passes unguarded. Labels are what every create of
+// run runID carries, as its driver decides (RunLabeler): asked after each
+// Admit, so that a mark the run took on at its first (an engine-side
+// keeper's) is on the first create too. All are called from many
 // goroutines at once.
 type GuardHook interface {
 	Admit(ctx context.Context, k Kind, name string) (runID, useName string, err error)
+	Labels(runID string) map[string]string
 	Created(k Kind, name, id string)
 	Removed(k Kind, name string)
 	Live(runID string) bool

@@ -187,7 +187,7 @@ func imageFinder(dir string, cli *client.Client, ref, arch string) *finder {
 		system:   filepath.Join(dir, "bin", "busybox"),
 		cacheDir: filepath.Join(dir, "cache"),
 		image:    ref,
-		lockPath: filepath.Join(dir, "lock"),
+		lockPath: func() (string, error) { return filepath.Join(dir, "lock"), nil },
 		arch:     func(context.Context) (string, error) { return arch, nil },
 		fetch: func(ctx context.Context, arch string) ([]byte, error) {
 			return copyFromImage(ctx, cli, ref, arch)

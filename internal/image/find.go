@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/moby/moby/client"
+
+	"github.com/rightsize/rightsize-go/internal/ledger"
 )
 
 // EnvBusybox names a static Linux busybox to use instead of any other.
@@ -30,6 +32,10 @@ const (
 	FromCache  = "cache"  // a copy out of BusyboxImage made by an earlier run
 	FromImage  = "image"  // copied out of BusyboxImage by this call
 )
+
+// busyboxLock is the build lock (ledger.SharedLockPath) of the copy out of
+// BusyboxImage.
+const busyboxLock = "busybox-copy.lock"
 
 // ErrNoBusybox is wrapped by FindBusybox's errors that mean no static
 // busybox could be had. The message says what was tried and how to fix it.
@@ -71,7 +77,7 @@ func FindBusybox(ctx context.Context, engine func() (*client.Client, error)) (*B
 		env:      os.Getenv(EnvBusybox),
 		system:   DefaultBusybox,
 		image:    BusyboxImage,
-		lockPath: filepath.Join(os.TempDir(), "rightsize-busybox.lock"),
+		lockPath: func() (string, error) { return ledger.SharedLockPath(busyboxLock) },
 		arch: func(ctx context.Context) (string, error) {
 			c, err := connect()
 			if err != nil {
@@ -103,7 +109,7 @@ type finder struct {
 	cacheDir string // "" when there is none, and noCache says why
 	noCache  error
 	image    string
-	lockPath string // serializes fetches: see find
+	lockPath func() (string, error) // the lock that serializes fetches: see find
 	arch     func(ctx context.Context) (string, error)
 	fetch    func(ctx context.Context, arch string) ([]byte, error)
 }
@@ -151,7 +157,11 @@ func (f *finder) find(ctx context.Context) (*Busybox, error) {
 	// Test binaries of several packages get here at the same moment on a
 	// laptop's first run. One copies, the others wait and find its copy;
 	// and no one removes a pulled image another is still using.
-	unlock, err := lockFile(ctx, f.lockPath)
+	lockPath, err := f.lockPath()
+	if err != nil {
+		return nil, fmt.Errorf("the lock of the copy out of %s: %w", f.image, err)
+	}
+	unlock, err := lockFile(ctx, lockPath)
 	if err != nil {
 		return nil, err
 	}

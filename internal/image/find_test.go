@@ -168,7 +168,7 @@ func TestFindOrder(t *testing.T) {
 				system:   put("bin/busybox", c.system),
 				cacheDir: cacheDir,
 				image:    BusyboxImage,
-				lockPath: filepath.Join(dir, "lock"),
+				lockPath: func() (string, error) { return filepath.Join(dir, "lock"), nil },
 				arch: func(context.Context) (string, error) {
 					asked++
 					return arch, c.archErr

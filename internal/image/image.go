@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/gofrs/flock"
 	"github.com/moby/moby/client"
 	"github.com/moby/moby/client/pkg/jsonmessage"
+
+	"github.com/rightsize/rightsize-go/internal/ledger"
 )
 
 // ErrNoEngine is wrapped by errors that mean no engine answered, so that a
@@ -110,14 +110,18 @@ func Import(ctx context.Context, cli *client.Client, ref string, rootfs []byte, 
 }
 
 // Ensure makes sure the engine has ref, calling build when it does not.
-// Processes that get here at the same moment serialize on the file lock at
-// lockPath (see lockFile): one builds, the others wait, then find its
+// Processes that get here at the same moment serialize on the build lock
+// lockName (see lockFile): one builds, the others wait, then find its
 // image. built tells whether this call built it.
-func Ensure(ctx context.Context, cli *client.Client, ref, lockPath string, build func(context.Context) error) (built bool, err error) {
+func Ensure(ctx context.Context, cli *client.Client, ref, lockName string, build func(context.Context) error) (built bool, err error) {
 	if ok, err := Present(ctx, cli, ref); ok || err != nil {
 		return false, err
 	}
-	unlock, err := lockFile(ctx, lockPath)
+	path, err := ledger.SharedLockPath(lockName)
+	if err != nil {
+		return false, fmt.Errorf("the build lock of %s: %w", ref, err)
+	}
+	unlock, err := lockFile(ctx, path)
 	if err != nil {
 		return false, err
 	}
@@ -136,21 +140,21 @@ func Ensure(ctx context.Context, cli *client.Client, ref, lockPath string, build
 	return true, nil
 }
 
-// lockFile takes an exclusive lock on the file at path, waiting for it
-// until ctx ends, and returns its release.
+// lockFile takes an exclusive lock on the file at path (a build lock, in
+// the user's own folder: ledger.SharedLockPath), waiting for it until ctx
+// ends, and returns its release. The file is opened as every file of the
+// ledger is: a link is not followed, a FIFO does not block, and anything
+// but a regular file is refused with an error that says what is there.
 //
 // The release deletes the lock file while still holding it, so that none
 // is left behind: a process that opened it before then gets its lock on a
-// deleted file, and one that comes later on a new one. Both are safe only
-// because every caller looks again, once it holds the lock, for what
-// another holder may have made meanwhile.
+// deleted file, and takes the next one (ledger.FileLock). Every caller
+// looks again, once it holds the lock, for what another holder may have
+// made meanwhile.
 func lockFile(ctx context.Context, path string) (unlock func(), err error) {
-	lock := flock.New(path, flock.SetPermissions(0o666))
+	lock := ledger.NewFileLock(path)
 	if _, err := lock.TryLockContext(ctx, 50*time.Millisecond); err != nil {
-		return nil, fmt.Errorf("waiting for the lock %s: %w", lock.Path(), err)
+		return nil, fmt.Errorf("the build lock %s: %w", path, err)
 	}
-	return func() {
-		_ = os.Remove(path)
-		_ = lock.Unlock()
-	}, nil
+	return func() { _ = lock.Remove() }, nil
 }

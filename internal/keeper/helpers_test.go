@@ -144,6 +144,21 @@ func (r *rig) exists(id string, net bool) bool {
 	}
 }
 
+// state reports whether the container id exists, and runs.
+func (r *rig) state(id string) (exists, running bool) {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := r.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	switch {
+	case gone(err):
+		return false, false
+	case err != nil:
+		r.t.Fatalf("inspect %s: %v", id, err)
+	}
+	return true, res.Container.State != nil && res.Container.State.Running
+}
+
 // allGone waits until none of the containers and networks is on the
 // engine and returns how long that took; it fails the test after within.
 func (r *rig) allGone(within time.Duration, what string, ctrs, nets []string) time.Duration {

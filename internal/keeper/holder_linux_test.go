@@ -14,8 +14,12 @@ import (
 	"github.com/rightsize/rightsize-go/internal/proctest"
 )
 
-// envHold names the keeper TestHolderProcess holds.
-const envHold = "RZ_KEEPER_TEST_HOLD"
+// envHold names the keeper TestHolderProcess holds, envSecret its lease's
+// secret.
+const (
+	envHold   = "RZ_KEEPER_TEST_HOLD"
+	envSecret = "RZ_KEEPER_TEST_SECRET"
+)
 
 // TestHolderProcess is the holder of the tests below: this test binary,
 // re-executed, holds the lease of the keeper envHold names, on the engine
@@ -31,7 +35,7 @@ func TestHolderProcess(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := Hold(ctx, cli, ref)
+	l, err := Hold(ctx, cli, ref, os.Getenv(envSecret))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +50,7 @@ func holder(t *testing.T, k *Keeper) *proctest.Helper {
 	h := proctest.StartHelper(t, proctest.Spec{
 		Name: "holder of " + k.Name,
 		Argv: proctest.TestArgv("TestHolderProcess", "-test.timeout=5m"),
-		Env:  proctest.Environ(func(k string) bool { return k == envHold }, envHold+"="+k.ID),
+		Env:  proctest.Environ(func(k string) bool { return k == envHold || k == envSecret }, envHold+"="+k.ID, envSecret+"="+k.Secret),
 	})
 	if got := h.Expect("held"); got != k.Name {
 		t.Fatalf("the holder holds %q, want %q", got, k.Name)

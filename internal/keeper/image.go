@@ -7,8 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -72,8 +70,7 @@ func ensure(ctx context.Context, cli *client.Client, repo string) (ref string, b
 		repo = Repository
 	}
 	ref = repo + ":" + tag()
-	lock := filepath.Join(os.TempDir(), "rightsize-keeper-image.lock")
-	built, err = image.Ensure(ctx, cli, ref, lock, func(ctx context.Context) error {
+	built, err = image.Ensure(ctx, cli, ref, "keeper-image.lock", func(ctx context.Context) error {
 		arch, err := image.EngineArch(ctx, cli)
 		if err != nil {
 			return err

@@ -48,6 +48,7 @@ const (
 	envRun    = "RIGHTSIZE_KEEPER_RUN"
 	envSettle = "RIGHTSIZE_KEEPER_SETTLE"
 	envNonce  = "RIGHTSIZE_KEEPER_NONCE"
+	envLease  = "RIGHTSIZE_KEEPER_LEASE"
 	envSocket = "RIGHTSIZE_KEEPER_SOCKET"
 )
 
@@ -79,6 +80,17 @@ type Options struct {
 	// Settle is how long after its first removals the keeper looks again;
 	// 0 is DefaultSettle, a negative value none.
 	Settle time.Duration
+	// Secret is the lease's secret (NewSecret's); "" is a new one. Only
+	// a holder that knows it takes the lease.
+	Secret string
+	// Started, when set, is called once the engine created the keeper,
+	// before Start starts it and waits for it to say it reached its
+	// engine: a holder started then (its process) gets ready while the
+	// keeper does; Hold waits for it to start, and its hello for it to
+	// answer, once it knows whether it can reach its engine. Called at
+	// most once; a holder should find the keeper by its name, which a
+	// second try at its start keeps.
+	Started func(*Keeper)
 }
 
 // Keeper is a started keeper of one run.
@@ -90,6 +102,9 @@ type Keeper struct {
 	Image        string
 	Socket       string
 	LeaseTimeout time.Duration
+	// Secret is its lease's: what Hold needs. The keeper knows its hash
+	// alone.
+	Secret string
 
 	cli *client.Client
 }
@@ -121,8 +136,15 @@ func Start(ctx context.Context, cli *client.Client, runID string, opts Options) 
 	case settle < 0:
 		settle = 0
 	}
-	k := &Keeper{Name: name, RunID: runID, Image: opts.Image, Socket: opts.Socket, LeaseTimeout: timeout, cli: cli}
+	k := &Keeper{Name: name, RunID: runID, Image: opts.Image, Socket: opts.Socket, LeaseTimeout: timeout, Secret: opts.Secret, cli: cli}
 	var err error
+	if k.Secret == "" {
+		if k.Secret, err = NewSecret(); err != nil {
+			return nil, fmt.Errorf("keeper: %w", err)
+		}
+	} else if !validSecret(k.Secret) {
+		return nil, errors.New("keeper: the lease's secret is not one of NewSecret's")
+	}
 	if k.Image == "" {
 		if k.Image, err = Ensure(ctx, cli); err != nil {
 			return nil, err
@@ -134,11 +156,21 @@ func Start(ctx context.Context, cli *client.Client, runID string, opts Options) 
 	// The engine's runtime can fail a start for reasons of its own (a
 	// hook of its network setup losing a race with the host, seen once in
 	// CI as "error running hook #0 … no such file or directory"); the
-	// container is then gone (AutoRemove). One more try costs a create
-	// and a start before the run does without a keeper.
-	err = k.createAndStart(ctx, settle)
+	// container is then removed. One more try costs a create and a start
+	// before the run does without a keeper.
+	once := opts.Started
+	if once != nil {
+		var called bool
+		once = func(k *Keeper) {
+			if !called {
+				called = true
+				opts.Started(k)
+			}
+		}
+	}
+	err = k.createAndStart(ctx, settle, once)
 	if sf := (*startFailed)(nil); errors.As(err, &sf) {
-		err = k.createAndStart(ctx, settle)
+		err = k.createAndStart(ctx, settle, once)
 	}
 	if err != nil {
 		return nil, err
@@ -154,8 +186,9 @@ func (e *startFailed) Error() string { return e.err.Error() }
 func (e *startFailed) Unwrap() error { return e.err }
 
 // createAndStart creates k's container and starts it (start); any error
-// after the create removes the container again.
-func (k *Keeper) createAndStart(ctx context.Context, settle time.Duration) error {
+// after the create removes the container again. A *startFailed error
+// comes before started is called.
+func (k *Keeper) createAndStart(ctx context.Context, settle time.Duration, started func(*Keeper)) error {
 	nonce := make([]byte, 8)
 	if _, err := rand.Read(nonce); err != nil {
 		return fmt.Errorf("keeper: %w", err)
@@ -171,19 +204,23 @@ func (k *Keeper) createAndStart(ctx context.Context, settle time.Duration) error
 				EnvLeaseTimeout + "=" + k.LeaseTimeout.String(),
 				envSettle + "=" + settle.String(),
 				envNonce + "=" + hex.EncodeToString(nonce),
+				envLease + "=" + secretHash(k.Secret),
 				envSocket + "=" + socketInside,
 			},
 			// It must never carry the run's own label: it would remove
 			// itself among the run's containers, and a sweep would take
 			// it for one of them.
-			Labels:      map[string]string{LabelKeeper: k.RunID, LabelLease: k.LeaseTimeout.String()},
-			AttachStdin: true,
-			OpenStdin:   true,
-			// The holder's connection closing ends the keeper's stdin.
-			StdinOnce: true,
+			Labels: map[string]string{LabelKeeper: k.RunID, LabelLease: k.LeaseTimeout.String()},
+			// No stdin: the lease is an exec's (Hold), so that a docker
+			// attach by anyone, its input at its end, reaches nothing.
+			StopSignal: "SIGTERM",
 		},
 		HostConfig: &container.HostConfig{
-			AutoRemove: true,
+			// Not auto-removed: a keeper that was stopped stays, stopped,
+			// as the sign that the run had a keeper until then (Orphans),
+			// and its holder starts it again (Revive). A keeper whose
+			// lease ended removes itself once it has removed the run.
+			//
 			// A mount, not a bind: a socket path the engine's host does
 			// not have is an error, never a folder made there.
 			Mounts: []mount.Mount{{Type: mount.TypeBind, Source: k.Socket, Target: socketInside}},
@@ -206,6 +243,9 @@ func (k *Keeper) createAndStart(ctx context.Context, settle time.Duration) error
 		return fmt.Errorf("keeper %s: %w: creating it (socket %s): %v", k.Name, ErrRefused, k.Socket, err)
 	}
 	k.ID = res.ID
+	if started != nil {
+		started(k)
+	}
 	if err := k.start(ctx); err != nil {
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 		defer rcancel()
@@ -362,7 +402,44 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 
 // Hold takes the keeper's lease, from this process (see the package's
 // Hold).
-func (k *Keeper) Hold(ctx context.Context) (*Lease, error) { return Hold(ctx, k.cli, k.ID) }
+func (k *Keeper) Hold(ctx context.Context) (*Lease, error) { return Hold(ctx, k.cli, k.ID, k.Secret) }
+
+// Revive makes run runID's keeper run again on the engine cli talks to,
+// for a holder whose lease ended while its run lives (the keeper was
+// stopped, the engine restarted, the lease lapsed): a keeper that is
+// there, stopped, is started again, with what it was made with; one that
+// is gone is started anew (Start) with opts, whose Secret must be the
+// run's. It returns the keeper's id once it runs; its lease is then to be
+// held again (Hold). A keeper that runs is left as it is.
+func Revive(ctx context.Context, cli *client.Client, runID string, opts Options) (string, error) {
+	name := NamePrefix + runID
+	if !ledger.ValidRunID(runID) || !names.Valid(name) {
+		return "", fmt.Errorf("keeper: run id %q cannot name a keeper (%s)", runID, names.Rule)
+	}
+	ictx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	res, err := cli.ContainerInspect(ictx, name, client.ContainerInspectOptions{})
+	switch {
+	case errors.Is(docker.Classify("inspect", err), backend.ErrNotFound):
+		k, err := Start(ctx, cli, runID, opts)
+		if err != nil {
+			return "", err
+		}
+		return k.ID, nil
+	case err != nil:
+		return "", fmt.Errorf("keeper %s: %w", name, err)
+	case res.Container.Config == nil || res.Container.Config.Labels[LabelKeeper] != runID:
+		return "", fmt.Errorf("keeper %s: %w: it has no %s=%s label", name, ErrNotKeeper, LabelKeeper, runID)
+	case res.Container.State != nil && res.Container.State.Running:
+		return res.Container.ID, nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	if _, err := cli.ContainerStart(sctx, res.Container.ID, client.ContainerStartOptions{}); err != nil {
+		return "", fmt.Errorf("keeper %s: starting it again: %w", name, err)
+	}
+	return res.Container.ID, nil
+}
 
 // Remove removes the keeper at once, without its removing anything: for a
 // keeper its starter will not use after all. A keeper already gone, or
@@ -374,15 +451,35 @@ func (k *Keeper) Remove(ctx context.Context) error {
 	if err == nil || errors.Is(docker.Classify("remove", err), backend.ErrNotFound) {
 		return nil
 	}
-	// A keeper that has just ended is being removed by the engine
-	// (AutoRemove), and Podman refuses a second removal meanwhile: what
-	// counts is that it goes.
+	// A keeper that has just ended is removing itself, and Podman refuses
+	// a second removal meanwhile: what counts is that it goes.
 	for deadline := time.Now().Add(removeWait); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(50 * time.Millisecond) {
 		if _, ierr := k.cli.ContainerInspect(ctx, k.ID, client.ContainerInspectOptions{}); errors.Is(docker.Classify("inspect", ierr), backend.ErrNotFound) {
 			return nil
 		}
 	}
 	return fmt.Errorf("keeper %s: removing it: %w", k.Name, err)
+}
+
+// RemoveIfStopped removes run runID's keeper when it is on the engine cli
+// talks to but does not run (stopped, or never started): for its holder,
+// once it has let go. One that runs, or is gone, is left.
+func RemoveIfStopped(ctx context.Context, cli *client.Client, runID string) error {
+	name := NamePrefix + runID
+	ictx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	res, err := cli.ContainerInspect(ictx, name, client.ContainerInspectOptions{})
+	switch {
+	case errors.Is(docker.Classify("inspect", err), backend.ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("keeper %s: %w", name, err)
+	case res.Container.Config == nil || res.Container.Config.Labels[LabelKeeper] != runID:
+		return fmt.Errorf("keeper %s: %w: it has no %s=%s label", name, ErrNotKeeper, LabelKeeper, runID)
+	case res.Container.State != nil && (res.Container.State.Running || res.Container.State.Restarting):
+		return nil
+	}
+	return (&Keeper{ID: res.Container.ID, Name: name, cli: cli}).Remove(ctx)
 }
 
 // Info is a keeper found on an engine.

@@ -147,7 +147,9 @@ func TestNobodyHolds(t *testing.T) {
 }
 
 // A signal to the keeper (docker stop, an engine shutting down) removes
-// nothing, and its holder hears of the end.
+// nothing, itself included: it stays, stopped, the run's sign of life for
+// a sweep, and its holder hears of the end. Revive starts it again, its
+// lease is held again, and its end then removes the run as ever.
 func TestStopRemovesNothing(t *testing.T) {
 	r := newRig(t)
 	run := newRunID(t)
@@ -156,10 +158,9 @@ func TestStopRemovesNothing(t *testing.T) {
 	c := r.container("rz-"+run+"-1", runLabels(run))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := r.cli.ContainerStop(ctx, k.ID, client.ContainerStopOptions{}); err != nil && !gone(err) {
+	if _, err := r.cli.ContainerStop(ctx, k.ID, client.ContainerStopOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	r.keeperGone(time.Minute, k.Name)
 	select {
 	case <-lease.Done():
 	case <-time.After(time.Minute):
@@ -168,35 +169,87 @@ func TestStopRemovesNothing(t *testing.T) {
 	if !errors.Is(lease.Err(), ErrKeeperGone) {
 		t.Errorf("the lease's Err is %v, want ErrKeeperGone", lease.Err())
 	}
-	if !r.exists(c, false) {
-		t.Error("a stopped keeper removed the run's container")
+	exists, running := r.state(k.ID)
+	if !exists || running {
+		t.Fatalf("the stopped keeper: exists %v, running %v; want it there, stopped\n%s", exists, running, r.logs(k.ID))
 	}
+	if !r.exists(c, false) {
+		t.Fatal("a stopped keeper removed the run's container")
+	}
+
+	id, err := Revive(ctx, r.cli, run, Options{Secret: k.Secret})
+	if err != nil || id != k.ID {
+		t.Fatalf("Revive: %q, %v; want the stopped keeper %s started again", id, err, k.ID)
+	}
+	again, err := Hold(ctx, r.cli, id, k.Secret)
+	if err != nil {
+		t.Fatalf("Hold of the keeper started again: %v\n%s", err, r.logs(k.ID))
+	}
+	if err := again.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r.allGone(time.Minute, "the run's container, once the lease held again was let go", []string{c}, nil)
+	r.keeperGone(time.Minute, k.Name)
 }
 
-// A second holder shares the lease: the first to let go ends it, and the
-// other lease hears of it.
-func TestSecondHolderSharesTheLease(t *testing.T) {
+// Revive of a keeper that is gone starts it anew, with the run's secret.
+func TestReviveGone(t *testing.T) {
 	r := newRig(t)
 	run := newRunID(t)
 	k := r.start(run, Options{})
-	first, second := hold(t, k), hold(t, k)
-	c := r.container("rz-"+run+"-1", runLabels(run))
-	if err := second.Close(); err != nil {
-		t.Fatal(err)
-	}
-	r.allGone(time.Minute, "the run's container", []string{c}, nil)
-	select {
-	case <-first.Done():
-	case <-time.After(time.Minute):
-		t.Fatal("the first lease did not end with the keeper")
-	}
-	if !errors.Is(first.Err(), ErrKeeperGone) {
-		t.Errorf("the first lease's Err is %v, want ErrKeeperGone", first.Err())
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	if err := k.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	id, err := Revive(ctx, r.cli, run, Options{Secret: k.Secret})
+	if err != nil {
+		t.Fatalf("Revive of a keeper that is gone: %v", err)
+	}
+	t.Cleanup(func() { (&Keeper{ID: id, Name: k.Name, cli: r.cli}).Remove(context.Background()) })
+	if id == k.ID {
+		t.Fatalf("Revive gave the removed keeper's id %s", id)
+	}
+	l, err := Hold(ctx, r.cli, id, k.Secret)
+	if err != nil {
+		t.Fatalf("Hold of the keeper started anew, with the run's secret: %v\n%s", err, r.logs(id))
+	}
+	l.Close()
 	r.keeperGone(time.Minute, k.Name)
-	if _, err := Hold(ctx, r.cli, k.Name); !errors.Is(err, ErrNotKeeper) {
+}
+
+// A second holder, with the secret, while one holds the lease, is
+// refused and changes nothing: the first holds it on.
+func TestSecondHolderIsRefused(t *testing.T) {
+	r := newRig(t)
+	run := newRunID(t)
+	const timeout = 2 * time.Second
+	k := r.start(run, Options{LeaseTimeout: timeout})
+	first := hold(t, k)
+	c := r.container("rz-"+run+"-1", runLabels(run))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if second, err := k.Hold(ctx); !errors.Is(err, ErrRefusedHolder) {
+		if second != nil {
+			second.Close()
+		}
+		t.Fatalf("a second Hold while the lease is held: %v, want ErrRefusedHolder", err)
+	}
+	if _, err := Hold(ctx, r.cli, k.ID, strings.Repeat("0", 64)); !errors.Is(err, ErrRefusedHolder) {
+		t.Fatalf("a Hold with another secret: %v, want ErrRefusedHolder", err)
+	}
+	// An absence, over two lease timeouts of heartbeats.
+	time.Sleep(2 * timeout)
+	if err := first.Err(); err != nil {
+		t.Fatalf("the first lease ended: %v\n%s", err, r.logs(k.ID))
+	}
+	if !r.exists(c, false) {
+		t.Fatalf("the run's container went while its lease was held\n%s", r.logs(k.ID))
+	}
+	first.Close()
+	r.allGone(time.Minute, "the run's container", []string{c}, nil)
+	r.keeperGone(time.Minute, k.Name)
+	if _, err := Hold(ctx, r.cli, k.Name, k.Secret); !errors.Is(err, ErrNotKeeper) {
 		t.Errorf("Hold of a keeper that has ended: %v, want ErrNotKeeper", err)
 	}
 }
@@ -209,7 +262,7 @@ func TestHoldRefusesOthers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, ref := range []string{plain, NamePrefix + newRunID(t)} {
-		if l, err := Hold(ctx, r.cli, ref); !errors.Is(err, ErrNotKeeper) {
+		if l, err := Hold(ctx, r.cli, ref, strings.Repeat("0", 64)); !errors.Is(err, ErrNotKeeper) {
 			if l != nil {
 				l.Close()
 			}

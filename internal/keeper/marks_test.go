@@ -23,6 +23,8 @@ func TestProgramMarksInStep(t *testing.T) {
 		"envTimeout":      EnvLeaseTimeout,
 		"envSettle":       envSettle,
 		"envNonce":        envNonce,
+		"envLease":        envLease,
+		"heldWord":        heldWord,
 		"envSocket":       envSocket,
 		"defaultSocket":   socketInside,
 	} {

@@ -2,6 +2,7 @@ package keeper
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -9,21 +10,28 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/rightsize/rightsize-go/internal/backend"
 	"github.com/rightsize/rightsize-go/internal/backend/docker"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 )
 
 // Orphan is a run whose keeper is gone from the engine: its containers
 // carry docker.LabelKept (they were made while a keeper held its lease),
-// no keeper of the run is on the engine, and the youngest of them is older
-// than the lease timeout they carry. Whoever held that lease is dead: a
-// live holder's keeper is there until the holder lets go.
+// no keeper of the run runs on the engine, none stopped within the lease
+// timeout, and the youngest of them is older than the lease timeout they
+// carry. Whoever held that lease is dead: a live holder's keeper is
+// there, or stopped a moment ago and being started again, until the
+// holder lets go.
 type Orphan struct {
 	RunID string
-	// LeaseTimeout is the longest of the containers' LabelKept values.
+	// LeaseTimeout is the longest of the containers' LabelKept values
+	// (and of its stopped keepers' lease).
 	LeaseTimeout time.Duration
 	// Containers are the run's marked containers.
 	Containers []Found
+	// Keepers are the run's keepers that stopped long ago, to remove once
+	// the run is (RemoveStopped).
+	Keepers []Found
 }
 
 // Found is a container of an orphaned run.
@@ -32,17 +40,18 @@ type Found struct{ ID, Name string }
 // Orphans returns the runs on the engine cli talks to whose keeper is
 // gone, as of now, in run id order. A run whose containers carry no
 // docker.LabelKept (another member's, a Go run that had no keeper) is
-// never among them; nor is a run with a keeper on the engine in any state
-// but exited or dead, nor one whose mark is not a lease timeout.
+// never among them; nor is a run with a keeper on the engine that runs
+// (or is created, paused, restarting), nor one whose keeper stopped
+// within the lease timeout (the engine's answer of when), nor one whose
+// mark is not a lease timeout. A keeper that stopped longer ago than its
+// lease timeout, whose run has no marked container left, is an Orphan
+// with no Containers: the keeper alone is to be removed.
 func Orphans(ctx context.Context, cli *client.Client, now time.Time) ([]Orphan, error) {
 	lctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	res, err := cli.ContainerList(lctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", docker.LabelKept)})
 	if err != nil {
 		return nil, fmt.Errorf("keeper: listing what keepers kept: %w", err)
-	}
-	if len(res.Items) == 0 {
-		return nil, nil // the usual answer: one call
 	}
 	// Listed after what they keep: a keeper that is there for a
 	// container seen above is seen here.
@@ -51,9 +60,13 @@ func Orphans(ctx context.Context, cli *client.Client, now time.Time) ([]Orphan, 
 		return nil, err
 	}
 	present := map[string]bool{}
+	stopped := map[string][]Info{}
 	for _, k := range keepers {
-		if k.State != "exited" && k.State != "dead" {
+		switch k.State {
+		case "running", "created", "paused", "restarting":
 			present[k.RunID] = true
+		default:
+			stopped[k.RunID] = append(stopped[k.RunID], k)
 		}
 	}
 	runs := map[string]*Orphan{}
@@ -89,8 +102,108 @@ func Orphans(ctx context.Context, cli *client.Client, now time.Time) ([]Orphan, 
 		if present[run] || young[run] {
 			continue
 		}
+		if ks := stopped[run]; len(ks) > 0 {
+			// A keeper stopped (docker stop, an engine's restart) is
+			// started again by its holder while the run lives: it is
+			// the run's sign of life until a lease timeout after its
+			// stop.
+			for _, k := range ks {
+				o.LeaseTimeout = max(o.LeaseTimeout, k.LeaseTimeout)
+			}
+			last, alive, err := lastStop(ctx, cli, ks)
+			if err != nil || alive || now.Sub(last) <= o.LeaseTimeout+time.Second {
+				continue // cannot tell, or not long enough: alive
+			}
+			for _, k := range ks {
+				o.Keepers = append(o.Keepers, Found{ID: k.ID, Name: k.Name})
+			}
+		}
 		out = append(out, *o)
+	}
+	// A keeper stopped long ago whose run has nothing marked left (a
+	// sweep that removed the run's containers did not get to remove it,
+	// or it was refused and its starter died): the keeper alone, to be
+	// removed. Nothing else of its run is judged by it: a run that does
+	// without a keeper creates what carries no mark.
+	for run, ks := range stopped {
+		if runs[run] != nil || present[run] {
+			continue
+		}
+		o := Orphan{RunID: run}
+		for _, k := range ks {
+			lease := k.LeaseTimeout
+			if checkLeaseTimeout(lease) != nil {
+				lease = maxLeaseTimeout
+			}
+			o.LeaseTimeout = max(o.LeaseTimeout, lease)
+			o.Keepers = append(o.Keepers, Found{ID: k.ID, Name: k.Name})
+		}
+		last, alive, err := lastStop(ctx, cli, ks)
+		if err != nil || alive || now.Sub(last) <= o.LeaseTimeout+time.Second {
+			continue
+		}
+		out = append(out, o)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].RunID < out[j].RunID })
 	return out, nil
+}
+
+// lastStop is when the last of a run's stopped keepers stopped, as the
+// engine says; alive when one of them runs again by now.
+func lastStop(ctx context.Context, cli *client.Client, ks []Info) (last time.Time, alive bool, err error) {
+	for _, k := range ks {
+		ictx, cancel := context.WithTimeout(ctx, callTimeout)
+		res, err := cli.ContainerInspect(ictx, k.ID, client.ContainerInspectOptions{})
+		cancel()
+		if errors.Is(docker.Classify("inspect", err), backend.ErrNotFound) {
+			continue // gone since the list: no sign of life
+		}
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		st := res.Container.State
+		if st == nil {
+			return time.Time{}, false, fmt.Errorf("keeper %s: the engine gives no state", k.Name)
+		}
+		if st.Running || st.Paused || st.Restarting {
+			return time.Time{}, true, nil
+		}
+		// The stop, else the start, else the creation: the latest the
+		// engine knows of.
+		t := k.Created
+		for _, v := range []string{st.StartedAt, st.FinishedAt} {
+			if at, err := time.Parse(time.RFC3339Nano, v); err == nil && at.After(t) && at.Year() > 1 {
+				t = at
+			}
+		}
+		if t.After(last) {
+			last = t
+		}
+	}
+	return last, false, nil
+}
+
+// RemoveStopped removes the stopped keepers of a run that Orphans found,
+// once its run is reaped: a keeper started again since is left.
+func RemoveStopped(ctx context.Context, cli *client.Client, o Orphan) error {
+	var errs []error
+	for _, f := range o.Keepers {
+		ictx, cancel := context.WithTimeout(ctx, callTimeout)
+		res, err := cli.ContainerInspect(ictx, f.ID, client.ContainerInspectOptions{})
+		cancel()
+		switch {
+		case errors.Is(docker.Classify("inspect", err), backend.ErrNotFound):
+			continue
+		case err != nil:
+			errs = append(errs, fmt.Errorf("keeper %s: %w", f.Name, err))
+			continue
+		case res.Container.State != nil && (res.Container.State.Running || res.Container.State.Restarting):
+			continue
+		}
+		k := &Keeper{ID: f.ID, Name: f.Name, cli: cli}
+		if err := k.Remove(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

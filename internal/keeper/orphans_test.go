@@ -7,13 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
+
 	"github.com/rightsize/rightsize-go/internal/backend/docker"
 )
 
 // Orphans judges only runs whose containers carry the kept mark, with no
-// keeper on the engine, once their youngest container is older than the
-// lease. The marks here say an hour: no other sweep on this shared engine
-// judges them meanwhile; the test's clock is moved instead.
+// keeper running on the engine, once their youngest container is older
+// than the lease, and their keeper, if one stopped, stopped longer ago
+// than its lease: a keeper stopped a moment ago is being started again by
+// its holder. The marks here say an hour: no other sweep on this shared
+// engine judges them meanwhile; the test's clock is moved instead.
 func TestOrphans(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
@@ -32,7 +36,20 @@ func TestOrphans(t *testing.T) {
 	r.container("", map[string]string{docker.LabelReuse: "x", docker.LabelKept: "1h0m0s"})
 	r.container("", with(keepAlive, map[string]string{docker.LabelReuse: "x", docker.LabelKept: "1h0m0s"}))
 	r.container("", with(badMark, map[string]string{docker.LabelKept: "forever"}))
-	ours := []string{orphan, held, plain, keepAlive, badMark}
+	// Marks of a second, under a keeper of an hour, which is stopped.
+	restarting := newRunID(t)
+	r.container("", with(restarting, map[string]string{docker.LabelKept: "1s"}))
+	stopped := r.start(restarting, Options{LeaseTimeout: time.Hour})
+	if _, err := r.cli.ContainerStop(ctx, stopped.ID, client.ContainerStopOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A keeper of an hour, stopped, whose run has nothing marked.
+	lone := newRunID(t)
+	loneKeeper := r.start(lone, Options{LeaseTimeout: time.Hour})
+	if _, err := r.cli.ContainerStop(ctx, loneKeeper.ID, client.ContainerStopOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ours := []string{orphan, held, plain, keepAlive, badMark, restarting, lone}
 
 	judged := func(now time.Time) map[string]int {
 		t.Helper()
@@ -54,7 +71,39 @@ func TestOrphans(t *testing.T) {
 	if got := judged(time.Now()); len(got) != 0 {
 		t.Errorf("now: judged %v; every run is younger than its lease", got)
 	}
-	if got := judged(time.Now().Add(2 * time.Hour)); !maps.Equal(got, map[string]int{orphan: 2}) {
-		t.Errorf("two hours on: judged %v, want only run %s with its 2 containers (held %s, plain %s, keep-alive %s, bad mark %s)", got, orphan, held, plain, keepAlive, badMark)
+	// The run whose keeper stopped: its container is older than its mark
+	// of a second, its keeper stopped less than the keeper's hour ago.
+	if got := judged(time.Now().Add(30 * time.Minute)); len(got) != 0 {
+		t.Errorf("half an hour on: judged %v; run %s's keeper stopped less than its lease ago", got, restarting)
+	}
+	found, err := Orphans(ctx, r.cli, time.Now().Add(2*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, o := range found {
+		if slices.Contains(ours, o.RunID) {
+			got[o.RunID] = len(o.Containers)
+			if o.LeaseTimeout != time.Hour {
+				t.Errorf("run %s: lease %s, want 1h", o.RunID, o.LeaseTimeout)
+			}
+		}
+		if o.RunID == lone && (len(o.Keepers) != 1 || o.Keepers[0].ID != loneKeeper.ID) {
+			t.Errorf("run %s: stopped keepers %v, want its keeper %s", o.RunID, o.Keepers, loneKeeper.ID)
+		}
+		if o.RunID == restarting {
+			if len(o.Keepers) != 1 || o.Keepers[0].ID != stopped.ID {
+				t.Errorf("run %s: stopped keepers %v, want its keeper %s", o.RunID, o.Keepers, stopped.ID)
+			}
+			if err := RemoveStopped(ctx, r.cli, o); err != nil {
+				t.Fatal(err)
+			}
+			if r.exists(stopped.ID, false) {
+				t.Errorf("RemoveStopped left the stopped keeper %s", stopped.Name)
+			}
+		}
+	}
+	if want := map[string]int{orphan: 2, restarting: 1, lone: 0}; !maps.Equal(got, want) {
+		t.Errorf("two hours on: judged %v, want %v (held %s, plain %s, keep-alive %s, bad mark %s)", got, want, held, plain, keepAlive, badMark)
 	}
 }

@@ -21,6 +21,10 @@ const (
 	ReuseDir  = "reuse"
 	// FatesDir holds what became of each ended run (rightsize-go only).
 	FatesDir = "fates"
+	// LocksDir holds rightsize-go's locks that the processes of this user
+	// share whatever cache dir each was given: those that serialize the
+	// build of an image on an engine (SharedLockPath).
+	LocksDir = "locks"
 )
 
 // Dir returns the cache directory, as an absolute path: RIGHTSIZE_CACHE_DIR
@@ -36,6 +40,52 @@ const (
 // other members take it for the current directory (EmptyCacheDirNote).
 func Dir() (string, error) {
 	return dirFor(runtime.GOOS, os.LookupEnv)
+}
+
+// UserDir is the cache dir of a process given no RIGHTSIZE_CACHE_DIR: the
+// user's own, the same for every process of the user on this host.
+func UserDir() (string, error) {
+	return dirFor(runtime.GOOS, func(k string) (string, bool) {
+		if k == EnvCacheDir {
+			return "", false
+		}
+		return os.LookupEnv(k)
+	})
+}
+
+// SharedLockPath is the path of the lock file name in the LocksDir of the
+// user's cache dir (UserDir; the cache dir this process uses where that
+// one cannot be made), which it makes when missing and checks is this
+// user's alone: a lock that the processes of the user share whatever
+// RIGHTSIZE_CACHE_DIR each was given, and that no other user can squat
+// with a FIFO or a link (NewFileLock refuses anything but a regular file
+// there).
+func SharedLockPath(name string) (string, error) {
+	if name == "" || name != filepath.Base(name) || name == "." || name == ".." {
+		return "", fmt.Errorf("lock %q: not a file name", name)
+	}
+	dir, err := UserDir()
+	if err == nil {
+		var locks string
+		if locks, err = EnsureSubdir(dir, LocksDir); err == nil {
+			return filepath.Join(locks, name), nil
+		}
+		var unsafe *UnsafeDirError
+		if errors.As(err, &unsafe) {
+			return "", err
+		}
+	}
+	// No HOME, or a cache dir that cannot be made there (a read-only
+	// home): the one this process was given, if another.
+	own, derr := Dir()
+	if derr != nil || own == dir {
+		return "", fmt.Errorf("lock %s: %w", name, err)
+	}
+	locks, err := EnsureSubdir(own, LocksDir)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(locks, name), nil
 }
 
 // EmptyCacheDirNote is what a user whose RIGHTSIZE_CACHE_DIR is set to the

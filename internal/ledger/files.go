@@ -47,8 +47,9 @@ var Kinds = names.Kinds
 // networks together, one JSON object a line (entries.go). It lists runs by
 // *.json too, and deletes exactly .json and .jsonl.
 //
-// Outside the runs folder, fates/ (ledger/fates.go) and the watchdog's log
-// (reaper/watchdog-<run>.log) are Go's own too.
+// Outside the runs folder, fates/ (ledger/fates.go), the watchdog's log
+// (reaper/watchdog-<run>.log) and locks/ (SharedLockPath) are Go's own
+// too.
 const (
 	RecordExt    = ".json"
 	OwnRecordExt = ".gorecord"

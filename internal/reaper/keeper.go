@@ -22,9 +22,13 @@ import (
 // variable unset, the keeper is used where the engine is another machine's.
 const EngineWatchdog = "engine"
 
-// envNativeKeeper gives a native watchdog the id of the run's keeper,
-// whose lease it holds for as long as it lives.
-const envNativeKeeper = "RIGHTSIZE_NATIVE_WATCHDOG_KEEPER"
+// envNativeKeeper gives a native watchdog the name of the run's keeper,
+// whose lease it holds for as long as it lives, and envNativeKeeperSecret
+// the lease's secret.
+const (
+	envNativeKeeper       = "RIGHTSIZE_NATIVE_WATCHDOG_KEEPER"
+	envNativeKeeperSecret = "RIGHTSIZE_NATIVE_WATCHDOG_KEEPER_SECRET"
+)
 
 // holdWait bounds the owner's wait for its watchdog to take the keeper's
 // lease: the start of a process and one attach.
@@ -57,19 +61,27 @@ func wantKeeper(drv any) (keeperEngine, bool) {
 
 // startKeeper starts run runID's keeper and a native watchdog that holds
 // its lease, and returns once the lease is held; the driver then marks
-// what the run creates as kept. When the engine refuses the keeper, or
-// the watchdog cannot hold its lease, the keeper is removed and the error
-// says why; the watchdog, when one started, serves without a keeper.
-func (s *Session) startKeeper(ke keeperEngine, start func(keeperID string) (*Watchdog, error)) (*Watchdog, *keeper.Keeper, error) {
+// what the run creates as kept. The watchdog is started as soon as the
+// engine started the keeper: it gets going while the keeper checks its
+// engine. When the engine refuses the keeper, or the watchdog cannot hold
+// its lease, the keeper is removed and the error says why; the watchdog,
+// when one started, serves without a keeper.
+func (s *Session) startKeeper(ke keeperEngine, start func(k *keeper.Keeper) (*Watchdog, error)) (*Watchdog, *keeper.Keeper, error) {
 	if !nativeCapable.Load() {
 		return nil, nil, errors.New("only the native watchdog can hold a keeper's lease, and this program cannot run it (it does not import package sandboxtest, nor call reaper.WatchdogMain first thing)")
 	}
 	ctx := context.Background()
-	k, err := keeper.Start(ctx, ke.Client(), s.runID, keeper.Options{})
+	var wd *Watchdog
+	var wdErr error
+	k, err := keeper.Start(ctx, ke.Client(), s.runID, keeper.Options{Started: func(k *keeper.Keeper) {
+		wd, wdErr = start(k)
+	}})
 	if err != nil {
-		return nil, nil, err
+		// A watchdog started meanwhile is told "error:" by the keeper,
+		// or finds it gone: it serves alone.
+		return wd, nil, err
 	}
-	wd, err := start(k.ID)
+	err = wdErr
 	if err == nil {
 		hctx, cancel := context.WithCancel(ctx)
 		go func() {
@@ -95,29 +107,145 @@ func (s *Session) startKeeper(ke keeperEngine, start func(keeperID string) (*Wat
 	return wd, k, nil
 }
 
-// holdKeeper is the native watchdog's side: it takes the lease of the
-// keeper ref on drv's engine, and keeps it until Close or its own end. A
-// lease that cannot be taken, or ends while the owner lives, is logged:
-// the watchdog still does its own work.
-func holdKeeper(drv any, ref string, logger *log.Logger) *keeper.Lease {
+// keptLease is the native watchdog's hold of its run's keeper: the lease,
+// held for the watchdog's whole life, and taken again whenever it ends
+// while the owner lives (the keeper was stopped, the engine restarted,
+// the lease lapsed while this machine was suspended): the keeper is
+// started again (keeper.Revive), so that the marks of what the run
+// creates keep meaning that a keeper holds it.
+type keptLease struct {
+	cli    *client.Client
+	run    string
+	secret string
+	lease  time.Duration
+	logger *log.Logger
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the loop has let go
+}
+
+// reviveEvery bounds the wait between two tries to start a keeper again.
+const reviveEvery = 2 * time.Second
+
+// holdKeeper takes the lease of the keeper ref of run runID on drv's
+// engine with its secret, and keeps it until Close. A lease that cannot be
+// taken at first is logged, and the watchdog does its own work without it;
+// one that ends while the owner lives is logged and taken again.
+func holdKeeper(drv any, runID, ref, secret string, logger *log.Logger) *keptLease {
 	ke, ok := drv.(keeperEngine)
 	if !ok {
 		logger.Printf("keeper %s: this backend cannot hold its lease", ref)
 		return nil
 	}
-	l, err := keeper.Hold(context.Background(), ke.Client(), ref)
+	// The watchdog is started as soon as the keeper is created: a second
+	// try at its start makes it anew under its name.
+	var l *keeper.Lease
+	var err error
+	for deadline, wait := time.Now().Add(holdWait), 20*time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		l, err = keeper.Hold(context.Background(), ke.Client(), ref, secret)
+		if !errors.Is(err, keeper.ErrNotKeeper) || time.Now().Add(wait).After(deadline) {
+			break
+		}
+		time.Sleep(wait)
+	}
 	if err != nil {
 		logger.Printf("keeper %s: %v", ref, err)
 		return nil
 	}
 	logger.Printf("holding the lease of keeper %s (timeout %s)", l.Keeper, l.Timeout)
-	go func() {
-		<-l.Done()
-		if err := l.Err(); !errors.Is(err, keeper.ErrClosed) {
-			logger.Printf("keeper %s: the lease ended while the owner lives: %v", l.Keeper, err)
+	k := &keptLease{cli: ke.Client(), run: runID, secret: secret, lease: l.Timeout, logger: logger, done: make(chan struct{})}
+	k.ctx, k.cancel = context.WithCancel(context.Background())
+	go k.keep(l)
+	return k
+}
+
+// keep holds l, and the leases after it, until Close.
+func (k *keptLease) keep(l *keeper.Lease) {
+	defer close(k.done)
+	for {
+		select {
+		case <-k.ctx.Done():
+			_ = l.Close()
+			return
+		case <-l.Done():
 		}
-	}()
-	return l
+		k.logger.Printf("keeper %s: the lease ended while the owner lives: %v; starting the keeper again", l.Keeper, l.Err())
+		if l = k.revive(); l == nil {
+			k.removeStopped()
+			return
+		}
+	}
+}
+
+// revive starts the run's keeper again and takes its lease, trying until
+// it can or Close; nil after Close.
+func (k *keptLease) revive() *keeper.Lease {
+	wait, said := 100*time.Millisecond, ""
+	for {
+		id, err := keeper.Revive(k.ctx, k.cli, k.run, keeper.Options{LeaseTimeout: k.lease, Secret: k.secret})
+		var l *keeper.Lease
+		if err == nil {
+			l, err = keeper.Hold(k.ctx, k.cli, id, k.secret)
+		}
+		if err == nil {
+			k.logger.Printf("holding the lease of keeper %s again", l.Keeper)
+			return l
+		}
+		if k.ctx.Err() != nil {
+			return nil
+		}
+		if msg := err.Error(); msg != said {
+			k.logger.Printf("starting the keeper again: %v (trying again every %s at most)", err, reviveEvery)
+			said = msg
+		}
+		select {
+		case <-k.ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, reviveEvery)
+	}
+}
+
+// removeStopped removes the run's keeper when it is there but not
+// running, as Close found it: the watchdog's work is done, and a keeper
+// left stopped would hold off, for its lease timeout, a sweep of what the
+// watchdog could not remove.
+func (k *keptLease) removeStopped() {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout())
+	defer cancel()
+	if err := keeper.RemoveIfStopped(ctx, k.cli, k.run); err != nil {
+		k.logger.Printf("keeper of run %s: %v", k.run, err)
+	}
+}
+
+// Close lets go of the lease: the keeper removes what is left of the run,
+// then itself.
+func (k *keptLease) Close() {
+	k.cancel()
+	<-k.done
+}
+
+// removeStoppedKeeper removes the stopped keeper of a run that has
+// nothing marked left (keeper.Orphans); nothing else of the run is
+// touched.
+func (c *config) removeStoppedKeeper(ctx context.Context, ke keeperEngine, o keeper.Orphan) RunReport {
+	rr := RunReport{ID: o.RunID, Decision: Reaped, Reason: fmt.Sprintf("its engine-side keeper stopped more than its lease timeout (%s) ago, and nothing carries its kept mark: the stopped keeper alone is removed", o.LeaseTimeout)}
+	outcome := ledger.Removed
+	if c.dryRun {
+		rr.Decision, outcome = WouldReap, ledger.WouldRemove
+	} else if err := keeper.RemoveStopped(ctx, ke.Client(), o); err != nil {
+		rr.Decision = Kept
+		for _, f := range o.Keepers {
+			rr.Kept = append(rr.Kept, Item{Kind: names.SandboxKind, Name: f.Name, Outcome: ledger.Kept, Note: err.Error()})
+		}
+		return rr
+	}
+	for _, f := range o.Keepers {
+		rr.Removed = append(rr.Removed, Item{Kind: names.SandboxKind, Name: f.Name, Outcome: outcome})
+	}
+	return rr
 }
 
 // sweepKeepers reaps, through b, the runs whose keeper is gone from b's
@@ -142,7 +270,11 @@ func (c *config) sweepKeepers(ctx context.Context, b backend.Backend, scan *ledg
 			return context.Cause(ctx)
 		}
 		t0 := time.Now()
-		rr := RunReport{ID: o.RunID, Decision: Reaped, Reason: fmt.Sprintf("dead: its containers were kept by an engine-side keeper, and no keeper of it has been on the engine for more than its lease timeout (%s)", o.LeaseTimeout)}
+		if len(o.Containers) == 0 {
+			rep.add(c.finish(c.removeStoppedKeeper(ctx, ke, o), t0))
+			continue
+		}
+		rr := RunReport{ID: o.RunID, Decision: Reaped, Reason: fmt.Sprintf("dead: its containers were kept by an engine-side keeper, and no keeper of it has run on the engine for more than its lease timeout (%s)", o.LeaseTimeout)}
 		ids := make([]string, len(o.Containers))
 		byID := map[string]string{}
 		for i, f := range o.Containers {
@@ -174,6 +306,14 @@ func (c *config) sweepKeepers(ctx context.Context, b backend.Backend, scan *ledg
 		}
 		if !res.engineClean() {
 			rr.Decision = Kept
+		}
+		// Judged dead: its stopped keeper goes whatever is kept for now,
+		// which the marks alone bring to the next sweep.
+		if err := keeper.RemoveStopped(ctx, ke.Client(), o); err != nil {
+			rr.Decision = Kept
+			for _, f := range o.Keepers {
+				rr.Kept = append(rr.Kept, Item{Kind: names.SandboxKind, Name: f.Name, Outcome: ledger.Kept, Note: err.Error()})
+			}
 		}
 		rep.add(c.finish(rr, t0))
 	}

@@ -147,7 +147,7 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, mode 
 		if ref := os.Getenv(envNativeKeeper); ref != "" {
 			// Held for the watchdog's whole life: it lets go once its
 			// own work is done, and the keeper then ends.
-			if l := holdKeeper(drv, ref, logger); l != nil {
+			if l := holdKeeper(drv, runID, ref, os.Getenv(envNativeKeeperSecret), logger); l != nil {
 				defer l.Close()
 			}
 		}

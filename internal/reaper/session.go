@@ -474,8 +474,8 @@ func (s *Session) ensureWatchdog() *WatchdogNote {
 			var wd *Watchdog
 			if ke, ok := wantKeeper(s.drv); ok {
 				var k *keeper.Keeper
-				wd, k, note.KeeperErr = s.startKeeper(ke, func(id string) (*Watchdog, error) {
-					return startWatchdog(s.cache, s.run.RunsDir(), s.runID, plan, id)
+				wd, k, note.KeeperErr = s.startKeeper(ke, func(k *keeper.Keeper) (*Watchdog, error) {
+					return startWatchdog(s.cache, s.run.RunsDir(), s.runID, plan, k)
 				})
 				if k != nil {
 					note.Keeper = k.Name

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/internal/backend"
 	"github.com/rightsize/rightsize-go/internal/envlist"
+	"github.com/rightsize/rightsize-go/internal/keeper"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/names"
 )
@@ -130,7 +131,7 @@ var (
 // Kubernetes Lease, the owner's local processes). RIGHTSIZE_WATCHDOG
 // chooses between them where the plan allows it (choosesNative).
 func StartWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan) (*Watchdog, error) {
-	return startWatchdog(cache, runsDir, runID, plan, "")
+	return startWatchdog(cache, runsDir, runID, plan, nil)
 }
 
 // choosesNative reports whether the native watchdog serves a plan: where
@@ -152,9 +153,9 @@ func choosesNative(goos, want string, hold, keeper, scriptable bool) bool {
 	return false
 }
 
-// startWatchdog is StartWatchdog; a keeper id makes the watchdog the
-// native one, holding that keeper's lease.
-func startWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan, keeperID string) (*Watchdog, error) {
+// startWatchdog is StartWatchdog; a keeper makes the watchdog the native
+// one, holding that keeper's lease.
+func startWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan, kept *keeper.Keeper) (*Watchdog, error) {
 	if !ledger.ValidRunID(runID) {
 		return nil, fmt.Errorf("watchdog: run id %q cannot name a run's files", runID)
 	}
@@ -177,11 +178,13 @@ func startWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan, keep
 	var cmd *exec.Cmd
 	var handed []*os.File // the script's descriptors, closed here once it started
 	wd := &Watchdog{exited: make(chan struct{})}
-	if choosesNative(runtime.GOOS, want, plan.Hold || plan.ProcessesOnly, keeperID != "", scriptable()) {
+	if choosesNative(runtime.GOOS, want, plan.Hold || plan.ProcessesOnly, kept != nil, scriptable()) {
 		cmd = exec.Command(exe)
 		cmd.Args = []string{"rightsize-watchdog"}
-		if keeperID != "" {
-			env = append(env, envNativeKeeper+"="+keeperID)
+		if kept != nil {
+			// The secret is this user's processes' alone to read, as the
+			// ledger is.
+			env = append(env, envNativeKeeper+"="+kept.Name, envNativeKeeperSecret+"="+kept.Secret)
 		}
 		wd.Kind = NativeWatchdog
 	} else {

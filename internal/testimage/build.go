@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -73,8 +71,7 @@ func ensure(kind string) (string, error) {
 	}
 	// Test binaries of several packages get here at the same moment; one
 	// builds, the others wait and then find its image.
-	lockPath := filepath.Join(os.TempDir(), "rightsize-testimage.lock")
-	_, err = image.Ensure(ctx, cli, ref, lockPath, func(ctx context.Context) error {
+	_, err = image.Ensure(ctx, cli, ref, "testimage.lock", func(ctx context.Context) error {
 		return build(ctx, cli, kind, ref, bb)
 	})
 	switch {

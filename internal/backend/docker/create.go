@@ -83,7 +83,7 @@ func (d *Driver) create(ctx context.Context, name string, spec backend.Spec) (*S
 		delete(req.Labels, LabelRunIDAlt)
 		keepFromRyuk(&req)
 	} else {
-		maps.Copy(req.Labels, d.runLabels(spec.RunID))
+		maps.Copy(req.Labels, d.RunLabels(spec.RunID))
 	}
 	d.apply(&req)
 	ctr, err := testcontainers.GenericContainer(ctx, req)
@@ -131,7 +131,7 @@ func (d *Driver) Track(req *testcontainers.GenericContainerRequest, name, runID 
 	if req.Labels == nil {
 		req.Labels = map[string]string{}
 	}
-	maps.Copy(req.Labels, d.runLabels(runID))
+	maps.Copy(req.Labels, d.RunLabels(runID))
 	d.apply(req)
 	s := &Sandbox{d: d, name: name}
 	req.LifecycleHooks = append(req.LifecycleHooks, testcontainers.ContainerLifecycleHooks{
@@ -301,7 +301,7 @@ func (d *Driver) Adopt(ctx context.Context, name string) (backend.Sandbox, error
 
 // CreateNetwork creates a bridge network labelled as run runID's.
 func (d *Driver) CreateNetwork(ctx context.Context, name, runID string) (string, error) {
-	res, err := d.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Labels: d.runLabels(runID)})
+	res, err := d.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Labels: d.RunLabels(runID)})
 	if err != nil {
 		return "", classify("create network "+name, err)
 	}

@@ -264,9 +264,11 @@ func (d *Driver) Remote() bool { return !localEngine(d.daemonHost) }
 // machine, the sign that the run had a keeper.
 func (d *Driver) MarkKept(runID string, lease time.Duration) { d.kept.Store(runID, lease.String()) }
 
-// runLabels are the labels of run id's ordinary containers and networks:
-// the run's, and LabelKept once the run has a keeper.
-func (d *Driver) runLabels(runID string) map[string]string {
+// RunLabels are the labels of run runID's ordinary containers and
+// networks, whichever path creates them (Create, Track, a network, the
+// guard of every create: backend.RunLabeler): the run's, and LabelKept
+// once the run has a keeper.
+func (d *Driver) RunLabels(runID string) map[string]string {
 	l := runLabels(runID)
 	if v, ok := d.kept.Load(runID); ok {
 		l[LabelKept] = v.(string)

@@ -35,7 +35,8 @@ func init() {
 
 // allGuard is a proxy of the engine's API on a private socket, announced
 // through DOCKER_HOST, that labels every container and network created
-// through it with the run's labels after the hook admitted it.
+// through it with the run's labels (the hook's, which its driver's
+// RunLabels decides) after the hook admitted it.
 type allGuard struct {
 	px   *apiproxy.Proxy
 	cli  *client.Client // the engine itself, for the hook's checks
@@ -251,7 +252,7 @@ func (p *proxyHook) Admit(ctx context.Context, kind, name string, labels map[str
 	defer p.mu.Unlock()
 	if a := p.objs[kind][name]; name != "" && a != nil {
 		a.pending++ // listed already
-		return runLabels(p.runID), "", nil
+		return p.h.Labels(p.runID), "", nil
 	}
 	runID, useName, err := p.h.Admit(ctx, proxyKind(kind), name)
 	if err != nil {
@@ -264,7 +265,7 @@ func (p *proxyHook) Admit(ctx context.Context, kind, name string, labels map[str
 	if name != "" {
 		p.objs[kind][name] = &admit{pending: 1}
 	}
-	return runLabels(runID), useName, nil
+	return p.h.Labels(runID), useName, nil
 }
 
 // Created tells the hook of the creates it admitted.

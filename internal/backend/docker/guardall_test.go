@@ -38,6 +38,9 @@ import (
 // guardTag marks what these tests make; its value is the test's.
 const guardTag = "dev.rightsize.test.guard"
 
+// guardMark is the mark the hook adds to the run's labels.
+const guardMark = "dev.rightsize.test.guard-mark"
+
 // guardRec is the run a guard works for: it records what it is told.
 type guardRec struct {
 	run  string
@@ -78,6 +81,12 @@ func (g *guardRec) Removed(k backend.Kind, name string) {
 }
 
 func (g *guardRec) Live(runID string) bool { return slices.Contains(g.live, runID) }
+
+// Labels are the run's, and a mark of the test's: the proxy puts on what
+// the hook says, not labels of its own.
+func (g *guardRec) Labels(runID string) map[string]string {
+	return map[string]string{docker.LabelRunID: runID, docker.LabelRunIDAlt: runID, guardMark: runID}
+}
 
 func (g *guardRec) seen() (admits, created, removed []string) {
 	g.mu.Lock()
@@ -210,8 +219,8 @@ func TestGuardAllLabelValues(t *testing.T) {
 		admits, _, _ := r.hook.seen()
 		admitted := slices.Contains(admits, "sandbox "+name)
 		if tc.guarded {
-			if !admitted || got[docker.LabelRunID] != r.hook.run || got[docker.LabelRunIDAlt] != r.hook.run {
-				t.Errorf("%s (%s): admitted %v, labels %v; want it admitted and labelled with run %s", tc.name, tc.reason, admitted, got, r.hook.run)
+			if !admitted || got[docker.LabelRunID] != r.hook.run || got[docker.LabelRunIDAlt] != r.hook.run || got[guardMark] != r.hook.run {
+				t.Errorf("%s (%s): admitted %v, labels %v; want it admitted and labelled with run %s and the hook's mark", tc.name, tc.reason, admitted, got, r.hook.run)
 			}
 			continue
 		}
@@ -432,7 +441,7 @@ func TestGuardAllLibpod(t *testing.T) {
 		return a.ID
 	}
 	isRun := func(labels map[string]string) bool {
-		return labels[docker.LabelRunID] == r.hook.run && labels[docker.LabelRunIDAlt] == r.hook.run
+		return labels[docker.LabelRunID] == r.hook.run && labels[docker.LabelRunIDAlt] == r.hook.run && labels[guardMark] == r.hook.run
 	}
 
 	named := r.name("libpod")

@@ -232,6 +232,13 @@ func readLine(r *bufio.Reader) (string, error) {
 	return strings.TrimRight(string(b), "\r\n"), nil
 }
 
+// engineInfo is what the keeper learns of its engine as it checks it.
+type engineInfo struct {
+	parallel int    // removals to run at once
+	podman   bool   // the engine is Podman
+	self     string // the keeper's own container id
+}
+
 // filterQuery is the filters parameter that selects what carries label
 // key=value.
 func filterQuery(key, value string) string {
@@ -243,20 +250,20 @@ func filterQuery(key, value string) string {
 // the engine answers, and knows a container of this run's keeper name
 // whose environment holds this keeper's nonce. A socket of another engine
 // (a client in a container whose socket is not its engine's host's) would
-// otherwise remove nothing, or another run's things. It returns how many
-// removals to run at once on that engine.
-func (e *engine) check(run, nonce string) (parallel int, err error) {
+// otherwise remove nothing, or another run's things. It returns what the
+// keeper knows of its engine then.
+func (e *engine) check(run, nonce string) (found engineInfo, err error) {
 	// An engine may make a folder where a bind mount's source is missing
 	// (Podman does): that is not the socket, and dialing it says only
 	// "connection refused".
 	if fi, err := os.Stat(e.socket); err == nil && fi.IsDir() {
-		return 0, fmt.Errorf("the mount at %s is a folder, not the engine's socket: the socket named for it is not on the engine's host, and the engine made a folder there in its place (remove it)", e.socket)
+		return found, fmt.Errorf("the mount at %s is a folder, not the engine's socket: the socket named for it is not on the engine's host, and the engine made a folder there in its place (remove it)", e.socket)
 	}
 	// A ping, not /version, which costs Podman a third of a second; its
 	// headers say whether the engine is Podman.
 	hdr, err := e.callHeaders("GET", "/_ping", nil)
 	if err != nil {
-		return 0, fmt.Errorf("the engine does not answer through the socket %s: %w", e.socket, err)
+		return found, fmt.Errorf("the engine does not answer through the socket %s: %w", e.socket, err)
 	}
 	var self struct {
 		ID     string `json:"Id"`
@@ -267,7 +274,7 @@ func (e *engine) check(run, nonce string) (parallel int, err error) {
 	}
 	name := keeperPrefix + run
 	if err := e.call("GET", "/containers/"+url.PathEscape(name)+"/json", &self); err != nil {
-		return 0, fmt.Errorf("the engine behind the socket %s does not know this keeper (%w): it is another engine than the one the keeper runs on", e.socket, err)
+		return found, fmt.Errorf("the engine behind the socket %s does not know this keeper (%w): it is another engine than the one the keeper runs on", e.socket, err)
 	}
 	mine := false
 	for _, kv := range self.Config.Env {
@@ -275,15 +282,15 @@ func (e *engine) check(run, nonce string) (parallel int, err error) {
 			mine = true
 		}
 	}
-	if !mine || self.Config.Labels[labelKeeper] != run {
-		return 0, fmt.Errorf("the engine behind the socket %s has a %s that is not this keeper: it is another engine than the one the keeper runs on", e.socket, name)
+	if !mine || self.Config.Labels[labelKeeper] != run || self.ID == "" {
+		return found, fmt.Errorf("the engine behind the socket %s has a %s that is not this keeper: it is another engine than the one the keeper runs on", e.socket, name)
 	}
 	// Docker's engine removes one container after another whatever the
 	// parallelism, and a few at once only hide the round trips; Podman
 	// removes in parallel (as package backend/docker finds).
-	parallel = 4
+	found = engineInfo{parallel: 4, self: self.ID}
 	if hdr["libpod-api-version"] != "" {
-		parallel = 16
+		found.parallel, found.podman = 16, true
 	}
-	return parallel, nil
+	return found, nil
 }

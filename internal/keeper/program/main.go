@@ -1,13 +1,22 @@
 // Command keeper is rightsize's engine-side lease keeper. One runs per
 // run, as a container on the engine the run uses, with that engine's
-// socket mounted into it. Its lease is its stdin, which a process of the
-// run's machine holds through the engine's attach API, writing a byte
-// every second or so. When stdin ends (the holder's connection closed:
-// the holder exited, or its machine went) or no byte comes for the lease
+// socket mounted into it. Its lease is held by a process of the run's
+// machine, its watchdog, through the engine's exec API: the holder runs
+// "keeper hold" in the keeper's container (docker exec -i), whose stdin is
+// that exec's own, private to the holder's connection, and writes a byte
+// every second or so. The exec says hello to the keeper over an abstract
+// unix socket of the container's own network namespace, with the lease's
+// secret (whose hash the keeper was started with), and relays the bytes.
+// When the holder's connection closes (the holder exited, or its machine
+// went: the engine closes the exec's stdin) or no byte comes for the lease
 // timeout (the holder froze, or its machine vanished without a FIN or an
-// RST), it removes, through the socket, every container and then every
-// network carrying the run's label, and exits; the engine's AutoRemove
-// removes the keeper.
+// RST), the keeper removes, through the socket, every container and then
+// every network carrying the run's label, then itself.
+//
+// Nothing else ends the lease: the keeper's own stdin is not open (a
+// docker attach by anyone, its input at its end, reaches nothing), a
+// connection without the secret is refused, and so is a second holder
+// while one holds it.
 //
 // Package internal/keeper builds it from this folder's files alone, as a
 // module of its own, static, into an image FROM scratch: it imports the
@@ -17,29 +26,33 @@
 //
 //	ready run=<id> lease=<timeout>  it reached its own engine through the socket
 //	error: <why>                    it could not; it then removes nothing
-//	held                            a holder said hello (H) on stdin
+//	held                            a holder with the secret took the lease
 //
 // What it does goes to stderr (the engine's log of it).
 //
 // Environment: RIGHTSIZE_KEEPER_RUN (the run id), RIGHTSIZE_LEASE_TIMEOUT
 // and RIGHTSIZE_KEEPER_SETTLE (Go durations), RIGHTSIZE_KEEPER_NONCE (how
-// it recognises itself on the engine), RIGHTSIZE_KEEPER_SOCKET (the
-// socket's path inside the container; /var/run/docker.sock by default).
+// it recognises itself on the engine), RIGHTSIZE_KEEPER_LEASE (the hex
+// SHA-256 of the lease's secret), RIGHTSIZE_KEEPER_SOCKET (the socket's
+// path inside the container; /var/run/docker.sock by default).
 //
-// SIGTERM or SIGINT (`docker stop`, the engine shutting down) ends it at
-// once and removes nothing: a stopped keeper is no evidence that its run
-// is dead.
+// SIGTERM (`docker stop`, the engine shutting down) ends it at once and
+// removes nothing, itself included: a stopped keeper is no evidence that
+// its run is dead, and the stopped container tells a sweep when it
+// stopped; its holder starts it again. SIGINT, SIGHUP and SIGQUIT (what a
+// docker attach passes on from a person's terminal) are ignored.
 //
 // Exit status: 0 when the run's containers and networks are gone, or on
 // SIGTERM; 1 when some were left; 2 for a bad environment; 3 when the
-// engine could not be reached through the socket.
+// engine could not be reached through the socket. "keeper hold" exits 0
+// when its stdin or the keeper's end of the lease closed, 1 when the
+// keeper refused it, 2 when it could not say hello.
 package main
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"log"
+	"net/url"
 	"os"
 	"os/signal"
 	"runtime"
@@ -54,6 +67,7 @@ const (
 	envTimeout = "RIGHTSIZE_LEASE_TIMEOUT"
 	envSettle  = "RIGHTSIZE_KEEPER_SETTLE"
 	envNonce   = "RIGHTSIZE_KEEPER_NONCE"
+	envLease   = "RIGHTSIZE_KEEPER_LEASE"
 	envSocket  = "RIGHTSIZE_KEEPER_SOCKET"
 
 	defaultSocket = "/var/run/docker.sock"
@@ -74,11 +88,18 @@ func main() {
 	debug.SetGCPercent(20)
 	log.SetFlags(log.Ldate | log.Ltime | log.Lmicroseconds | log.LUTC)
 	log.SetOutput(os.Stderr)
+	if len(os.Args) > 1 && os.Args[1] == "hold" {
+		log.SetPrefix("rightsize keeper hold: ")
+		os.Exit(hold(os.Stdin, os.Stdout, holdDial))
+	}
 	log.SetPrefix("rightsize keeper: ")
 
 	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
-	os.Exit(run(os.Stdin, os.Stdout, stop))
+	signal.Notify(stop, syscall.SIGTERM)
+	// What a docker attach passes on from a terminal: never an end.
+	ignored := make(chan os.Signal, 4)
+	signal.Notify(ignored, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	os.Exit(run(os.Stdout, stop, ignored))
 }
 
 // config is what the environment says.
@@ -87,16 +108,20 @@ type config struct {
 	timeout time.Duration
 	settle  time.Duration
 	nonce   string
+	lease   string // the hex SHA-256 of the lease's secret
 	socket  string
 }
 
 func readConfig(getenv func(string) string) (config, error) {
-	c := config{run: getenv(envRun), nonce: getenv(envNonce), socket: getenv(envSocket), settle: defaultSettle}
+	c := config{run: getenv(envRun), nonce: getenv(envNonce), lease: getenv(envLease), socket: getenv(envSocket), settle: defaultSettle}
 	if c.run == "" {
 		return c, fmt.Errorf("%s is empty", envRun)
 	}
 	if c.nonce == "" {
 		return c, fmt.Errorf("%s is empty", envNonce)
+	}
+	if !validHash(c.lease) {
+		return c, fmt.Errorf("%s is not a SHA-256 in hex", envLease)
 	}
 	if c.socket == "" {
 		c.socket = defaultSocket
@@ -113,22 +138,34 @@ func readConfig(getenv func(string) string) (config, error) {
 	return c, nil
 }
 
-func run(in io.Reader, out io.Writer, stop <-chan os.Signal) int {
+func run(out *os.File, stop, ignored <-chan os.Signal) int {
 	c, err := readConfig(os.Getenv)
 	if err != nil {
 		fmt.Fprintf(out, "error: %v\n", err)
 		log.Print(err)
 		return exitConfig
 	}
+	// Listening comes first: a holder that says hello while the engine is
+	// checked waits in the backlog.
+	ln, err := listenLease()
+	if err != nil {
+		fmt.Fprintf(out, "error: %v\n", err)
+		log.Print(err)
+		return exitConfig
+	}
+	defer ln.Close()
+	lc := leaseConfig{timeout: c.timeout, hash: c.lease}
 	eng := &engine{socket: c.socket, timeout: callTimeout}
-	parallel, err := eng.check(c.run, c.nonce)
+	found, err := eng.check(c.run, c.nonce)
 	if err != nil {
 		// Nothing can be removed through this socket: say why to the
-		// starter, then wait for it to remove this keeper, or for the
-		// lease to end, whichever comes first.
+		// starter (and to any holder), then wait for the starter to
+		// remove this keeper, or for the lease to end, whichever comes
+		// first.
 		fmt.Fprintf(out, "error: %v\n", err)
 		log.Printf("run %s: %v", c.run, err)
-		lease(in, out, c.timeout, stop)
+		lc.refuse = err
+		lease(ln, out, lc, stop, ignored)
 		return exitNoEngine
 	}
 	fmt.Fprintf(out, "ready run=%s lease=%s\n", c.run, c.timeout)
@@ -136,69 +173,40 @@ func run(in io.Reader, out io.Writer, stop <-chan os.Signal) int {
 	// What start-up allocated goes back to the system for the wait.
 	debug.FreeOSMemory()
 
-	why, reap := lease(in, out, c.timeout, stop)
+	why, reap := lease(ln, out, lc, stop, ignored)
 	if !reap {
+		// Left as it is, stopped: its stop is what a sweep judges the
+		// run by, until its holder starts it again.
 		log.Printf("run %s: %s: ending without removing anything", c.run, why)
 		return exitClean
 	}
+	ln.Close()
 	log.Printf("run %s: %s: removing what carries its label", c.run, why)
-	r := &reaper{eng: eng, run: c.run, parallel: parallel, settle: c.settle, budget: reapBudget}
+	r := &reaper{eng: eng, run: c.run, parallel: found.parallel, settle: c.settle, budget: reapBudget}
+	status := exitClean
 	if !r.reap() {
-		return exitLeft
+		status = exitLeft
 	}
-	return exitClean
-}
-
-// The bytes of the lease: a holder says hello once it is attached, and the
-// keeper answers "held"; then any byte is a heartbeat.
-const hello = 'H'
-
-// lease waits for the lease to end and says why: stdin ended, or no byte
-// came for timeout (from the start too: a keeper nobody ever holds ends
-// as one whose holder died), or a signal came, which must not remove
-// anything (reap false). It answers each hello with "held".
-func lease(in io.Reader, out io.Writer, timeout time.Duration, stop <-chan os.Signal) (why string, reap bool) {
-	type chunk struct {
-		hellos int
-		err    error
+	// Its work is done: what is left, if anything, is a sweep's, which a
+	// keeper still on the engine would hold off. The removal kills this
+	// process; an engine that stops it first sends the stop signal, which
+	// ends it at once.
+	select {
+	case <-stop: // a stop that came while it removed the run: done now
+	default:
 	}
-	chunks := make(chan chunk)
 	go func() {
-		buf := make([]byte, 512)
-		for {
-			n, err := in.Read(buf)
-			if n > 0 {
-				chunks <- chunk{hellos: bytes.Count(buf[:n], []byte{hello})}
-			}
-			if err != nil {
-				chunks <- chunk{err: err}
-				return
-			}
-		}
+		<-stop
+		os.Exit(status)
 	}()
-	timer := time.NewTimer(timeout)
-	held := false
-	for {
-		select {
-		case c := <-chunks:
-			if c.err == io.EOF {
-				return "the lease's stdin ended", true
-			}
-			if c.err != nil {
-				return fmt.Sprintf("reading the lease: %v", c.err), true
-			}
-			held = true
-			for range c.hellos {
-				fmt.Fprintln(out, "held")
-			}
-			timer.Reset(timeout)
-		case <-timer.C:
-			if !held {
-				return fmt.Sprintf("nobody held the lease within %s", timeout), true
-			}
-			return fmt.Sprintf("no heartbeat for %s", timeout), true
-		case s := <-stop:
-			return "signal " + s.String(), false
-		}
+	log.Printf("run %s: removing itself", c.run)
+	path := "/containers/" + url.PathEscape(found.self) + "?force=1&v=1"
+	if found.podman {
+		// As the run's containers are removed there: no stop first.
+		path = "/v4.0.0/libpod/containers/" + url.PathEscape(found.self) + "?force=true&timeout=0&volumes=true"
 	}
+	if err := eng.call("DELETE", path, nil); err != nil && codeOf(err) != 404 {
+		log.Printf("run %s: removing itself: %v", c.run, err)
+	}
+	return status
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net"
@@ -88,16 +90,19 @@ func TestReadConfig(t *testing.T) {
 		}
 		return func(k string) string { return m[k] }
 	}
-	c, err := readConfig(env(envRun, "r1", envNonce, "n", envTimeout, "2s"))
+	c, err := readConfig(env(envRun, "r1", envNonce, "n", envLease, testHash, envTimeout, "2s"))
 	if err != nil || c.run != "r1" || c.timeout != 2*time.Second || c.socket != defaultSocket || c.settle != defaultSettle {
 		t.Errorf("readConfig: %+v, %v", c, err)
 	}
 	for _, bad := range []func(string) string{
-		env(envNonce, "n", envTimeout, "2s"),
-		env(envRun, "r1", envTimeout, "2s"),
-		env(envRun, "r1", envNonce, "n"),
-		env(envRun, "r1", envNonce, "n", envTimeout, "0s"),
-		env(envRun, "r1", envNonce, "n", envTimeout, "2s", envSettle, "-1s"),
+		env(envNonce, "n", envLease, testHash, envTimeout, "2s"),
+		env(envRun, "r1", envLease, testHash, envTimeout, "2s"),
+		env(envRun, "r1", envNonce, "n", envTimeout, "2s"),
+		env(envRun, "r1", envNonce, "n", envLease, "abc", envTimeout, "2s"),
+		env(envRun, "r1", envNonce, "n", envLease, strings.ToUpper(testHash), envTimeout, "2s"),
+		env(envRun, "r1", envNonce, "n", envLease, testHash),
+		env(envRun, "r1", envNonce, "n", envLease, testHash, envTimeout, "0s"),
+		env(envRun, "r1", envNonce, "n", envLease, testHash, envTimeout, "2s", envSettle, "-1s"),
 	} {
 		if c, err := readConfig(bad); err == nil {
 			t.Errorf("readConfig took %+v", c)
@@ -105,15 +110,25 @@ func TestReadConfig(t *testing.T) {
 	}
 }
 
-// stdinPipe is a lease's stdin the test writes.
-func stdinPipe(t *testing.T) (*os.File, *os.File) {
+// testSecret is the lease's secret in these tests; testHash its hash.
+const testSecret = "0123456789abcdef0123456789abcdef"
+
+var testHash = func() string {
+	sum := sha256.Sum256([]byte(testSecret))
+	return hex.EncodeToString(sum[:])
+}()
+
+// leaseSock listens on a unix socket of the test's own, standing for the
+// keeper's abstract one (which only Linux has).
+func leaseSock(t *testing.T) (net.Listener, func() (net.Conn, error)) {
 	t.Helper()
-	r, w, err := os.Pipe()
+	path := filepath.Join(t.TempDir(), "lease.sock")
+	ln, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r.Close(); w.Close() })
-	return r, w
+	t.Cleanup(func() { ln.Close() })
+	return ln, func() (net.Conn, error) { return net.Dial("unix", path) }
 }
 
 type leaseEnd struct {
@@ -121,10 +136,13 @@ type leaseEnd struct {
 	reap bool
 }
 
-func runLease(in io.Reader, out io.Writer, timeout time.Duration, stop chan os.Signal) chan leaseEnd {
+func runLease(ln net.Listener, out io.Writer, lc leaseConfig, stop, ignored chan os.Signal) chan leaseEnd {
+	if lc.hash == "" {
+		lc.hash = testHash
+	}
 	done := make(chan leaseEnd, 1)
 	go func() {
-		why, reap := lease(in, out, timeout, stop)
+		why, reap := lease(ln, out, lc, stop, ignored)
 		done <- leaseEnd{why, reap}
 	}()
 	return done
@@ -141,6 +159,15 @@ func wantEnd(t *testing.T, done chan leaseEnd, within time.Duration) leaseEnd {
 	}
 }
 
+func noEnd(t *testing.T, done chan leaseEnd, what string) {
+	t.Helper()
+	select {
+	case e := <-done:
+		t.Fatalf("the lease ended after %s: %+v", what, e)
+	default:
+	}
+}
+
 // syncBuffer is an output the lease writes to and the test reads.
 type syncBuffer struct {
 	lines chan string
@@ -151,37 +178,62 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func TestLeaseEndsOnEOF(t *testing.T) {
-	r, w := stdinPipe(t)
-	out := &syncBuffer{lines: make(chan string, 8)}
-	done := runLease(r, out, time.Hour, make(chan os.Signal))
-	if _, err := w.Write([]byte{hello}); err != nil {
+// say connects, writes hello (when not ""), and returns the connection and
+// the keeper's answer ("" when it closed without one).
+func say(t *testing.T, dial func() (net.Conn, error), hello string) (net.Conn, string) {
+	t.Helper()
+	c, err := dial()
+	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if hello != "" {
+		if _, err := io.WriteString(c, hello); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	c.SetReadDeadline(time.Time{})
+	return c, strings.TrimSpace(line)
+}
+
+func TestLeaseEndsWhenItsHolderCloses(t *testing.T) {
+	ln, dial := leaseSock(t)
+	out := &syncBuffer{lines: make(chan string, 8)}
+	done := runLease(ln, out, leaseConfig{timeout: time.Hour}, make(chan os.Signal), make(chan os.Signal))
+	c, answer := say(t, dial, "hold "+testSecret+"\n")
+	if answer != "held" {
+		t.Fatalf("the answer to the hello is %q", answer)
 	}
 	select {
 	case l := <-out.lines:
 		if l != "held\n" {
-			t.Fatalf("the answer to hello is %q", l)
+			t.Fatalf("the keeper said %q on its stdout", l)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("no answer to hello")
+		t.Fatal("the keeper said nothing of its holder")
 	}
-	w.Close()
-	if e := wantEnd(t, done, 10*time.Second); !e.reap || !strings.Contains(e.why, "ended") {
-		t.Errorf("the lease ended %+v; want a removal for its stdin's end", e)
+	c.Close()
+	if e := wantEnd(t, done, 10*time.Second); !e.reap || !strings.Contains(e.why, "closed") {
+		t.Errorf("the lease ended %+v; want a removal for its holder's connection's end", e)
 	}
 }
 
 // Heartbeats keep the lease for longer than its timeout; then their end
 // ends it, one timeout after the last.
 func TestLeaseTimesOut(t *testing.T) {
-	r, w := stdinPipe(t)
+	ln, dial := leaseSock(t)
 	const timeout = 300 * time.Millisecond
-	done := runLease(r, io.Discard, timeout, make(chan os.Signal))
+	done := runLease(ln, io.Discard, leaseConfig{timeout: timeout}, make(chan os.Signal), make(chan os.Signal))
+	c, answer := say(t, dial, "hold "+testSecret+"\n")
+	if answer != "held" {
+		t.Fatalf("the answer to the hello is %q", answer)
+	}
 	until := time.Now().Add(4 * timeout)
 	var last time.Time
 	for time.Now().Before(until) {
-		if _, err := w.Write([]byte{'.'}); err != nil {
+		if _, err := c.Write([]byte{'.'}); err != nil {
 			t.Fatal(err)
 		}
 		last = time.Now()
@@ -198,20 +250,152 @@ func TestLeaseTimesOut(t *testing.T) {
 }
 
 func TestLeaseNobodyHolds(t *testing.T) {
-	r, _ := stdinPipe(t)
-	e := wantEnd(t, runLease(r, io.Discard, 200*time.Millisecond, make(chan os.Signal)), 10*time.Second)
+	ln, _ := leaseSock(t)
+	e := wantEnd(t, runLease(ln, io.Discard, leaseConfig{timeout: 200 * time.Millisecond}, make(chan os.Signal), make(chan os.Signal)), 10*time.Second)
 	if !e.reap || !strings.Contains(e.why, "nobody held") {
 		t.Errorf("the lease ended %+v; want a removal for nobody holding it", e)
 	}
 }
 
-func TestLeaseSignalRemovesNothing(t *testing.T) {
-	r, _ := stdinPipe(t)
-	stop := make(chan os.Signal, 1)
-	done := runLease(r, io.Discard, time.Hour, stop)
+// SIGTERM ends the keeper without a removal; what a docker attach passes
+// on from a terminal (SIGINT, SIGHUP, SIGQUIT) changes nothing.
+func TestLeaseSignals(t *testing.T) {
+	ln, dial := leaseSock(t)
+	stop, ignored := make(chan os.Signal, 1), make(chan os.Signal, 3)
+	done := runLease(ln, io.Discard, leaseConfig{timeout: time.Hour}, stop, ignored)
+	if _, answer := say(t, dial, "hold "+testSecret+"\n"); answer != "held" {
+		t.Fatalf("the answer to the hello is %q", answer)
+	}
+	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT} {
+		ignored <- s
+	}
+	// Answered only once the loop took the signals above.
+	if _, answer := say(t, dial, "hold "+testSecret+"\n"); !strings.HasPrefix(answer, "refused") {
+		t.Fatalf("a second holder was answered %q", answer)
+	}
+	noEnd(t, done, "SIGINT, SIGHUP and SIGQUIT")
 	stop <- syscall.SIGTERM
 	if e := wantEnd(t, done, 10*time.Second); e.reap {
 		t.Errorf("a signal ended the lease with a removal: %+v", e)
+	}
+}
+
+// Only the holder with the secret ends the lease: a connection that says
+// nothing and closes, one that says something else, one with another
+// secret, and a second holder with the secret while one holds it, are
+// each answered and closed, and change nothing; the holder's heartbeats
+// keep the lease past its timeout meanwhile.
+func TestLeaseRefusesOthers(t *testing.T) {
+	ln, dial := leaseSock(t)
+	const timeout = 2 * time.Second
+	done := runLease(ln, io.Discard, leaseConfig{timeout: timeout}, make(chan os.Signal), make(chan os.Signal))
+	holder, answer := say(t, dial, "hold "+testSecret+"\n")
+	if answer != "held" {
+		t.Fatalf("the answer to the hello is %q", answer)
+	}
+	beats := make(chan struct{})
+	go func() {
+		defer close(beats)
+		for range 3 * 5 {
+			if _, err := holder.Write([]byte{'.'}); err != nil {
+				return
+			}
+			time.Sleep(timeout / 5)
+		}
+	}()
+	for _, tc := range []struct{ what, hello, want string }{
+		{"nothing, then its end", "", ""},
+		{"its end mid-line", "hold " + testSecret[:5], ""},
+		{"another word", "let go " + testSecret + "\n", "refused: not a hello"},
+		{"another secret", "hold " + strings.Repeat("f", len(testSecret)) + "\n", "refused: not this lease's secret"},
+		{"no secret", "hold\n", "refused: not this lease's secret"},
+		{"a line too long", "hold " + strings.Repeat("a", 4*maxHello) + "\n", "refused: no hello"},
+		{"the secret, while held", "hold " + testSecret + "\n", "refused: another holder holds the lease"},
+	} {
+		c, err := dial()
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, tc.hello)
+		if tc.want == "" {
+			c.Close()
+			continue
+		}
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if !strings.HasPrefix(strings.TrimSpace(line), tc.want) {
+			t.Errorf("%s: answered %q, want %q", tc.what, line, tc.want)
+		}
+		noEnd(t, done, tc.what)
+	}
+	<-beats // three lease timeouts of heartbeats
+	noEnd(t, done, "three lease timeouts of heartbeats and the strangers")
+	holder.Close()
+	if e := wantEnd(t, done, 10*time.Second); !e.reap || !strings.Contains(e.why, "closed") {
+		t.Errorf("the lease ended %+v; want a removal for its holder's end", e)
+	}
+}
+
+// A keeper that cannot reach its engine tells a holder why, and takes
+// none.
+func TestLeaseRefusedWithoutAnEngine(t *testing.T) {
+	ln, dial := leaseSock(t)
+	done := runLease(ln, io.Discard, leaseConfig{timeout: time.Hour, refuse: errors.New("no engine")}, make(chan os.Signal), make(chan os.Signal))
+	if _, answer := say(t, dial, "hold "+testSecret+"\n"); answer != "error: no engine" {
+		t.Fatalf("the answer to the hello is %q", answer)
+	}
+	noEnd(t, done, "a holder refused")
+}
+
+// "keeper hold" carries its stdin to the lease: the secret, then the
+// heartbeats; the keeper's answer goes to its stdout. Its stdin's end
+// ends the lease; a stdin that ends before the secret reaches nothing.
+func TestHold(t *testing.T) {
+	ln, dial := leaseSock(t)
+	const timeout = time.Second
+	done := runLease(ln, io.Discard, leaseConfig{timeout: timeout}, make(chan os.Signal), make(chan os.Signal))
+
+	if code := hold(strings.NewReader(""), io.Discard, dial); code != exitConfig {
+		t.Errorf("hold with an empty stdin: exit %d, want %d", code, exitConfig)
+	}
+	var refused strings.Builder
+	if code := hold(strings.NewReader("not the secret\n"), &refused, dial); code != exitLeft || !strings.HasPrefix(refused.String(), "refused") {
+		t.Errorf("hold with another secret: exit %d, said %q", code, refused.String())
+	}
+	noEnd(t, done, "holds that were refused")
+
+	inR, inW := io.Pipe()
+	out := &syncBuffer{lines: make(chan string, 8)}
+	exited := make(chan int, 1)
+	go func() { exited <- hold(inR, out, dial) }()
+	io.WriteString(inW, testSecret+"\n")
+	select {
+	case l := <-out.lines:
+		if l != "held\n" {
+			t.Fatalf("hold said %q", l)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("hold said nothing")
+	}
+	for range 3 * 5 {
+		if _, err := inW.Write([]byte{'.'}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(timeout / 5)
+	}
+	noEnd(t, done, "three lease timeouts of heartbeats through hold")
+	inW.Close()
+	if e := wantEnd(t, done, 10*time.Second); !e.reap || !strings.Contains(e.why, "closed") {
+		t.Errorf("the lease ended %+v; want a removal for its holder's end", e)
+	}
+	select {
+	case code := <-exited:
+		if code != exitClean {
+			t.Errorf("hold exited %d after its stdin ended", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("hold did not exit after its stdin ended")
 	}
 }
 
