@@ -28,8 +28,9 @@ var listOne = metav1.ListOptions{Limit: 1}
 // cluster stored it, and it was never scheduled or never started.
 var ErrNoNode = errors.New("no node ran the pod")
 
-// ErrPull is what a wait for a pod wraps when its node could not pull its
-// image: the wait ends as soon as the node says so, with its reason.
+// ErrPull is what a wait for a pod wraps, beside ErrNoNode, when its node
+// could not pull its image: the wait ends as soon as the node says so,
+// with its reason.
 var ErrPull = errors.New("the pod's image could not be pulled")
 
 // Start creates the pod of a sandbox, owned by its run's Lease (made at the

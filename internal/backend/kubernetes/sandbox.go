@@ -162,7 +162,7 @@ func (s *Sandbox) WaitRunning(ctx context.Context) error {
 				return fmt.Errorf("kubernetes: pod %s/%s ended (%s) before it was waited for", s.d.ns, s.name, p.Status.Phase)
 			}
 			if why := pullFailed(p); why != "" {
-				return fmt.Errorf("kubernetes: pod %s/%s: %w: %s", s.d.ns, s.name, ErrPull, why)
+				return fmt.Errorf("kubernetes: pod %s/%s: %w: %w: %s", s.d.ns, s.name, ErrNoNode, ErrPull, why)
 			}
 		case apierrors.IsNotFound(err):
 			if lost := s.lease.errFor(s.owner); lost != nil {
