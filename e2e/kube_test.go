@@ -20,7 +20,6 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 
 	"github.com/rightsize/rightsize-go/internal/kubetest"
-	"github.com/rightsize/rightsize-go/internal/proctest"
 )
 
 // kubeLeaseFixture is the package row 23 runs with `go test`, from this
@@ -62,10 +61,9 @@ func TestRow23KubeLeaseDeleted(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	ended := false
 	defer func() {
-		select {
-		case <-exited:
-		default:
+		if !ended {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-exited
 			t.Logf("the fixture's output:\n%s", out.String())
@@ -73,13 +71,19 @@ func TestRow23KubeLeaseDeleted(t *testing.T) {
 	}()
 	step := func(name string) string {
 		t.Helper()
-		var v []byte
-		proctest.WaitUntil(t, 8*time.Minute, "the fixture's "+name, func() bool {
-			var err error
-			v, err = os.ReadFile(filepath.Join(dir, name))
-			return err == nil
-		})
-		return string(v)
+		for {
+			if v, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
+				return string(v)
+			}
+			select {
+			case err := <-exited:
+				ended = true
+				t.Fatalf("the fixture ended (%v) before its %s:\n%s", err, name, out.String())
+			case <-ctx.Done():
+				t.Fatalf("no %s from the fixture", name)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
 	}
 	tell := func(name string) {
 		t.Helper()
@@ -131,8 +135,9 @@ func TestRow23KubeLeaseDeleted(t *testing.T) {
 
 	select {
 	case err = <-exited:
+		ended = true
 	case <-ctx.Done():
-		t.Fatalf("the fixture did not end:\n%s", out.String())
+		t.Fatalf("the fixture did not end")
 	}
 	text := out.String()
 	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(text, "--- FAIL: TestHeldThroughALostLease") {
@@ -150,9 +155,7 @@ func TestRow23KubeLeaseDeleted(t *testing.T) {
 	if err := kubetest.WaitGone(ctx, cs.CoreV1().Pods(ns).Get, second); err != nil {
 		t.Errorf("the run's second pod after its end: %v", err)
 	}
-	if t.Failed() {
-		t.Logf("the fixture's output:\n%s", text)
-	}
+	t.Logf("the fixture's output:\n%s", text)
 }
 
 // ownedBy creates a pod named name owned by l, of an image no node pulls.
