@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -17,55 +18,75 @@ import (
 // each verb and resource missing.
 var ErrForbidden = errors.New("forbidden by the cluster's RBAC")
 
-// access is a verb on a resource (or subresource) of the namespace.
+// access is a verb on a resource (or subresource) of the namespace: what
+// the cluster is asked, and what it said is kept by.
 type access struct{ verb, group, resource, sub string }
 
-func (a access) String() string {
-	r := a.resource
-	if a.sub != "" {
-		r += "/" + a.sub
+// right is what a call needs: one of verbs (any will do) on a resource.
+type right struct {
+	verbs                []string
+	group, resource, sub string
+}
+
+func (r right) String() string {
+	res := r.resource
+	if r.sub != "" {
+		res += "/" + r.sub
 	}
-	if a.group != "" {
-		r += " (" + a.group + ")"
+	if r.group != "" {
+		res += " (" + r.group + ")"
 	}
-	return a.verb + " on " + r
+	return strings.Join(r.verbs, " or ") + " on " + res
+}
+
+func (r right) each() []access {
+	out := make([]access, len(r.verbs))
+	for i, v := range r.verbs {
+		out[i] = access{v, r.group, r.resource, r.sub}
+	}
+	return out
+}
+
+// rights are the rights of verbs, one each, on a resource.
+func rights(group, resource, sub string, verbs ...string) []right {
+	out := make([]right, len(verbs))
+	for i, v := range verbs {
+		out[i] = right{[]string{v}, group, resource, sub}
+	}
+	return out
 }
 
 // What each part of a run needs: the run itself (its Lease, which the
 // owner makes, renews and its watchdog deletes; its pods; and the sweep's
-// list of Leases), then what only some specs or calls use. docs/kubernetes.md's
-// Role gives all of it.
+// list of Leases), then what only some specs or calls use.
+// docs/kubernetes.md's Role gives all of it. A stream (exec,
+// port-forward) is a GET upgraded to a WebSocket, which the API server
+// authorizes as get or, on a cluster that says so, create; or, where
+// WebSockets fail, an SPDY POST, create: either will do.
 var (
-	runAccess = []access{
-		{"create", "coordination.k8s.io", "leases", ""}, {"get", "coordination.k8s.io", "leases", ""},
-		{"list", "coordination.k8s.io", "leases", ""}, {"patch", "coordination.k8s.io", "leases", ""},
-		{"delete", "coordination.k8s.io", "leases", ""},
-		{"create", "", "pods", ""}, {"get", "", "pods", ""}, {"list", "", "pods", ""}, {"delete", "", "pods", ""},
-	}
-	filesAccess   = []access{{"create", "", "configmaps", ""}, {"get", "", "configmaps", ""}, {"delete", "", "configmaps", ""}}
-	aliasAccess   = []access{{"create", "", "services", ""}, {"list", "", "services", ""}, {"delete", "", "services", ""}}
-	logAccess     = []access{{"get", "", "pods", "log"}}
-	execAccess    = []access{{"create", "", "pods", "exec"}}
-	forwardAccess = []access{{"create", "", "pods", "portforward"}}
+	runAccess = append(rights("coordination.k8s.io", "leases", "", "create", "get", "list", "patch", "delete"),
+		rights("", "pods", "", "create", "get", "list", "delete")...)
+	filesAccess   = rights("", "configmaps", "", "create", "get", "delete")
+	aliasAccess   = rights("", "services", "", "create", "list", "delete")
+	logAccess     = rights("", "pods", "log", "get")
+	execAccess    = []right{{[]string{"create", "get"}, "", "pods", "exec"}}
+	forwardAccess = []right{{[]string{"create", "get"}, "", "pods", "portforward"}}
 )
 
-// need asks the cluster, once per process for each, whether this
-// process's user may do each of as in the namespace (a
+// need asks the cluster, once per process for each verb, whether this
+// process's user may do each of rs in the namespace (a
 // SelfSubjectAccessReview each, at once), and fails naming all that is
 // not allowed, for what. A cluster that does not answer the review itself
 // (the review forbidden, or not served) is taken at its later answers,
 // which name what they refuse.
-func (d *Driver) need(ctx context.Context, what string, as ...access) error {
+func (d *Driver) need(ctx context.Context, what string, rs ...right) error {
 	d.accessMu.Lock()
 	var ask []access
-	var missing []access
-	for _, a := range as {
-		ok, known := d.allowed[a]
-		switch {
-		case !known:
-			ask = append(ask, a)
-		case !ok:
-			missing = append(missing, a)
+	for _, r := range rs {
+		for _, a := range r.each() {
+			if _, known := d.allowed[a]; !known && !slices.Contains(ask, a) {
+				ask = append(ask, a)
+			}
 		}
 	}
 	d.accessMu.Unlock()
@@ -85,21 +106,22 @@ func (d *Driver) need(ctx context.Context, what string, as ...access) error {
 		d.accessMu.Lock()
 		for i, a := range ask {
 			d.allowed[a] = said[i]
-			if !said[i] {
-				missing = append(missing, a)
-			}
 		}
 		d.accessMu.Unlock()
 	}
+	var missing []string
+	d.accessMu.Lock()
+	for _, r := range rs {
+		if !slices.ContainsFunc(r.each(), func(a access) bool { return d.allowed[a] }) {
+			missing = append(missing, r.String())
+		}
+	}
+	d.accessMu.Unlock()
 	if len(missing) == 0 {
 		return nil
 	}
-	words := make([]string, len(missing))
-	for i, a := range missing {
-		words[i] = a.String()
-	}
 	return fmt.Errorf("kubernetes: %s needs, in namespace %s, what this process's user may not do: %s: %w (docs/kubernetes.md has the Role a run needs)",
-		what, d.ns, strings.Join(words, ", "), ErrForbidden)
+		what, d.ns, strings.Join(missing, ", "), ErrForbidden)
 }
 
 // review asks the cluster whether this process's user may do a. A review
@@ -119,9 +141,9 @@ func (d *Driver) review(ctx context.Context, a access) (bool, error) {
 	return r.Status.Allowed, nil
 }
 
-// forbidden wraps err, the cluster's refusal of a (a call made though the
+// forbidden wraps err, the cluster's refusal of r (a call made though the
 // review said yes, or could not be made), to name what is missing.
-func (d *Driver) forbidden(what string, a access, err error) error {
+func (d *Driver) forbidden(what string, r right, err error) error {
 	return fmt.Errorf("kubernetes: %s needs, in namespace %s, what this process's user may not do: %s: %w: %w (docs/kubernetes.md has the Role a run needs)",
-		what, d.ns, a, ErrForbidden, err)
+		what, d.ns, r, ErrForbidden, err)
 }

@@ -46,7 +46,7 @@ func (d *Driver) Start(ctx context.Context, name string, spec backend.Spec) (*Sa
 		return nil, err
 	}
 	cm := filesMap(pod, spec.Files)
-	var needs []access
+	var needs []right
 	if cm != nil {
 		needs = append(needs, filesAccess...)
 	}

@@ -21,32 +21,33 @@ import (
 	"github.com/rightsize/rightsize-go/internal/proctest"
 )
 
-// roleWithout is the Role of docs/kubernetes.md less verb on resource,
+// roleWithout is the Role of docs/kubernetes.md less verbs on resource,
 // and only that.
-func roleWithout(t *testing.T, verb, resource string) *rbacv1.Role {
+func roleWithout(t *testing.T, resource string, verbs ...string) *rbacv1.Role {
 	t.Helper()
 	role := docRole(t)
 	var rules []rbacv1.PolicyRule
 	found := false
 	for _, r := range role.Rules {
-		if !slices.Contains(r.Resources, resource) || !slices.Contains(r.Verbs, verb) {
+		if !slices.Contains(r.Resources, resource) {
 			rules = append(rules, r)
 			continue
 		}
-		found = true
 		if others := slices.DeleteFunc(slices.Clone(r.Resources), func(s string) bool { return s == resource }); len(others) > 0 {
 			o := *r.DeepCopy()
 			o.Resources = others
 			rules = append(rules, o)
 		}
-		if verbs := slices.DeleteFunc(slices.Clone(r.Verbs), func(s string) bool { return s == verb }); len(verbs) > 0 {
+		left := slices.DeleteFunc(slices.Clone(r.Verbs), func(s string) bool { return slices.Contains(verbs, s) })
+		found = found || len(left) < len(r.Verbs)
+		if len(left) > 0 {
 			o := *r.DeepCopy()
-			o.Resources, o.Verbs = []string{resource}, verbs
+			o.Resources, o.Verbs = []string{resource}, left
 			rules = append(rules, o)
 		}
 	}
 	if !found {
-		t.Fatalf("the Role of docs/kubernetes.md gives no %s on %s", verb, resource)
+		t.Fatalf("the Role of docs/kubernetes.md gives none of %v on %s", verbs, resource)
 	}
 	role.Rules = rules
 	return role
@@ -81,35 +82,40 @@ func asRole(ctx context.Context, t *testing.T, cs k8s.Interface, ns string, role
 	return d
 }
 
-// With the Role of docs/kubernetes.md less one verb, the first start that
+// With the Role of docs/kubernetes.md less one verb (for a stream, which
+// either of two verbs opens, less the resource), the first start that
 // needs it fails at once, naming it, and leaves nothing made: no renewal
-// refused for a whole test, no Lease left at its end, no wait strategy
-// run out for want of a forward or the logs.
+// refused for a whole test, no Lease left at its end, no wait strategy run
+// out for want of a forward or the logs. A stream that its other verb
+// opens is not refused.
 func TestRoleLessOneVerbFailsTheStartNamingIt(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		verb, resource string
-		node           bool // the start waits for the pod to run
+		resource string
+		verbs    []string
+		want     string // "" when the start works
 	}{
-		{"patch", "leases", false},
-		{"delete", "leases", false},
-		{"create", "pods/portforward", true},
-		{"get", "pods/log", true},
+		{"leases", []string{"patch"}, "patch on leases (coordination.k8s.io)"},
+		{"leases", []string{"delete"}, "delete on leases (coordination.k8s.io)"},
+		{"pods/portforward", []string{"create", "get"}, "create or get on pods/portforward"},
+		{"pods/portforward", []string{"create"}, ""},
+		{"pods/log", []string{"get"}, "get on pods/log"},
 	} {
-		t.Run(c.verb+"-"+strings.ReplaceAll(c.resource, "/", "-"), func(t *testing.T) {
+		t.Run(strings.Join(c.verbs, "-")+"-"+strings.ReplaceAll(c.resource, "/", "-"), func(t *testing.T) {
 			t.Parallel()
+			node := strings.HasPrefix(c.resource, "pods/") // the start waits for its pod to run
 			img := never
-			if c.node {
+			if node {
 				img = kubetest.Busybox(t) // skips where no node runs
 			}
 			cs := kubetest.Client(t)
 			ns := kubetest.Namespace(t, cs, "rz-less-")
 			ctx, cancel := context.WithTimeout(context.Background(), gcWithin)
 			defer cancel()
-			d := asRole(ctx, t, cs, ns, roleWithout(t, c.verb, c.resource), "3")
+			d := asRole(ctx, t, cs, ns, roleWithout(t, c.resource, c.verbs...), "3")
 			const run = "1e55e001"
 			name := "rz-" + run + "-1"
-			defer d.Remove(context.Background(), backend.SandboxKind, run, []string{name})
+			defer d.CloseRun(context.Background(), run)
 			var err error
 			switch c.resource {
 			case "pods/portforward":
@@ -121,12 +127,17 @@ func TestRoleLessOneVerbFailsTheStartNamingIt(t *testing.T) {
 			default:
 				_, err = d.Start(ctx, name, backend.Spec{Image: img, RunID: run})
 			}
-			want := c.verb + " on " + c.resource
-			if !errors.Is(err, kubernetes.ErrForbidden) || !strings.Contains(err.Error(), want) {
-				t.Fatalf("a start without %s: %v, want ErrForbidden naming it", want, err)
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("a start without %v on %s: %v, want it to work", c.verbs, c.resource, err)
+				}
+				return
+			}
+			if !errors.Is(err, kubernetes.ErrForbidden) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("a start without %s: %v, want ErrForbidden naming it", c.want, err)
 			}
 			t.Logf("%v", err)
-			if !c.node {
+			if !node {
 				if leaseOf(ctx, t, cs, ns, run) != nil {
 					t.Errorf("the refused start made the run's Lease")
 				}
@@ -157,7 +168,7 @@ func TestNoNodeARenewalRefusedIsSaid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.RbacV1().Roles(ns).Update(ctx, roleWithout(t, "patch", "leases"), metav1.UpdateOptions{}); err != nil {
+	if _, err := cs.RbacV1().Roles(ns).Update(ctx, roleWithout(t, "leases", "patch"), metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("take patch on leases from the Role: %v", err)
 	}
 	proctest.WaitUntil(t, 30*time.Second, "the refused renewal said", func() bool { return len(w.all()) > 0 })
