@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -265,10 +266,14 @@ func (s *Sandbox) endGroup(pgid int) {
 }
 
 // execError says what a failed exec means: a missing /bin/sh is
-// ErrNoShell, a pod that is gone ErrNotFound.
+// ErrNoShell, a pod that is gone ErrNotFound, a stream whose connection
+// went silent (its heartbeat's deadline passed) ErrUnreachable.
 func (s *Sandbox) execError(err error) error {
 	msg := err.Error()
+	var ne net.Error
 	switch {
+	case errors.As(err, &ne) && ne.Timeout(), strings.Contains(msg, "i/o timeout"):
+		return fmt.Errorf("%w: the connection to the API server went silent: %s", backend.ErrUnreachable, msg)
 	case strings.Contains(msg, "/bin/sh") && (strings.Contains(msg, "no such file or directory") || strings.Contains(msg, "not found")):
 		return fmt.Errorf("%w (the node said: %s)", backend.ErrNoShell, msg)
 	case strings.Contains(msg, "not found") && strings.Contains(msg, "pods"):
