@@ -82,8 +82,6 @@ kube:
 # which the whole run above has run, skip here
 # (RIGHTSIZE_SKIP_ENGINE_TESTS=1).
 KUBEPKGS ?= ./internal/kubetest/ ./internal/backend/kubernetes/ ./backend/kubernetes/ ./cmd/rightsize/
-# The crash matrix's Kubernetes rows, run against the cluster too.
-KUBEROWS ?= ^TestRow[0-9]+Kube
 KUBEBUDGET ?= 1800
 kube-gate:
 	@if [ -n "$$RIGHTSIZE_SKIP_KUBE" ]; then echo "kube gate: skipped (RIGHTSIZE_SKIP_KUBE is set)"; exit 0; fi; \
@@ -95,8 +93,6 @@ kube-gate:
 	node=$$(bash scripts/kube.sh node) || node=; \
 	echo "RIGHTSIZE_TEST_KUBECONFIG=$$kc RIGHTSIZE_TEST_KUBE_NODE=$$node RIGHTSIZE_SKIP_ENGINE_TESTS=1 go test $(GOTESTFLAGS) $(KUBEPKGS)"; \
 	RIGHTSIZE_TEST_KUBECONFIG=$$kc RIGHTSIZE_TEST_KUBE_NODE=$$node RIGHTSIZE_SKIP_ENGINE_TESTS=1 $(GO) test $(GOTESTFLAGS) $(KUBEPKGS); rc=$$?; \
-	echo "RIGHTSIZE_TEST_KUBECONFIG=$$kc RIGHTSIZE_TEST_KUBE_NODE=$$node go test $(GOTESTFLAGS) -run '$(KUBEROWS)' ./e2e/"; \
-	RIGHTSIZE_TEST_KUBECONFIG=$$kc RIGHTSIZE_TEST_KUBE_NODE=$$node $(GO) test $(GOTESTFLAGS) -run '$(KUBEROWS)' ./e2e/ || rc=1; \
 	[ -n "$$up" ] || bash scripts/kube.sh stop; exit $$rc
 
 # The msb gate, in `make test`: the msb backend's tests against the real

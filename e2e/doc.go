@@ -39,16 +39,13 @@
 //	user TestUserModuleDies              a test binary built as a user builds it (internal/usermod): SIGKILL, its -test.timeout alarm, a pass
 //	                                     (the same on Kubernetes: backend/kubernetes TestUserModuleOnNode, in the kube gate)
 //	pkill TestRowPkillTestBinaries      SIGKILL, with `pkill -f '\.test$'` run throughout: no watchdog looks like a test binary
-//	23   TestRow23KubeLeaseDeleted       kubernetes: a live run's Lease deleted under it: the run recovers, the test fails saying so, never a silent loss
 //
 // `go test ./e2e/` runs rows 8 and 12 with reduced counts (10 rounds; 3
 // kills at the first ledger write and 10 at random); `-args -full` (make
 // e2e) or RIGHTSIZE_E2E_FULL=1 runs 100 rounds and 3 + 200 kills. Rows
 // skip, saying why, where the machine cannot give what they need (a
 // writable memory cgroup, unshare, dockerd, root for network namespaces
-// and veths). The Kubernetes rows (Kube in their names) run against the
-// test cluster of scripts/kube.sh with its node, in the Kubernetes gate of
-// `make test` (KUBEROWS), and skip elsewhere.
+// and veths).
 //
 // The benchmark harness of the same promise is ./bench (`go run
 // ./e2e/bench -h`).
