@@ -38,6 +38,9 @@
 //	       traffic dropped               iptables DROP in it, no FIN or RST sent, its processes alive: gone after the lease timeout
 //	user TestUserModuleDies              a test binary built as a user builds it (internal/usermod): SIGKILL, its -test.timeout alarm, a pass
 //	                                     (the same on Kubernetes: backend/kubernetes TestUserModuleOnNode, in the kube gate)
+//	lease TestUserModuleLeaseDeleted     on Kubernetes (backend/kubernetes, in the kube gate), a user's test binary holds a pod while its
+//	                                     run's Lease is deleted: the run recovers (a new Lease owns its next pod, which the collector
+//	                                     leaves), the loss is said once, the stop of the lost pod fails the test, its end leaves nothing
 //	pkill TestRowPkillTestBinaries      SIGKILL, with `pkill -f '\.test$'` run throughout: no watchdog looks like a test binary
 //
 // The engine-side keeper's rows on the local engine (RIGHTSIZE_WATCHDOG=

@@ -2,6 +2,7 @@ package sandboxtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -269,7 +270,11 @@ func (g *Guard) Container() testcontainers.Container {
 // (SIGTERM, a grace period, forced removal) and removes its ledger line once
 // it is confirmed gone. A keep-alive sandbox is left running, and so is the
 // sandbox behind a Guard.For view. Calling Stop again after it succeeded
-// does nothing; after a failure it tries again.
+// does nothing; after a failure it tries again. On an engine that holds the
+// run's claim (Kubernetes), a sandbox whose claim was lost while the test
+// held it (its Lease deleted, or its renewal refused) is stopped and
+// forgotten, and Stop still fails saying so: the cluster may have removed
+// it under the test.
 func (g *Guard) Stop(ctx context.Context) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -290,13 +295,19 @@ func (g *Guard) Stop(ctx context.Context) error {
 		g.stopped = true
 		return nil
 	}
-	if err := g.sbx.Stop(ctx, stopGrace(g.spec.StopGrace, g.o.deadline())); err != nil {
-		return fmt.Errorf("stop %s: %w (it stays in the ledger for the watchdog or the next sweep)", g.name, err)
+	// A claim lost is a stop done: the sandbox is gone, but the engine may
+	// have removed it while the test held it, and the test must fail.
+	lost := g.sbx.Stop(ctx, stopGrace(g.spec.StopGrace, g.o.deadline()))
+	if lost != nil && !errors.Is(lost, backend.ErrClaimLost) {
+		return fmt.Errorf("stop %s: %w (it stays in the ledger for the watchdog or the next sweep)", g.name, lost)
 	}
 	if err := g.s.Forget(sandboxKind, g.name); err != nil {
 		return err
 	}
 	g.stopped = true
+	if lost != nil {
+		return fmt.Errorf("stop %s: %w", g.name, lost)
+	}
 	return nil
 }
 

@@ -39,6 +39,12 @@ var (
 	ErrStopped = errors.New("stopped")
 	// ErrNameTaken: Create found a sandbox of that name already there.
 	ErrNameTaken = errors.New("name already in use")
+	// ErrClaimLost: the run's claim on an engine that holds it (a
+	// Kubernetes Lease, RunHolder) was deleted or its renewal refused while
+	// the run held sandboxes by it, and the engine removes, or may remove,
+	// them. A Sandbox's Stop wraps it once the sandbox is confirmed gone:
+	// the stop is done, and the test must still hear of it.
+	ErrClaimLost = errors.New("the run's claim on the engine was lost while it held its sandboxes")
 )
 
 // Names of the backends as the ledger records them.
@@ -346,7 +352,9 @@ type Sandbox interface {
 	Logs(ctx context.Context) (string, error)
 	// Stop asks the sandbox's main process to end (SIGTERM), waits at most
 	// grace, then removes the sandbox forcefully. It returns nil only when
-	// the sandbox is confirmed gone (a sandbox that was already gone counts).
+	// the sandbox is confirmed gone (a sandbox that was already gone counts),
+	// or an error wrapping ErrClaimLost when it is gone but the engine may
+	// have removed it before: the caller forgets it, and says so.
 	Stop(ctx context.Context, grace time.Duration) error
 }
 

@@ -20,8 +20,9 @@ import (
 )
 
 // BenchmarkNoNodeFirstPod is what the first pod of a run costs: through
-// the backend (the run's Lease, then the pod that it owns) and as a bare
-// create of the same pod. The difference is the Lease.
+// the backend (what the run needs asked of the cluster, the run's Lease,
+// then the pod that it owns, then the Lease looked up again) and as a bare
+// create of the same pod; and a later pod of the run.
 func BenchmarkNoNodeFirstPod(b *testing.B) {
 	cs := kubetest.Client(b)
 	ns := kubetest.Namespace(b, cs, "rz-bench-")
@@ -59,6 +60,22 @@ func BenchmarkNoNodeFirstPod(b *testing.B) {
 			b.StopTimer()
 			d.Close()
 			b.StartTimer()
+		}
+	})
+	// A later pod of a run: the Lease looked up before and after, no
+	// review asked (once per process), nothing made but the pod.
+	b.Run("rightsize-later", func(b *testing.B) {
+		n++
+		run := fmt.Sprintf("%08x", n)
+		if _, err := d.Start(ctx, "rz-"+run+"-0", spec(run)); err != nil {
+			b.Fatal(err)
+		}
+		i := 0
+		for b.Loop() {
+			i++
+			if _, err := d.Start(ctx, fmt.Sprintf("rz-%s-%d", run, i), spec(run)); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }

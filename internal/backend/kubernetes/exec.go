@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -62,6 +63,9 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt backend.ExecOption
 		inner = append([]string{"/bin/sh", "-c", inDirWithEnv, "rz-exec-in", opt.WorkingDir, strconv.Itoa(len(opt.Env))}, opt.Env...)
 		inner = append(inner, cmd...)
 	}
+	if err := s.d.need(ctx, what, execAccess...); err != nil {
+		return backend.ExecResult{}, err
+	}
 	leased := opt.Stdin == nil
 	ex, err := s.executor(backend.ExecArgv(leased, inner), true)
 	if err != nil {
@@ -76,7 +80,10 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt backend.ExecOption
 	marker := &backend.PGIDWriter{Next: stderr}
 	// client-go's copies may still write once a cut stream has returned:
 	// past the gate's close, they write nowhere.
-	outGate, errGate := &gate{w: stdout}, &gate{w: marker}
+	// The command has started once the wrapper says anything: its group,
+	// first of all.
+	started := make(chan struct{})
+	outGate, errGate := &gate{w: stdout}, &gate{w: &firstWrite{w: marker, seen: started}}
 	// The lease: a stdin that ends only when this process closes it, or
 	// loses the connection.
 	lease, hold := io.Pipe()
@@ -98,14 +105,38 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt backend.ExecOption
 
 	var res backend.ExecResult
 	var streamErr error
-	select {
-	case streamErr = <-done:
-	case <-ctx.Done():
+	wait := func() {
 		select {
 		case streamErr = <-done:
+		case <-ctx.Done():
+			select {
+			case streamErr = <-done:
+			default:
+				res.Interrupted = context.Cause(ctx)
+				streamErr = s.interrupt(hold, leased, marker, done, stop)
+			}
+		}
+	}
+	// Until the command starts, the wait is bounded whatever ctx says: a
+	// stream the API server never answers (frozen, or a connection that
+	// went silent) would hold Exec for ever.
+	bound := time.NewTimer(s.d.execStart)
+	defer bound.Stop()
+	notStarted := false
+	select {
+	case streamErr = <-done:
+	case <-started:
+		wait()
+	case <-ctx.Done():
+		wait()
+	case <-bound.C:
+		select {
+		case <-started:
+			wait()
 		default:
-			res.Interrupted = context.Cause(ctx)
-			streamErr = s.interrupt(hold, leased, marker, done, stop)
+			stop()
+			streamErr = <-done
+			notStarted = true
 		}
 	}
 	hold.Close()
@@ -115,6 +146,9 @@ func (s *Sandbox) Exec(ctx context.Context, cmd []string, opt backend.ExecOption
 	res.PGID = marker.PGID()
 	res.Stdout, res.StdoutTruncated = stdout.Bytes(), stdout.Truncated()
 	res.Stderr, res.StderrTruncated = stderr.Bytes(), stderr.Truncated()
+	if notStarted {
+		return res, fmt.Errorf("%s: not started within %s: the API server or the pod's node did not answer (%v): %w", what, s.d.execStart, streamErr, backend.ErrUnreachable)
+	}
 	var exit utilexec.CodeExitError
 	switch {
 	case streamErr == nil:
@@ -175,6 +209,18 @@ func waitPGID(marker *backend.PGIDWriter, done <-chan error) int {
 // execSeq numbers the execs of this process, for their ids.
 var execSeq atomic.Int64
 
+// firstWrite closes seen at its first write, and passes every write to w.
+type firstWrite struct {
+	w    io.Writer
+	once sync.Once
+	seen chan struct{}
+}
+
+func (f *firstWrite) Write(p []byte) (int, error) {
+	f.once.Do(func() { close(f.seen) })
+	return f.w.Write(p)
+}
+
 // gate passes writes to w until it is closed, then drops them.
 type gate struct {
 	mu     sync.Mutex
@@ -220,10 +266,14 @@ func (s *Sandbox) endGroup(pgid int) {
 }
 
 // execError says what a failed exec means: a missing /bin/sh is
-// ErrNoShell, a pod that is gone ErrNotFound.
+// ErrNoShell, a pod that is gone ErrNotFound, a stream whose connection
+// went silent (its heartbeat's deadline passed) ErrUnreachable.
 func (s *Sandbox) execError(err error) error {
 	msg := err.Error()
+	var ne net.Error
 	switch {
+	case errors.As(err, &ne) && ne.Timeout(), strings.Contains(msg, "i/o timeout"):
+		return fmt.Errorf("%w: the connection to the API server went silent: %s", backend.ErrUnreachable, msg)
 	case strings.Contains(msg, "/bin/sh") && (strings.Contains(msg, "no such file or directory") || strings.Contains(msg, "not found")):
 		return fmt.Errorf("%w (the node said: %s)", backend.ErrNoShell, msg)
 	case strings.Contains(msg, "not found") && strings.Contains(msg, "pods"):

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -23,3 +24,13 @@ func (d *Driver) PodFor(name string, spec backend.Spec) (*corev1.Pod, error) {
 func LoadEnv(env map[string]string) (*Driver, error) {
 	return load(func(k string) string { return env[k] })
 }
+
+// SetWarn makes warn what d says of what no call returned (a Lease lost).
+func (d *Driver) SetWarn(warn func(msg string)) { d.warn = warn }
+
+// SetExecStart bounds how long d's Execs wait for their command to start.
+func (d *Driver) SetExecStart(bound time.Duration) { d.execStart = bound }
+
+// SetAfterCreate makes f run between a Start's creates and its check of
+// their owner.
+func (d *Driver) SetAfterCreate(f func(name string)) { d.afterCreate = f }

@@ -84,6 +84,19 @@ type Driver struct {
 	networks map[string]string    // network name → run id
 	closed   chan struct{}
 	once     sync.Once
+
+	accessMu sync.Mutex
+	allowed  map[access]bool // what the cluster was asked, and said (need)
+
+	// warn says what the test must hear of though no call returned it (a
+	// run's Lease lost); stderr, where `go test` shows a failing package's.
+	warn func(msg string)
+	// execStart bounds how long an Exec waits for its command to start
+	// (the API server and the node to answer): CallTimeout.
+	execStart time.Duration
+	// afterCreate, when set, runs between a Start's creates and its check
+	// of their owner (tests).
+	afterCreate func(name string)
 }
 
 // Open opens the cluster of the kubeconfig (or the in-cluster
@@ -148,6 +161,7 @@ func load(getenv func(string) string) (*Driver, error) {
 	d := &Driver{
 		cs: cs, stream: stream, host: cfg.Host, ns: ns, lease: lease, start: start,
 		runs: map[string]*runLease{}, networks: map[string]string{}, closed: make(chan struct{}),
+		allowed: map[access]bool{}, warn: warnStderr, execStart: CallTimeout,
 	}
 	for _, p := range rules.GetLoadingPrecedence() {
 		if abs, err := filepath.Abs(p); err == nil {
@@ -160,6 +174,10 @@ func load(getenv func(string) string) (*Driver, error) {
 	}
 	return d, nil
 }
+
+// warnStderr writes msg on this process's stderr as it is then (package
+// testing may have swapped it).
+func warnStderr(msg string) { fmt.Fprintln(os.Stderr, "rightsize: "+msg) }
 
 func anyExists(paths []string) bool {
 	for _, p := range paths {

@@ -106,37 +106,82 @@ func lapsed(l *coordinationv1.Lease, now time.Time) bool {
 	return now.After(s.RenewTime.Add(time.Duration(*s.LeaseDurationSeconds) * time.Second))
 }
 
-// runLease is this process's Lease of one run, made at the run's first
-// create.
+// runLease is this process's hold on one run's Lease: made at the run's
+// first create, and made again at a later create when it was deleted while
+// the run lived (a sweep that found it lapsed, a person).
 type runLease struct {
-	once sync.Once
-	ref  metav1.OwnerReference
-	err  error
-	stop context.CancelFunc // ends this process's renewal
+	run string
+
+	mu sync.Mutex
+	// ref is the ownerReference to the Lease the run's creates are owned
+	// by; its UID is empty until one is made, and again once it is lost.
+	ref metav1.OwnerReference
+	// dropped: DropRun gave the run up; no create is given an owner.
+	dropped bool
+	// refused is the cluster's refusal of a renewal: the run can no longer
+	// keep its objects, and every later create fails with it.
+	refused error
+	// lost holds, by uid, the run's Leases deleted while it lived, and
+	// what that did to the objects they owned.
+	lost map[types.UID]error
+	stop context.CancelFunc // ends this process's renewal; nil until made
 }
 
-// owner makes run runID's Lease once (or takes the one this run made
-// before), starts renewing it for as long as the driver is open, and
-// returns the ownerReference every object of the run carries.
-func (d *Driver) owner(ctx context.Context, runID string) (metav1.OwnerReference, error) {
+// errFor is why the objects owned by the Lease uid are not held: it was
+// lost, or the run's renewals were refused; nil while they are held.
+func (rl *runLease) errFor(uid types.UID) error {
+	if rl == nil {
+		return nil
+	}
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if err := rl.lost[uid]; err != nil {
+		return err
+	}
+	return rl.refused
+}
+
+// owner returns run runID's Lease as the owner of an object the run creates
+// now: made at the run's first create (or taken over from an earlier driver
+// of this process), checked at each later one, and made anew when it was
+// deleted since. The first create of the process first checks that the
+// cluster allows what every run does (runAccess).
+func (d *Driver) owner(ctx context.Context, runID string) (*runLease, metav1.OwnerReference, error) {
 	name := LeaseName(runID)
 	if name == "" {
-		return metav1.OwnerReference{}, fmt.Errorf("kubernetes: run id %q cannot name a Lease (lower-case letters, digits and '-')", runID)
+		return nil, metav1.OwnerReference{}, fmt.Errorf("kubernetes: run id %q cannot name a Lease (lower-case letters, digits and '-')", runID)
+	}
+	if err := d.need(ctx, "run "+runID, runAccess...); err != nil {
+		return nil, metav1.OwnerReference{}, err
 	}
 	d.mu.Lock()
 	rl := d.runs[runID]
 	if rl == nil {
-		rl = &runLease{}
+		rl = &runLease{run: runID}
 		d.runs[runID] = rl
 	}
 	d.mu.Unlock()
-	rl.once.Do(func() {
-		var uid types.UID
-		uid, rl.err = d.makeLease(ctx, runID)
-		if rl.err != nil {
-			return
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	switch {
+	case rl.dropped:
+		return nil, metav1.OwnerReference{}, fmt.Errorf("kubernetes: run %s's Lease was dropped", runID)
+	case rl.refused != nil:
+		return nil, metav1.OwnerReference{}, rl.refused
+	}
+	if rl.ref.UID != "" {
+		if err := d.checkLeaseLocked(ctx, rl); err != nil {
+			return nil, metav1.OwnerReference{}, err
+		}
+	}
+	if rl.ref.UID == "" {
+		uid, err := d.makeLease(ctx, runID)
+		if err != nil {
+			return nil, metav1.OwnerReference{}, err
 		}
 		rl.ref = metav1.OwnerReference{APIVersion: coordinationv1.SchemeGroupVersion.String(), Kind: "Lease", Name: name, UID: uid}
+	}
+	if rl.stop == nil {
 		hctx, cancel := context.WithCancel(context.Background())
 		rl.stop = cancel
 		go func() {
@@ -146,17 +191,102 @@ func (d *Driver) owner(ctx context.Context, runID string) (metav1.OwnerReference
 			case <-hctx.Done():
 			}
 		}()
-		go d.HoldRun(hctx, runID)
-	})
-	if rl.err != nil {
-		// A later create tries again.
-		d.mu.Lock()
-		if d.runs[runID] == rl {
-			delete(d.runs, runID)
-		}
-		d.mu.Unlock()
+		go d.keep(hctx, rl)
 	}
-	return rl.ref, rl.err
+	return rl, rl.ref, nil
+}
+
+// checkLeaseLocked looks the run's Lease up: gone, or another of its name,
+// the one rl.ref names is lost (said once), and rl.ref is left without a
+// UID for the caller to make a new one. rl.mu is held.
+func (d *Driver) checkLeaseLocked(ctx context.Context, rl *runLease) error {
+	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	l, err := d.cs.CoordinationV1().Leases(d.ns).Get(cctx, rl.ref.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		d.loseLocked(rl, rl.ref.UID, "found gone at a create")
+	case err != nil:
+		return d.apiError("get Lease "+rl.ref.Name, err)
+	case l.UID != rl.ref.UID:
+		d.loseLocked(rl, rl.ref.UID, "found made again, by someone else, at a create")
+	}
+	return nil
+}
+
+// lose takes note that the Lease uid of rl's run is gone while the run
+// lives, unless that is known already.
+func (d *Driver) lose(rl *runLease, uid types.UID, how string) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	d.loseLocked(rl, uid, how)
+}
+
+// loseLocked is lose with rl.mu held. The loss is said once, on stderr, at
+// once: the cluster deletes what the Lease owned, pods a test holds among
+// them, and each of their Stops fails the test with it.
+func (d *Driver) loseLocked(rl *runLease, uid types.UID, how string) {
+	if uid == "" || rl.lost[uid] != nil {
+		return
+	}
+	if rl.lost == nil {
+		rl.lost = map[types.UID]error{}
+	}
+	rl.lost[uid] = fmt.Errorf("kubernetes: run %s's Lease %s/%s (uid %s) was deleted while the run lived (%s; a sweep deletes a Lease not renewed for its %s, as when this machine stalls, and so may a person): the cluster's garbage collector deletes every pod, Service and ConfigMap it owned; the run's later creates are owned by a new Lease: %w",
+		rl.run, d.ns, LeaseName(rl.run), uid, how, d.lease, backend.ErrClaimLost)
+	if rl.ref.UID == uid {
+		rl.ref.UID = ""
+	}
+	d.warn(rl.lost[uid].Error())
+}
+
+// refuse takes note that the cluster refused a renewal of rl's run's Lease:
+// said once, at once, and every later create of the run fails with it.
+func (d *Driver) refuse(rl *runLease, err error) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if rl.refused != nil || rl.dropped {
+		return
+	}
+	rl.refused = fmt.Errorf("kubernetes: the cluster refused to renew run %s's Lease %s/%s: %w: once it goes unrenewed for %s, any sweep deletes it, and the cluster every pod it owns; the run's later creates fail: %w",
+		rl.run, d.ns, LeaseName(rl.run), err, d.lease, backend.ErrClaimLost)
+	d.warn(rl.refused.Error())
+}
+
+// keep renews rl's run's Lease every third of its duration for this
+// process, until ctx ends. A renewal that finds the Lease gone, or another
+// of its name, loses it (the next create makes a new one); one the cluster
+// refuses is a refusal. Any other failure waits for the next tick.
+func (d *Driver) keep(ctx context.Context, rl *runLease) {
+	t := time.NewTicker(d.lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rl.mu.Lock()
+		ref := rl.ref
+		rl.mu.Unlock()
+		if ref.UID == "" {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, d.lease/3)
+		l, err := d.renewLease(cctx, ref.Name)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil && l.UID != ref.UID:
+			d.lose(rl, ref.UID, "found made again, by someone else, at a renewal")
+		case err == nil:
+		case apierrors.IsNotFound(err):
+			d.lose(rl, ref.UID, "found gone at a renewal")
+		case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
+			d.refuse(rl, d.apiError("renew Lease "+ref.Name, err))
+		}
+	}
 }
 
 func (d *Driver) makeLease(ctx context.Context, runID string) (types.UID, error) {
@@ -196,19 +326,28 @@ func (d *Driver) makeLease(ctx context.Context, runID string) (types.UID, error)
 // renew sets the Lease's renewTime to now. A merge patch: the owner and its
 // watchdog both renew, and neither needs the other's resource version.
 func (d *Driver) renew(ctx context.Context, name string) error {
-	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"renewTime": metav1.NewMicroTime(time.Now())}})
+	_, err := d.renewLease(ctx, name)
 	if err != nil {
-		return err
-	}
-	if _, err := d.cs.CoordinationV1().Leases(d.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return d.apiError("renew Lease "+name, err)
 	}
 	return nil
 }
 
+// renewLease is renew, returning the Lease renewed, or the API's error as
+// it is.
+func (d *Driver) renewLease(ctx context.Context, name string) (*coordinationv1.Lease, error) {
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"renewTime": metav1.NewMicroTime(time.Now())}})
+	if err != nil {
+		return nil, err
+	}
+	return d.cs.CoordinationV1().Leases(d.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+}
+
 // HoldRun renews run runID's Lease every third of its duration until ctx
-// ends. A Lease not made yet (the owner makes it at its first create), or
-// a failed renewal, waits for the next tick.
+// ends: the watchdog's renewal, by name. A Lease not made yet (the owner
+// makes it at its first create, and again when it was lost), or a failed
+// renewal, waits for the next tick; what a failure means is the owner's to
+// say (keep).
 func (d *Driver) HoldRun(ctx context.Context, runID string) {
 	name := LeaseName(runID)
 	if name == "" {
@@ -241,12 +380,14 @@ func (d *Driver) DropRun(ctx context.Context, runID string) error {
 	delete(d.runs, runID)
 	d.mu.Unlock()
 	if rl != nil {
-		// A create under way finishes making its Lease; one yet to start
-		// is refused rather than given no owner.
-		rl.once.Do(func() { rl.err = fmt.Errorf("kubernetes: run %s's Lease was dropped", runID) })
+		// A create under way finishes with the Lease it has; one yet to
+		// be given an owner is refused rather than given none.
+		rl.mu.Lock()
+		rl.dropped = true
 		if rl.stop != nil {
 			rl.stop()
 		}
+		rl.mu.Unlock()
 	}
 	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()

@@ -28,16 +28,38 @@ var listOne = metav1.ListOptions{Limit: 1}
 // cluster stored it, and it was never scheduled or never started.
 var ErrNoNode = errors.New("no node ran the pod")
 
+// ErrPull is what a wait for a pod wraps, beside ErrNoNode, when its node
+// could not pull its image: the wait ends as soon as the node says so,
+// with its reason.
+var ErrPull = errors.New("the pod's image could not be pulled")
+
 // Start creates the pod of a sandbox, owned by its run's Lease (made at the
-// run's first create), and returns without waiting for a node to run it.
-// A network's aliases become headless Services selecting the pod.
+// run's first create, and again when it was lost), and returns without
+// waiting for a node to run it. A network's aliases become headless
+// Services selecting the pod. What the spec uses beside the run's own
+// calls (files, aliases) is first checked to be allowed, once per process.
+// The Lease is looked up again once all is made: one deleted in between
+// (its pod is the garbage collector's) fails the start, saying so.
 func (d *Driver) Start(ctx context.Context, name string, spec backend.Spec) (*Sandbox, error) {
 	pod, err := d.podFor(name, spec)
 	if err != nil {
 		return nil, err
 	}
 	cm := filesMap(pod, spec.Files)
-	ref, err := d.owner(ctx, spec.RunID)
+	var needs []right
+	if cm != nil {
+		needs = append(needs, filesAccess...)
+	}
+	for _, aliases := range spec.Networks {
+		if len(aliases) > 0 {
+			needs = append(needs, aliasAccess...)
+			break
+		}
+	}
+	if err := d.need(ctx, "pod "+name, needs...); err != nil {
+		return nil, err
+	}
+	rl, ref, err := d.owner(ctx, spec.RunID)
 	if err != nil {
 		return nil, err
 	}
@@ -70,12 +92,37 @@ func (d *Driver) Start(ctx context.Context, name string, spec backend.Spec) (*Sa
 			}
 		}
 	}
-	return &Sandbox{d: d, name: name, run: spec.RunID, files: cm != nil, spec: &spec}, nil
+	if d.afterCreate != nil {
+		d.afterCreate(name)
+	}
+	if err := d.stillOwned(cctx, rl, ref); err != nil {
+		return nil, fmt.Errorf("kubernetes: pod %s/%s was made as its owner went: the cluster deletes it: %w", d.ns, name, err)
+	}
+	return &Sandbox{d: d, name: name, run: spec.RunID, files: cm != nil, spec: &spec, lease: rl, owner: ref.UID}, nil
+}
+
+// stillOwned: the Lease ref names is there, as the garbage collector
+// would find it. Gone, or another of its name, it is lost, and the error
+// says so.
+func (d *Driver) stillOwned(ctx context.Context, rl *runLease, ref metav1.OwnerReference) error {
+	l, err := d.cs.CoordinationV1().Leases(d.ns).Get(ctx, ref.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		d.lose(rl, ref.UID, "found gone as a pod was made")
+	case err != nil:
+		return d.apiError("get Lease "+ref.Name, err)
+	case l.UID != ref.UID:
+		d.lose(rl, ref.UID, "found made again, by someone else, as a pod was made")
+	default:
+		return nil
+	}
+	return rl.errFor(ref.UID)
 }
 
 // Create creates the sandbox's pod and waits until it runs, within
 // RIGHTSIZE_KUBE_START_TIMEOUT (120 s): the error then wraps ErrNoNode when
-// no node ran it. Then Spec.WaitingFor, a testcontainers-go strategy, waits
+// no node ran it, and ErrPull, as soon as the node says so, when its image
+// could not be pulled. Then Spec.WaitingFor, a testcontainers-go strategy, waits
 // on the pod as it would on a container (target). On error the pod may
 // exist: the caller removes it by name.
 func (d *Driver) Create(ctx context.Context, name string, spec backend.Spec) (backend.Sandbox, error) {
@@ -89,7 +136,7 @@ func (d *Driver) Create(ctx context.Context, name string, spec backend.Spec) (ba
 		return nil, err
 	}
 	if spec.WaitingFor != nil {
-		if err := spec.WaitingFor.WaitUntilReady(ctx, target{sb}); err != nil {
+		if err := spec.WaitingFor.WaitUntilReady(ctx, &target{s: sb}); err != nil {
 			sb.stopForwards()
 			return nil, fmt.Errorf("kubernetes: pod %s/%s runs, but its wait strategy failed: %w", d.ns, name, err)
 		}

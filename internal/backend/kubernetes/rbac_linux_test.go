@@ -222,8 +222,8 @@ func TestNoNodeRoleWithoutConfigMapsServesARunWithoutFiles(t *testing.T) {
 		t.Errorf("the closed run's pod: %v", err)
 	}
 	_, err = d.Start(ctx, "rz-"+run+"-4", backend.Spec{Image: never, RunID: run, Files: []backend.File{{GuestPath: "/a"}}})
-	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "ConfigMap rz-"+run+"-4 (the pod's files)") {
-		t.Errorf("files without the configmaps rule: %v, want forbidden, naming the ConfigMap", err)
+	if !errors.Is(err, kubernetes.ErrForbidden) || !strings.Contains(err.Error(), "create on configmaps") {
+		t.Errorf("files without the configmaps rule: %v, want ErrForbidden, naming create on configmaps", err)
 	}
 	if _, err := cs.CoreV1().Pods(ns).Get(ctx, "rz-"+run+"-4", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the pod of refused files: %v, want none", err)

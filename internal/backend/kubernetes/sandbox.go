@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
 )
@@ -25,6 +26,10 @@ type Sandbox struct {
 	files bool
 	// spec is what it was started with; nil for an adopted pod.
 	spec *backend.Spec
+	// lease is the run's hold on its Lease, and owner the uid of the Lease
+	// that owns the pod; nil and "" for an adopted pod.
+	lease *runLease
+	owner types.UID
 
 	fwMu      sync.Mutex
 	forwards  map[int]*forward // by the pod's port
@@ -70,6 +75,9 @@ func (s *Sandbox) MappedPort(ctx context.Context, port string) (string, error) {
 	if proto != "" && !strings.EqualFold(proto, "tcp") {
 		return "", fmt.Errorf("kubernetes: port %s of pod %s/%s: this process is outside the cluster, and a port-forward carries TCP only", port, s.d.ns, s.name)
 	}
+	if err := s.d.need(ctx, "a port-forward to pod "+s.name, forwardAccess...); err != nil {
+		return "", err
+	}
 	local, err := s.forwardPort(n)
 	if err != nil {
 		return "", err
@@ -79,7 +87,14 @@ func (s *Sandbox) MappedPort(ctx context.Context, port string) (string, error) {
 
 // Logs is what the pod's container wrote so far.
 func (s *Sandbox) Logs(ctx context.Context) (string, error) {
+	what := "reading the logs of pod " + s.name
+	if err := s.d.need(ctx, what, logAccess...); err != nil {
+		return "", err
+	}
 	b, err := s.d.cs.CoreV1().Pods(s.d.ns).GetLogs(s.name, &corev1.PodLogOptions{Container: containerName}).DoRaw(ctx)
+	if apierrors.IsForbidden(err) {
+		return "", s.d.forbidden(what, logAccess[0], err)
+	}
 	if err != nil {
 		return "", s.d.apiError("logs of pod "+s.name, err)
 	}
@@ -117,12 +132,18 @@ func (s *Sandbox) Stop(ctx context.Context, grace time.Duration) error {
 	}
 }
 
-// stopped deletes what the gone pod leaves: its files' ConfigMap.
+// stopped deletes what the gone pod leaves: its files' ConfigMap. The pod
+// is gone, but when the Lease that owned it was lost, or its renewals
+// refused, while the test held it, the error says so (ErrClaimLost).
 func (s *Sandbox) stopped(ctx context.Context) error {
-	if !s.files {
-		return nil
+	var err error
+	if s.files {
+		err = s.d.deleteFiles(ctx, s.run, s.name)
 	}
-	return s.d.deleteFiles(ctx, s.run, s.name)
+	if lost := s.lease.errFor(s.owner); lost != nil {
+		return fmt.Errorf("kubernetes: pod %s/%s is gone, but the test may have lost it before its end: %w", s.d.ns, s.name, lost)
+	}
+	return err
 }
 
 // WaitRunning waits until a node runs the pod, or ctx ends: the error then
@@ -140,7 +161,13 @@ func (s *Sandbox) WaitRunning(ctx context.Context) error {
 			case corev1.PodSucceeded, corev1.PodFailed:
 				return fmt.Errorf("kubernetes: pod %s/%s ended (%s) before it was waited for", s.d.ns, s.name, p.Status.Phase)
 			}
+			if why := pullFailed(p); why != "" {
+				return fmt.Errorf("kubernetes: pod %s/%s: %w: %w: %s", s.d.ns, s.name, ErrNoNode, ErrPull, why)
+			}
 		case apierrors.IsNotFound(err):
+			if lost := s.lease.errFor(s.owner); lost != nil {
+				return fmt.Errorf("kubernetes: pod %s/%s was deleted while it was waited for: %w: %w", s.d.ns, s.name, backend.ErrNotFound, lost)
+			}
 			return fmt.Errorf("kubernetes: pod %s/%s was deleted while it was waited for: %w", s.d.ns, s.name, backend.ErrNotFound)
 		case ctx.Err() == nil:
 			return s.d.apiError("get pod "+s.name, err)
@@ -151,6 +178,24 @@ func (s *Sandbox) WaitRunning(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// pullFailed says why p's node cannot pull its image, once the kubelet
+// says so (it says ErrImagePull at the first failed pull, then
+// ImagePullBackOff between its retries, for as long as the pod lives); ""
+// while it has not said so.
+func pullFailed(p *corev1.Pod) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		w := cs.State.Waiting
+		if w == nil {
+			continue
+		}
+		switch w.Reason {
+		case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "ImageInspectError":
+			return fmt.Sprintf("node %s cannot pull image %q: %s: %s", p.Spec.NodeName, cs.Image, w.Reason, w.Message)
+		}
+	}
+	return ""
 }
 
 // pending says why p is not running.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
@@ -25,11 +26,33 @@ import (
 // wait.ForHTTP, wait.ForExec…) waits for a pod as it would for a
 // container: its logs, its ports (forwarded from outside the cluster), its
 // state from the pod's status, and commands through Exec.
-type target struct{ s *Sandbox }
+//
+// A call the cluster does not allow (ErrForbidden) will not be allowed on
+// the strategy's next try either: its State then says so, and the
+// strategies, which look at the state between tries, end at once with it
+// instead of at their timeout.
+type target struct {
+	s *Sandbox
 
-var _ wait.StrategyTarget = target{}
+	mu     sync.Mutex
+	denied error
+}
 
-func (t target) Host(context.Context) (string, error) {
+var _ wait.StrategyTarget = (*target)(nil)
+
+// deny keeps err when it is a refusal, and returns it.
+func (t *target) deny(err error) error {
+	if errors.Is(err, ErrForbidden) {
+		t.mu.Lock()
+		if t.denied == nil {
+			t.denied = err
+		}
+		t.mu.Unlock()
+	}
+	return err
+}
+
+func (t *target) Host(context.Context) (string, error) {
 	if h := t.s.Host(); h != "" {
 		return h, nil
 	}
@@ -39,7 +62,7 @@ func (t target) Host(context.Context) (string, error) {
 // Inspect says the pod's state and its spec's ports, each bound where this
 // process reaches it (Ports): what a strategy that looks for the ports to
 // wait on reads.
-func (t target) Inspect(ctx context.Context) (*container.InspectResponse, error) {
+func (t *target) Inspect(ctx context.Context) (*container.InspectResponse, error) {
 	st, err := t.State(ctx)
 	if err != nil {
 		return nil, err
@@ -54,7 +77,7 @@ func (t target) Inspect(ctx context.Context) (*container.InspectResponse, error)
 // Ports binds each of the spec's ports where this process reaches it:
 // Host and MappedPort (a forward of 127.0.0.1 outside the cluster). A
 // port that cannot be reached from here (UDP, outside) is listed unbound.
-func (t target) Ports(ctx context.Context) (network.PortMap, error) {
+func (t *target) Ports(ctx context.Context) (network.PortMap, error) {
 	pm := network.PortMap{}
 	if t.s.spec == nil {
 		return pm, nil
@@ -69,25 +92,29 @@ func (t target) Ports(ctx context.Context) (network.PortMap, error) {
 			return nil, fmt.Errorf("kubernetes: port %q: %w", p, err)
 		}
 		pm[port] = nil
-		if mapped, err := t.s.MappedPort(ctx, p); err == nil && host.IsValid() {
+		mapped, err := t.s.MappedPort(ctx, p)
+		if errors.Is(t.deny(err), ErrForbidden) {
+			return nil, err
+		}
+		if err == nil && host.IsValid() {
 			pm[port] = []network.PortBinding{{HostIP: host, HostPort: mapped}}
 		}
 	}
 	return pm, nil
 }
 
-func (t target) MappedPort(ctx context.Context, port string) (network.Port, error) {
+func (t *target) MappedPort(ctx context.Context, port string) (network.Port, error) {
 	local, err := t.s.MappedPort(ctx, port)
 	if err != nil {
-		return network.Port{}, err
+		return network.Port{}, t.deny(err)
 	}
 	return network.ParsePort(local + "/tcp")
 }
 
-func (t target) Logs(ctx context.Context) (io.ReadCloser, error) {
+func (t *target) Logs(ctx context.Context) (io.ReadCloser, error) {
 	l, err := t.s.Logs(ctx)
 	if err != nil {
-		return nil, err
+		return nil, t.deny(err)
 	}
 	return io.NopCloser(strings.NewReader(l)), nil
 }
@@ -97,7 +124,7 @@ func (t target) Logs(ctx context.Context) (io.ReadCloser, error) {
 // shell or setsid answers as a container without the program would (126,
 // 127), which strategies that probe from inside take as "cannot check
 // from inside" rather than a failure.
-func (t target) Exec(ctx context.Context, cmd []string, _ ...tcexec.ProcessOption) (int, io.Reader, error) {
+func (t *target) Exec(ctx context.Context, cmd []string, _ ...tcexec.ProcessOption) (int, io.Reader, error) {
 	res, err := t.s.Exec(ctx, cmd, backend.ExecOptions{})
 	switch {
 	case errors.Is(err, backend.ErrNoShell):
@@ -105,14 +132,20 @@ func (t target) Exec(ctx context.Context, cmd []string, _ ...tcexec.ProcessOptio
 	case errors.Is(err, backend.ErrNoSetsid):
 		return 126, strings.NewReader(err.Error()), nil
 	case err != nil:
-		return -1, nil, err
+		return -1, nil, t.deny(err)
 	}
 	return res.ExitCode, io.MultiReader(bytes.NewReader(res.Stdout), bytes.NewReader(res.Stderr)), nil
 }
 
 // State is the pod's container's state as a container's: running, or
 // exited with its code (OOMKilled said), or created while it waits.
-func (t target) State(ctx context.Context) (*container.State, error) {
+func (t *target) State(ctx context.Context) (*container.State, error) {
+	t.mu.Lock()
+	denied := t.denied
+	t.mu.Unlock()
+	if denied != nil {
+		return nil, denied
+	}
 	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
 	p, err := t.s.d.cs.CoreV1().Pods(t.s.d.ns).Get(cctx, t.s.name, metav1.GetOptions{})
@@ -142,11 +175,11 @@ func containerState(p *corev1.Pod) *container.State {
 // small file (a ready marker, a pid file).
 const copyLimit = 16 << 20
 
-func (t target) CopyFileFromContainer(ctx context.Context, path string) (io.ReadCloser, error) {
+func (t *target) CopyFileFromContainer(ctx context.Context, path string) (io.ReadCloser, error) {
 	res, err := t.s.Exec(ctx, []string{"cat", "--", path}, backend.ExecOptions{OutputLimit: copyLimit})
 	switch {
 	case err != nil:
-		return nil, err
+		return nil, t.deny(err)
 	case res.ExitCode != 0:
 		return nil, fmt.Errorf("kubernetes: copy %s from pod %s/%s: cat exited %d: %s", path, t.s.d.ns, t.s.name, res.ExitCode, bytes.TrimSpace(res.Stderr))
 	case res.StdoutTruncated:

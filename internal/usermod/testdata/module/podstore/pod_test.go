@@ -12,3 +12,5 @@ import (
 )
 
 func TestHolds(t *testing.T) { userkit.Hold(t) }
+
+func TestHoldsAcross(t *testing.T) { userkit.HoldAcross(t) }

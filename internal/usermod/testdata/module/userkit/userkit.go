@@ -1,9 +1,11 @@
 // Package userkit is what a user's tests share: a test that starts a
 // network and sandboxes as the README says, tells the harness what it
-// started, then blocks until it is killed, or passes.
+// started, then blocks until it is killed, or passes; and one that holds a
+// sandbox across what the harness does, then starts another.
 package userkit
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -30,31 +32,14 @@ const (
 // process is killed or `go test -timeout` fires; with USER_PASS=1, until
 // its stdin closes, and then it passes.
 func Hold(t *testing.T) {
-	img := os.Getenv(EnvImage)
-	if img == "" {
-		t.Skip(EnvImage + " is not set: this test is run by the repository's harness")
-	}
-	f, err := os.OpenFile(os.Getenv(EnvInfo), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	say := func(k, v string) {
-		if _, err := fmt.Fprintf(f, "%s=%s\n", k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	say, spec := begin(t)
 	n := 2
 	if v := os.Getenv(EnvSandboxes); v != "" {
+		var err error
 		if n, err = strconv.Atoi(v); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cmd := []string{"/server"}
-	if v := os.Getenv(EnvCmd); v != "" {
-		cmd = strings.Fields(v)
-	}
-	spec := sandboxtest.Spec{Image: img, Cmd: cmd}
 	if os.Getenv(EnvNetwork) != "0" {
 		net := sandboxtest.NewNetwork(t)
 		say("network", net.Name())
@@ -72,4 +57,47 @@ func Hold(t *testing.T) {
 	for {
 		time.Sleep(time.Minute) // until SIGKILL, a signal or the -timeout alarm
 	}
+}
+
+// HoldAcross starts a sandbox and says so (sandbox=), then waits for a
+// line on its stdin while the harness does what it tests (deletes the
+// run's claim, say); then it starts another, says so and blocked=1, and
+// ends once its stdin closes, stopping both: what their stops say is the
+// harness's to read in the output.
+func HoldAcross(t *testing.T) {
+	say, spec := begin(t)
+	first := sandboxtest.Start(t, spec)
+	say("sandbox", first.Name())
+	in := bufio.NewReader(os.Stdin)
+	if _, err := in.ReadString('\n'); err != nil {
+		t.Fatalf("the harness's go-ahead on stdin: %v", err)
+	}
+	second := sandboxtest.Start(t, spec)
+	say("sandbox", second.Name())
+	say("blocked", "1")
+	_, _ = io.Copy(io.Discard, in)
+}
+
+// begin skips t without an image, and returns what writes to the info file
+// and the sandboxes' spec.
+func begin(t *testing.T) (say func(k, v string), spec sandboxtest.Spec) {
+	t.Helper()
+	img := os.Getenv(EnvImage)
+	if img == "" {
+		t.Skip(EnvImage + " is not set: this test is run by the repository's harness")
+	}
+	f, err := os.OpenFile(os.Getenv(EnvInfo), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	cmd := []string{"/server"}
+	if v := os.Getenv(EnvCmd); v != "" {
+		cmd = strings.Fields(v)
+	}
+	return func(k, v string) {
+		if _, err := fmt.Fprintf(f, "%s=%s\n", k, v); err != nil {
+			t.Fatal(err)
+		}
+	}, sandboxtest.Spec{Image: img, Cmd: cmd}
 }
