@@ -15,6 +15,9 @@ import (
 	"time"
 )
 
+// ErrNoRecord means a run has line files but no record.
+var ErrNoRecord = errors.New("no record file")
+
 // RunFiles is one run found in the runs folder, whoever wrote it.
 type RunFiles struct {
 	ID string
