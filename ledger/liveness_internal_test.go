@@ -145,7 +145,9 @@ func TestJudgeFromInitialNamespace(t *testing.T) {
 		}, Dead, "reused", "another process of that namespace has the number now"},
 		{"namespace lives, pid gone", func(string, int) (procid.State, bool, error) { return procid.State{}, true, nil }, Dead, "no process has pid 7",
 			"the namespace runs on, without the owner"},
-		{"cannot see", func(string, int) (procid.State, bool, error) { return procid.State{}, false, errors.New("permission denied") }, Unknown, "permission denied",
+		{"cannot see", func(string, int) (procid.State, bool, error) {
+			return procid.State{}, false, errors.New("permission denied")
+		}, Unknown, "permission denied",
 			"processes this one may not inspect might be in that namespace: not proven dead"},
 	} {
 		got := judge(rec, me, host{lookup: nothingHere, initial: true, inNamespace: tc.ns})

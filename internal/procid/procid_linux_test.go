@@ -131,4 +131,3 @@ func TestStartTimeAgreesWithPs(t *testing.T) {
 		}
 	}
 }
-
