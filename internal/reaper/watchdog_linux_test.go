@@ -252,7 +252,10 @@ func TestWatchdogOwnerHelper(t *testing.T) {
 	default:
 		helperFail("RZ_PLAN=%q", os.Getenv("RZ_PLAN"))
 	}
-	s, err := reaper.Open(ctx, drv, reaper.WithCacheDir(cache), reaper.WithMode(reaper.On))
+	// The helper keeps a ledger and a watchdog whatever RIGHTSIZE_REAPER
+	// its parent was run with.
+	os.Setenv(reaper.EnvReaper, "on")
+	s, err := reaper.Open(ctx, drv, reaper.WithCacheDir(cache))
 	if err != nil {
 		helperFail("session: %v", err)
 	}
