@@ -17,8 +17,11 @@ import (
 // sandbox after the hash ([ReuseName]), so a sandbox one member keeps alive
 // is found again by any other.
 type ReuseIdentity struct {
-	Image   string
-	Env     map[string]string
+	// Image is the image as the spec names it ("redis:7-alpine").
+	Image string
+	// Env is the sandbox's environment, without the engine's own.
+	Env map[string]string
+	// Command is what the sandbox runs; empty for the image's own.
 	Command []string
 	// ExposedPorts as "6379", "6379/tcp" (both hash as the number 6379 in
 	// exposedPorts), "53/udp" (the number 53 in exposedUdpPorts, as the
