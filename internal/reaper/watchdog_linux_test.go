@@ -29,8 +29,8 @@ import (
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/reaper"
-	"github.com/rightsize/rightsize-go/reaper/scripts"
 	"github.com/rightsize/rightsize-go/internal/testimage"
+	"github.com/rightsize/rightsize-go/reaper/scripts"
 )
 
 // The watchdog, spawned for real by an owner process (this binary,
