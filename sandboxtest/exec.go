@@ -14,7 +14,7 @@ import (
 	"github.com/rightsize/rightsize-go/internal/backend"
 )
 
-// Ending is how an [Guard.Exec] ended. A command that ran past its welcome
+// Ending is how a [Guard.Exec] ended. A command that ran past its welcome
 // is an answer, not an error: [ExecResult].Cause says who ended it.
 type Ending int
 
