@@ -169,15 +169,18 @@ cross:
 		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build ./...; \
 	done
 
-# Every Fuzz target of ./internal/ledger, FUZZTIME each: `go test -fuzz` takes one
+# Every Fuzz target of FUZZPKGS, FUZZTIME each: `go test -fuzz` takes one
 # target at a time, and listing them picks up new ones.
+FUZZPKGS ?= ./ledger ./internal/ledger ./internal/isotime
 fuzz:
-	@set -e; list=$$($(GO) test -list '^Fuzz' ./internal/ledger); \
-	targets=$$(printf '%s\n' "$$list" | grep '^Fuzz' || true); \
-	if [ -z "$$targets" ]; then echo "fuzz: no Fuzz targets in ./internal/ledger"; exit 0; fi; \
-	for t in $$targets; do \
-		echo "go test -run='^$$' -fuzz='^$$t$$' -fuzztime=$(FUZZTIME) ./internal/ledger"; \
-		$(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) ./internal/ledger; \
+	@set -e; for p in $(FUZZPKGS); do \
+		list=$$($(GO) test -list '^Fuzz' $$p); \
+		targets=$$(printf '%s\n' "$$list" | grep '^Fuzz' || true); \
+		if [ -z "$$targets" ]; then echo "fuzz: no Fuzz targets in $$p"; continue; fi; \
+		for t in $$targets; do \
+			echo "go test -run='^$$' -fuzz='^$$t$$' -fuzztime=$(FUZZTIME) $$p"; \
+			$(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) $$p; \
+		done; \
 	done
 
 # The demo. Its command line is compiled while scripts/engine.sh brings up

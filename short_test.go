@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -82,20 +81,6 @@ exec "$@"`
 			t.Logf("RIGHTSIZE_BACKEND=%s go test -short ./...: %s", be, time.Since(start).Round(time.Second))
 		})
 	}
-}
-
-// raceBuilt reports whether this test binary was built with -race.
-func raceBuilt() bool {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return false
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "-race" && s.Value == "true" {
-			return true
-		}
-	}
-	return false
 }
 
 // recorder is an engine that answers nothing and writes down the first

@@ -1,13 +1,16 @@
 // Package reaper is what a program other than a test calls to remove what
-// dead runs left: Sweep, from code, as `rightsize sweep` does from a shell;
-// and WatchdogMain, for a program that starts sandboxes without importing
-// package sandboxtest.
+// dead runs left: [Sweep], from code, as `rightsize sweep` does from a
+// shell, and its [Report], which says what it decided for each run and
+// why.
 //
 // A test needs neither: sandboxtest sweeps at its first backend use, and
 // its watchdog removes what the test leaves when it dies, however it dies.
-// The sweep never removes anything of a run whose owner is, or may be,
-// alive (package ledger says how that is judged), and never removes a name
-// the engine does not show as the run's.
+// A program that is not a test and starts sandboxes through package
+// sandboxtest gets the same watchdog: sandboxtest makes any program that
+// imports it able to serve as its own watchdog, from its init. The sweep
+// never removes anything of a run whose owner is, or may be, alive
+// (package ledger says how that is judged), and never removes a name the
+// engine does not show as the run's.
 package reaper
 
 import (
@@ -32,61 +35,43 @@ import (
 // untouched, with the reason in the report. The report is returned even
 // with an error, for what was done before it.
 func Sweep(ctx context.Context, opts ...Option) (*Report, error) {
+	var in []reaper.Option
+	for _, o := range opts {
+		if o, ok := o.(option); ok {
+			in = append(in, o.o)
+		}
+	}
 	drv, err := backend.Resolve(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reaper: %w", err)
 	}
 	defer drv.Close()
-	return reaper.Sweep(ctx, drv, opts...)
+	rep, err := reaper.Sweep(ctx, drv, in...)
+	return fromInternal(rep), err
 }
 
-// An Option changes a Sweep.
-type Option = reaper.Option
+// An Option changes a [Sweep]. Only this package makes them.
+type Option interface{ sweepOption() }
+
+// option carries one of the machinery's options.
+type option struct{ o reaper.Option }
+
+func (option) sweepOption() {}
 
 // WithCacheDir sweeps the ledger of cache folder dir.
-func WithCacheDir(dir string) Option { return reaper.WithCacheDir(dir) }
+func WithCacheDir(dir string) Option { return option{reaper.WithCacheDir(dir)} }
 
 // DryRun decides as a sweep decides and touches nothing: the report says
-// what would be reaped.
-func DryRun() Option { return reaper.DryRun() }
+// what would be reaped ([WouldReap]).
+func DryRun() Option { return option{reaper.DryRun()} }
 
 // WithLogger logs a line per run decided and a warning per name kept.
-func WithLogger(l *slog.Logger) Option { return reaper.WithLogger(l) }
+func WithLogger(l *slog.Logger) Option { return option{reaper.WithLogger(l)} }
 
 // WithBudget bounds the sweep: what it has not reached by then stays for a
-// later one (Report.Unfinished says so).
-func WithBudget(d time.Duration) Option { return reaper.WithBudget(d) }
+// later one ([Report].Unfinished says so).
+func WithBudget(d time.Duration) Option { return option{reaper.WithBudget(d)} }
 
 // OnlyRun sweeps run id alone, as a person who knows it is dead: a run
 // whose owner cannot be judged is reaped too, never one judged alive.
-func OnlyRun(id string) Option { return reaper.OnlyRun(id) }
-
-// A Report is what a sweep decided for each run, and why (WriteTo prints
-// it as `rightsize sweep` does).
-type Report = reaper.Report
-
-// A RunReport is what a sweep decided for one run, with what became of
-// each of its names.
-type RunReport = reaper.RunReport
-
-// An Item is one sandbox, network or local process of a run, and its
-// outcome (ledger.Outcome).
-type Item = reaper.Item
-
-// A Decision is what a sweep did with one run.
-type Decision = reaper.Decision
-
-// The decisions.
-const (
-	LeftAlone = reaper.LeftAlone
-	Reaped    = reaper.Reaped
-	Kept      = reaper.Kept
-	WouldReap = reaper.WouldReap
-)
-
-// WatchdogMain makes this program able to serve as its own watchdog. Call
-// it first thing in main, before anything reads flags or starts work: when
-// the program was started as a watchdog, it does the watchdog's work and
-// exits; otherwise it returns at once. Package sandboxtest calls it from
-// its init, so a test binary needs nothing.
-func WatchdogMain() { reaper.WatchdogMain() }
+func OnlyRun(id string) Option { return option{reaper.OnlyRun(id)} }

@@ -1,22 +1,29 @@
 // Package sandboxtest is what a Go test calls to get a sandbox (a Docker
-// container, a microsandbox VM, a network) that is gone when the test
-// ends, however it ends:
+// container, a microsandbox VM, a network, a local process) that is gone
+// when the test ends, however it ends:
 //
-//   - Start(t, spec) starts one and registers its stop with t.Cleanup before
-//     anything is created; NewNetwork(t) does the same for a network.
-//   - Track(t) is a testcontainers-go customizer, so any testcontainers-go
+//   - [Start](t, spec) starts one and registers its stop with t.Cleanup
+//     before anything is created; [NewNetwork](t) does the same for a
+//     network, [StartProcess](t, cmd) for a local program and all it
+//     starts.
+//   - [Track](t) is a testcontainers-go customizer, so any testcontainers-go
 //     module (postgres.Run(ctx, img, sandboxtest.Track(t))) gets the same
-//     guarantees.
-//   - Main(m) in TestMain sweeps what dead runs left, runs the tests and
-//     removes what this run still has; with Setup(fn) it starts sandboxes
-//     shared by every test of the package (Suite.Start), which a test binds
-//     to itself with Guard.For(t).
+//     guarantees; [GuardAll] in [Main] gets them for whatever the tests
+//     create without sandboxtest.
+//   - [Main](m) in TestMain sweeps what dead runs left, runs the tests and
+//     removes what this run still has; with [Setup](fn) it starts sandboxes
+//     shared by every test of the package ([Suite.Start]), which a test
+//     binds to itself with [Guard.For].
+//   - [Guard.Exec] runs a command in a sandbox, ended when the test binary
+//     dies.
 //
-// Behind every sandbox: a line in the run ledger written before it is
-// created and removed only once it is gone; a watchdog that removes it
-// within about a second if the test binary is killed (SIGKILL, OOM-kill,
-// `go test -timeout`); and a sweep, at the next process's first use, for
-// when even the watchdog was killed. RIGHTSIZE_REAPER, RIGHTSIZE_REUSE,
+// Behind every sandbox: a line in the run ledger (package ledger) written
+// before it is created and removed only once it is gone; a watchdog that
+// removes it within about a second if the test binary is killed (SIGKILL,
+// OOM-kill, `go test -timeout`); and a sweep, at the next process's first
+// use, for when even the watchdog was killed. Any program that imports this
+// package can serve as its own watchdog: its init sees to it, before
+// anything reads flags. RIGHTSIZE_REAPER, RIGHTSIZE_REUSE,
 // RIGHTSIZE_BACKEND and RIGHTSIZE_CACHE_DIR tune it (docs/environment.md);
 // RIGHTSIZE_BACKEND=memory runs it all with no engine: a sandbox is then a
 // file of this host that runs nothing (docs/backends.md).

@@ -2,6 +2,7 @@ package sandboxtest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -191,6 +192,27 @@ func ExampleGuard_Exec() {
 		}
 	}
 	_ = testMigrations
+}
+
+// An ExecResult is an answer, not an error: a command that failed or was
+// killed says how, and why, with the tail of its output, in one value a
+// failure message can print. Here, as Exec returns one whose context timed
+// out.
+func ExampleExecResult() {
+	res := sandboxtest.ExecResult{
+		Cmd:      []string{"sh", "-c", "echo migrating; sleep 600"},
+		Ending:   sandboxtest.Killed,
+		ExitCode: -1,
+		Cause:    context.DeadlineExceeded,
+		Stdout:   "migrating\n",
+	}
+	fmt.Println(res)
+	fmt.Println("timed out:", errors.Is(res.Cause, context.DeadlineExceeded), "- stopped by the guard:", errors.Is(res.Cause, sandboxtest.ErrGuardStopped))
+	// Output:
+	// ["sh" "-c" "echo migrating; sleep 600"]: killed (context deadline exceeded)
+	// stdout:
+	// migrating
+	// timed out: true - stopped by the guard: false
 }
 
 // A local program a test starts — the binary under test, a mock server —

@@ -14,8 +14,8 @@ import (
 	"github.com/rightsize/rightsize-go/internal/backend"
 )
 
-// Ending is how an Exec ended. A command that ran past its welcome is an
-// answer, not an error: it says who ended it.
+// Ending is how a [Guard.Exec] ended. A command that ran past its welcome
+// is an answer, not an error: [ExecResult].Cause says who ended it.
 type Ending int
 
 const (
@@ -25,15 +25,14 @@ const (
 	Unconfirmed Ending = iota
 	// Exited: the command ended by itself; ExitCode is its code.
 	Exited
-	// ContextEnded: Exec's context ended first (a timeout, a cancel), and
-	// the command's process group was ended: SIGTERM, a grace of 2 s,
-	// SIGKILL. Cause says why the context ended.
-	ContextEnded
-	// GuardStopped: the guard stopped (Stop, or the end of the test) while
-	// the command ran, and it was ended the same way. An exec under
-	// t.Context() that still runs when its test ends is ContextEnded
-	// instead: the testing package ends that context before the cleanups.
-	GuardStopped
+	// Killed: the command was ended before it exited, its process group
+	// sent SIGTERM, a grace of 2 s, then SIGKILL. Cause says why: Exec's
+	// context ended (context.Cause of it: a timeout, a cancel), or the
+	// guard stopped while it ran ([ErrGuardStopped]: Stop, or the end of
+	// the test). An exec under t.Context() that still runs when its test
+	// ends has that context's cause: the testing package ends it before
+	// the cleanups.
+	Killed
 )
 
 // String names the ending, for messages.
@@ -41,10 +40,8 @@ func (e Ending) String() string {
 	switch e {
 	case Exited:
 		return "exited"
-	case ContextEnded:
-		return "killed: context ended"
-	case GuardStopped:
-		return "killed: guard stopped"
+	case Killed:
+		return "killed"
 	case Unconfirmed:
 		return "unconfirmed"
 	}
@@ -60,8 +57,9 @@ var (
 	// ErrNoSetsid: the image has a shell but no setsid, so the command
 	// cannot get a process group of its own to be ended as one.
 	ErrNoSetsid = backend.ErrNoSetsid
-	// ErrGuardStopped is the Cause of an exec that Stop ended, and what Exec
-	// wraps when called once the guard is stopping.
+	// ErrGuardStopped is the Cause of an exec that the guard's stop ended
+	// ([Killed]), and what Exec wraps when called once the guard is
+	// stopping.
 	ErrGuardStopped = errors.New("the guard stopped")
 )
 
@@ -74,9 +72,9 @@ type ExecResult struct {
 	// it did not ask for killed it, 127 when it was not found); -1
 	// otherwise, so that no check for 0 passes by accident.
 	ExitCode int
-	// Cause is why the command was killed: context.Cause of the context for
-	// ContextEnded (context.DeadlineExceeded for a timeout), and
-	// ErrGuardStopped for GuardStopped; nil when it Exited.
+	// Cause is why the command was Killed: context.Cause of Exec's context
+	// (context.DeadlineExceeded for a timeout), or ErrGuardStopped when the
+	// guard stopped; nil when it Exited.
 	Cause error
 	// Stdout and Stderr hold at most the output limit each (1 MiB unless
 	// WithOutputLimit says otherwise). Past it, the rest is read and
@@ -94,7 +92,7 @@ func (r ExecResult) String() string {
 	switch r.Ending {
 	case Exited:
 		fmt.Fprintf(&b, "exited %d", r.ExitCode)
-	case ContextEnded, GuardStopped:
+	case Killed:
 		fmt.Fprintf(&b, "%s (%v)", r.Ending, r.Cause)
 	default:
 		b.WriteString(r.Ending.String())
@@ -193,7 +191,8 @@ func WithOutputLimit(n int) ExecOption {
 // -timeout`), the engine closes that stdin and the wrapper ends the whole
 // group: SIGTERM, a grace of 2 s for EXIT traps and flushes, SIGKILL.
 // When ctx ends, and when the guard stops (Stop, the test's cleanup),
-// Exec ends the command the same way and reports it in Ending. When the
+// Exec ends the command the same way and reports it: Ending is [Killed],
+// and Cause says which. When the
 // command exits by itself, whatever it left running in its group is ended
 // too. A process that starts a session of its own (setsid, a daemon) is
 // no longer in the group and is not followed.
@@ -260,7 +259,6 @@ func (g *Guard) Exec(ctx context.Context, cmd []string, opts ...ExecOption) (Exe
 	out, err := ex.Exec(ectx, cmd, opt)
 	res.Stdout, res.Stderr = string(out.Stdout), string(out.Stderr)
 	res.StdoutTruncated, res.StderrTruncated = out.StdoutTruncated, out.StderrTruncated
-	stopped := errors.Is(context.Cause(ectx), ErrGuardStopped)
 	if out.Interrupted != nil {
 		res.Cause = context.Cause(ectx)
 	}
@@ -268,10 +266,8 @@ func (g *Guard) Exec(ctx context.Context, cmd []string, opts ...ExecOption) (Exe
 	case err != nil:
 		// Unknown: it never ran, or its end is not confirmed.
 		return res, fmt.Errorf("sandboxtest: %w", err)
-	case out.Interrupted != nil && stopped:
-		res.Ending = GuardStopped
 	case out.Interrupted != nil:
-		res.Ending = ContextEnded
+		res.Ending = Killed
 	default:
 		res.Ending, res.ExitCode = Exited, out.ExitCode
 	}

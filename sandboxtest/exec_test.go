@@ -145,7 +145,7 @@ func TestExecTrapOnTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Ending != sandboxtest.ContextEnded || !errors.Is(res.Cause, context.DeadlineExceeded) || res.ExitCode != -1 {
+	if res.Ending != sandboxtest.Killed || !errors.Is(res.Cause, context.DeadlineExceeded) || res.ExitCode != -1 {
 		t.Errorf("got %v (cause %v, code %d); want killed because the context's deadline passed, code -1", res, res.Cause, res.ExitCode)
 	}
 	marker := execMust(t, g, "cat", "/tmp/marker")
@@ -176,7 +176,7 @@ func TestExecBackgroundChildCancelled(t *testing.T) {
 	}
 	cancel()
 	res := <-ended
-	if res.Ending != sandboxtest.ContextEnded || !errors.Is(res.Cause, context.Canceled) {
+	if res.Ending != sandboxtest.Killed || !errors.Is(res.Cause, context.Canceled) {
 		t.Errorf("got %v; want killed because the context was cancelled", res)
 	}
 	if left := execOthers(t, d, g.Name()); len(left) > 0 {
@@ -270,7 +270,7 @@ func TestExecGuardStop(t *testing.T) {
 	}
 	select {
 	case res := <-ended:
-		if res.Ending != sandboxtest.GuardStopped || !errors.Is(res.Cause, sandboxtest.ErrGuardStopped) {
+		if res.Ending != sandboxtest.Killed || !errors.Is(res.Cause, sandboxtest.ErrGuardStopped) {
 			t.Errorf("got %v; want killed because the guard stopped", res)
 		}
 	case <-time.After(time.Second):
@@ -335,7 +335,7 @@ func TestExecWithStdinCancelled(t *testing.T) {
 	}
 	cancel()
 	res := <-ended
-	if res.Ending != sandboxtest.ContextEnded {
+	if res.Ending != sandboxtest.Killed || !errors.Is(res.Cause, context.Canceled) {
 		t.Errorf("got %v; want killed because the context was cancelled", res)
 	}
 	if left := execOthers(t, d, g.Name()); len(left) > 0 {

@@ -184,15 +184,16 @@ func TestReuseAcrossProcesses(t *testing.T) {
 	if l := r.lines(cache, run); !slices.Contains(l.sandboxes, ordinary) || slices.Contains(l.sandboxes, name) {
 		t.Errorf("run %s lists %q: want the ordinary %s and never the keep-alive %s", run, l.sandboxes, ordinary, name)
 	}
-	runs, err := ledger.ListRuns(cache)
+	scan, err := ledger.ScanRuns(cache)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rf := range runs {
+	scan.Each(func(rf ledger.RunFiles) error {
 		if l := rf.ReadLists(); slices.Contains(l.Sandboxes, name) {
 			t.Errorf("run %s lists the keep-alive %s", rf.ID, name)
 		}
-	}
+		return nil
+	})
 	e, err := ledger.ReadReuseEntry(cache, hash)
 	if err != nil {
 		t.Fatalf("registry entry: %v", err)

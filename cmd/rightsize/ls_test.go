@@ -140,14 +140,12 @@ func TestLsManyRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Flush()
-	all, err := ledger.ListRuns(cache)
+	again, err := ledger.ScanRuns(cache)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rows := []lsRun{}
-	for _, rf := range all {
-		rows = append(rows, describeRun(rf, now))
-	}
+	again.Each(func(rf ledger.RunFiles) error { rows = append(rows, describeRun(rf, now)); return nil })
 	var whole bytes.Buffer
 	enc := json.NewEncoder(&whole)
 	enc.SetIndent("", "  ")

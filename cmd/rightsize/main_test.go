@@ -445,7 +445,7 @@ func cmdUselock(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	l, err := ledger.KeepAliveUseLock(dir, d.Name(), d.Endpoint(), args[0])
 	ts.Check(err)
-	ok, err := l.TryRLock()
+	ok, err := l.TryRLockContext(ctx, 20*time.Millisecond) // as a test process takes it
 	ts.Check(err)
 	if !ok {
 		ts.Fatalf("uselock %s: already locked", args[0])

@@ -9,10 +9,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
-)
 
-// EnvCacheDir overrides the cache directory when set to a non-empty value.
-const EnvCacheDir = "RIGHTSIZE_CACHE_DIR"
+	"github.com/rightsize/rightsize-go/internal/cachedir"
+)
 
 // Sub-folders of the cache directory.
 const (
@@ -27,30 +26,10 @@ const (
 	LocksDir = "locks"
 )
 
-// Dir returns the cache directory, as an absolute path: RIGHTSIZE_CACHE_DIR
-// when set and not empty; on Windows %LOCALAPPDATA%\rightsize (else
-// %USERPROFILE%\AppData\Local\rightsize); elsewhere, macOS included,
-// $HOME/.cache/rightsize. It deliberately does not use os.UserCacheDir,
-// whose answer on macOS (~/Library/Caches) and under XDG_CACHE_HOME differs
-// from the one every other member of the family uses.
-//
-// An empty RIGHTSIZE_CACHE_DIR is taken as unset: it is what a CI variable
-// that expands to nothing gives, and taking it for the current directory
-// would write a ledger into whatever package folder `go test` runs in. The
-// other members take it for the current directory (EmptyCacheDirNote).
-func Dir() (string, error) {
-	return dirFor(runtime.GOOS, os.LookupEnv)
-}
-
 // UserDir is the cache dir of a process given no RIGHTSIZE_CACHE_DIR: the
 // user's own, the same for every process of the user on this host.
 func UserDir() (string, error) {
-	return dirFor(runtime.GOOS, func(k string) (string, bool) {
-		if k == EnvCacheDir {
-			return "", false
-		}
-		return os.LookupEnv(k)
-	})
+	return cachedir.Default(runtime.GOOS, os.LookupEnv, EnvCacheDir)
 }
 
 // SharedLockPath is the path of the lock file name in the LocksDir of the
@@ -111,30 +90,6 @@ func TellEmptyCacheDir(w io.Writer) {
 	if note := EmptyCacheDirNote(); note != "" {
 		emptyNoteOnce.Do(func() { fmt.Fprintln(w, note) })
 	}
-}
-
-func dirFor(goos string, lookup func(string) (string, bool)) (string, error) {
-	if v, ok := lookup(EnvCacheDir); ok && v != "" {
-		abs, err := filepath.Abs(v)
-		if err != nil {
-			return "", fmt.Errorf("cache dir %s=%q: %w", EnvCacheDir, v, err)
-		}
-		return abs, nil
-	}
-	get := func(k string) string { v, _ := lookup(k); return v }
-	if goos == "windows" {
-		if v := get("LOCALAPPDATA"); v != "" {
-			return filepath.Join(v, "rightsize"), nil
-		}
-		if v := get("USERPROFILE"); v != "" {
-			return filepath.Join(v, "AppData", "Local", "rightsize"), nil
-		}
-		return "", errors.New("cache dir: neither LOCALAPPDATA nor USERPROFILE is set; set " + EnvCacheDir)
-	}
-	if v := get("HOME"); v != "" {
-		return filepath.Join(v, ".cache", "rightsize"), nil
-	}
-	return "", errors.New("cache dir: HOME is not set; set " + EnvCacheDir)
 }
 
 // EnsureSubdir creates cache/sub (and cache itself) when missing, with mode

@@ -1,9 +1,11 @@
-// Package ledger owns rightsize's on-disk run ledger and process identity:
-// where the cache directory is, this process's run (its id, its record and
-// the two line files listing the sandboxes and networks it may have live),
+// Package ledger owns rightsize's on-disk run ledger: the cache directory's
+// folders, this process's run (its id, its record and the line files
+// listing the sandboxes, networks and local processes it may have live),
 // reading every run in the folder whatever member of the family wrote it,
-// and judging whether the owner of a record is alive, dead or cannot be
-// judged from here — always as a value with a reason.
+// the keep-alive registry, the fates of dead runs, and the locks. The
+// contract's types and rules (the record, the judge, the keep-alive
+// identity, the outcome words) are the public package ledger's; this one
+// names them for its callers (contract.go).
 //
 // The files are the contract shared with the Rust, Kotlin and Node members
 // of the family (see docs/family.md): records are

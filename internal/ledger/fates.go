@@ -77,53 +77,11 @@ type FateItem struct {
 	Note    string  `json:"note,omitempty"`
 }
 
-// Outcome is what became of one sandbox, network, command or local
-// process of a dead run: the one vocabulary of the sweep's report, the
-// watchdog's, the fates and the command line's output.
-type Outcome string
-
-// The outcomes.
-const (
-	// Removed: the engine removed it.
-	Removed Outcome = "removed"
-	// AlreadyGone: the engine had nothing of that name.
-	AlreadyGone Outcome = "already gone"
-	// NotOwned: something of that name exists that is not the run's (no
-	// label of the run, or a keep-alive sandbox): left running, its name
-	// dropped from the run's list.
-	NotOwned Outcome = "not this run's"
-	// Kept: it may still exist (the engine did not answer, a network still
-	// in use, a process not ended): its name stays listed for a later
-	// sweep.
-	Kept Outcome = "kept"
-	// Ended: a command in a sandbox, ended by its lease when the owner
-	// died; a local process, ended by its watchdog or a sweep.
-	Ended Outcome = "ended"
-	// Escaped: a local process that left its command's session: not
-	// signalled, its line stays listed.
-	Escaped Outcome = "escaped"
-	// LeftForMember: a network of another member's run that carries no run
-	// label (the other members label only their containers): never removed
-	// by Go, its line stays listed for that member's own sweep. It alone
-	// does not make a sweep unclean.
-	LeftForMember Outcome = "left for its member's sweep"
-	// WouldRemove: a dry run would have asked for its removal.
-	WouldRemove Outcome = "would be removed"
-	// Forgotten: listed by a dead run that records no engine (another
-	// member's), and found neither on the engine swept nor on any other
-	// the run may have used, for ForgetAfter: its name leaves the ledger
-	// with the run, said once in the run's fate.
-	Forgotten Outcome = "forgotten"
-)
-
 // ForgetAfter is how old the record of a dead run that records no engine
 // must be before its names, found on no engine it may have used, are
 // forgotten: long enough for a sweep from where the run ran (a CI job
 // with its own DOCKER_HOST, a machine's other context) to come by first.
 const ForgetAfter = 7 * 24 * time.Hour
-
-// Gone reports whether o leaves nothing of the item behind.
-func (o Outcome) Gone() bool { return o == Removed || o == AlreadyGone || o == Ended }
 
 // FateOutcomes are the outcomes of a fate's items, in the order a fate's
 // line tells them.
@@ -178,12 +136,6 @@ func WriteFate(cache string, f Fate, now time.Time) (string, error) {
 	return writeNew(dir, func(i int) string {
 		return f.Run + "-" + strconv.FormatInt(now.UnixMilli()+int64(i), 10) + ".json"
 	}, append(b, '\n'))
-}
-
-// ValidRunID reports whether id can name a run's files: a file stem inside
-// the runs folder, nothing more (the other members choose their own ids).
-func ValidRunID(id string) bool {
-	return id != "" && !strings.ContainsAny(id, `/\`) && !strings.HasPrefix(id, ".") && !strings.HasPrefix(id, "-") && !strings.ContainsRune(id, 0)
 }
 
 // cut shortens s to at most n bytes, on a rune boundary, marking the cut.

@@ -46,9 +46,6 @@ func (l *FileLock) Path() string { return l.path }
 // with no error, when one has.
 func (l *FileLock) TryLock() (bool, error) { return l.try(lockExclusive) }
 
-// TryRLock takes the lock shared unless a holder has it exclusively.
-func (l *FileLock) TryRLock() (bool, error) { return l.try(lockShared) }
-
 // TryLockContext tries TryLock every retry until it succeeds, fails, or
 // ctx ends (then false and ctx's error).
 func (l *FileLock) TryLockContext(ctx context.Context, retry time.Duration) (bool, error) {

@@ -17,3 +17,11 @@ func ValidName(s string) bool { return names.Valid(s) }
 // the set the watchdog script trims (space, \t, \r, \v, \f), so that the two
 // readers always agree on which lines are names.
 const lineSpace = " \t\r\v\f"
+
+// clipString shortens s for an error message.
+func clipString(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/rightsize/rightsize-go/internal/names"
+	"github.com/rightsize/rightsize-go/internal/procid"
 )
 
 // Owner describes what a run's record says about its backend.
@@ -104,7 +105,7 @@ func FamilyJudges(o Owner) bool {
 	default:
 		return false
 	}
-	return o.DefaultEngine && inInitialPidNamespace() && psOnPath()
+	return o.DefaultEngine && procid.InInitialPidNamespace() && psOnPath()
 }
 
 // psOnPath reports whether a ps command is on the PATH, looked up once.

@@ -15,6 +15,9 @@ import (
 	"time"
 )
 
+// ErrNoRecord means a run has line files but no record.
+var ErrNoRecord = errors.New("no record file")
+
 // RunFiles is one run found in the runs folder, whoever wrote it.
 type RunFiles struct {
 	ID string
@@ -256,19 +259,6 @@ func runFile(name string) (id string, ext int, ok bool) {
 	return "", 0, false
 }
 
-// Len is how many runs the scan holds.
-func (s *Scan) Len() int {
-	n, last := 0, ""
-	for i, name := range s.files {
-		id, _, _ := runFile(name)
-		if i == 0 || id != last {
-			n++
-		}
-		last = id
-	}
-	return n
-}
-
 // Each calls fn for every run, in run id order, its record read just
 // before the call; it stops at fn's first error and returns it.
 func (s *Scan) Each(fn func(RunFiles) error) error {
@@ -477,20 +467,6 @@ func (s *Scan) HasRun(id string) bool {
 	}
 	fid, _, _ := runFile(s.files[i])
 	return fid == id
-}
-
-// ListRuns reads every run in cache/runs: one entry per run id, sorted,
-// records parsed, line files not yet read. A missing runs folder is no
-// runs. It holds every run in memory: for a folder of any size, use
-// ScanRuns and Each.
-func ListRuns(cache string) ([]RunFiles, error) {
-	s, err := ScanRuns(cache)
-	if err != nil {
-		return nil, err
-	}
-	var out []RunFiles
-	err = s.Each(func(rf RunFiles) error { out = append(out, rf); return nil })
-	return out, err
 }
 
 // ReadRun reads one run's files, as ScanRuns and Each would. A run with no

@@ -9,14 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// EndMarked cannot prove, on macOS, which process a signal from outside
-// its parent would reach (no pidfd, no readable environment of another
+// End cannot prove, on macOS, which process a signal from outside its
+// parent would reach (no pidfd, no readable environment of another
 // process): nothing is signalled, and the result says so.
-func EndMarked(want func(string) bool, grace time.Duration, byHand bool) Result {
-	return Result{Unproven: ErrUnsupported}
-}
-
-// End cannot prove anything here either: nothing is signalled.
 func End(s Scope, grace time.Duration, byHand bool) Result {
 	return Result{Unproven: ErrUnsupported}
 }

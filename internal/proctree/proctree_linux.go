@@ -382,11 +382,6 @@ func (p pinned) signal(sig syscall.Signal) error {
 	return unix.PidfdSendSignal(p.fd, sig, nil, 0)
 }
 
-// EndMarked ends every live process whose mark want accepts, as End does.
-func EndMarked(want func(string) bool, grace time.Duration, byHand bool) Result {
-	return End(Scope{Marks: want}, grace, byHand)
-}
-
 // End ends every live process s proves, from outside the commands' parent
 // (a watchdog, a sweep): each is pinned by a pidfd and checked to be the
 // process proven before any signal; SIGTERM, up to grace for them to go,

@@ -64,7 +64,7 @@ func TestEndMarkedTree(t *testing.T) {
 	waitFor(t, "the tree's two sleeps", func() bool { return len(proctree.Live(proctree.OfMarks(m))) >= 3 })
 	members := proctree.Live(proctree.OfMarks(m))
 
-	res := proctree.EndMarked(proctree.OfMarks(m), time.Second, false)
+	res := proctree.End(proctree.Scope{Marks: proctree.OfMarks(m)}, time.Second, false)
 	require.True(t, res.Clean(), "%+v", res)
 	for _, pid := range members {
 		require.False(t, alive(pid), "pid %d of the tree is alive", pid)
@@ -115,7 +115,7 @@ func TestEndMarkedNeverSignalsAReusedPid(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, pid, st.Pgrp, "the reused pid leads a group of the dead one's number")
 
-	res := proctree.EndMarked(proctree.OfMarks(m), 200*time.Millisecond, true)
+	res := proctree.End(proctree.Scope{Marks: proctree.OfMarks(m)}, 200*time.Millisecond, true)
 	require.Empty(t, res.Ended, "nothing of the mark lives: nothing is ended")
 	require.True(t, alive(pid), "the process that reused pid %d was signalled", pid)
 }
@@ -141,14 +141,14 @@ func TestEndMarkedEscaped(t *testing.T) {
 	})
 	t.Cleanup(func() { syscall.Kill(escapee, syscall.SIGKILL) })
 
-	res := proctree.EndMarked(proctree.OfMarks(m), time.Second, false)
+	res := proctree.End(proctree.Scope{Marks: proctree.OfMarks(m)}, time.Second, false)
 	require.Len(t, res.Escaped, 1, "%+v", res)
 	require.Equal(t, escapee, res.Escaped[0].PID)
 	require.Contains(t, res.Escaped[0].Why, "left its session")
 	require.True(t, alive(escapee), "an escaped process was signalled")
 	require.False(t, res.Clean())
 
-	res = proctree.EndMarked(proctree.OfMarks(m), time.Second, true)
+	res = proctree.End(proctree.Scope{Marks: proctree.OfMarks(m)}, time.Second, true)
 	require.True(t, res.Clean(), "%+v", res)
 	waitFor(t, "the escaped process to end by hand", func() bool { return !alive(escapee) })
 }
@@ -179,7 +179,7 @@ func TestEndMarkedNeverOwnGroup(t *testing.T) {
 	m := mark(t, 5)
 	c := start(t, m, false, "sleep", "1000")
 	waitFor(t, "the sleep", func() bool { return len(proctree.Live(proctree.OfMarks(m))) == 1 })
-	res := proctree.EndMarked(proctree.OfMarks(m), 200*time.Millisecond, true)
+	res := proctree.End(proctree.Scope{Marks: proctree.OfMarks(m)}, 200*time.Millisecond, true)
 	require.Len(t, res.Left, 1)
 	require.Contains(t, res.Left[0].Why, "own process group")
 	require.True(t, alive(c.Process.Pid))
@@ -312,7 +312,7 @@ func TestEndCommandGroupWithoutMarks(t *testing.T) {
 	c := start(t, m, true, "/bin/sh", "-c", lostMarks(t, "exec sleep 1000"))
 	lost, _, _ := waitLost(t, c.Process.Pid)
 
-	res := proctree.EndMarked(proctree.OfMarks(m), 300*time.Millisecond, false)
+	res := proctree.End(proctree.Scope{Marks: proctree.OfMarks(m)}, 300*time.Millisecond, false)
 	for _, pid := range lost {
 		require.True(t, alive(pid), "the mark alone found %d, which has none: %+v", pid, res)
 	}

@@ -4,13 +4,8 @@ package proctree
 
 import "time"
 
-// EndMarked cannot prove, on this system, which process a signal from
-// outside its parent would reach: nothing is signalled.
-func EndMarked(want func(string) bool, grace time.Duration, byHand bool) Result {
-	return Result{Unproven: ErrUnsupported}
-}
-
-// End cannot prove anything here either: nothing is signalled.
+// End cannot prove, on this system, which process a signal from outside
+// its parent would reach: nothing is signalled.
 func End(s Scope, grace time.Duration, byHand bool) Result {
 	return Result{Unproven: ErrUnsupported}
 }

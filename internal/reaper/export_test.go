@@ -44,3 +44,10 @@ var ChoosesNative = choosesNative
 func RunScriptWatchdog(in io.Reader, runsDir, runID, backendName, endpoint string) int {
 	return runNative(in, runsDir, runID, backendName, endpoint, engineOnly)
 }
+
+// TellFates returns the lines that tell the fates of cache no process has
+// told yet (FateLines), and marks them told, as a caller whose lines are
+// surely seen does.
+func TellFates(cache, own string) []string {
+	return FateLines(MarkTold(UntoldFates(cache, own)))
+}

@@ -188,13 +188,6 @@ func oneDeathOneFate(fates []ledger.FateFile) []ledger.FateFile {
 	return out
 }
 
-// TellFates returns the lines that tell the fates of cache no process has
-// told yet (FateLines), and marks them told: for a caller whose lines are
-// surely seen.
-func TellFates(cache, own string) []string {
-	return FateLines(MarkTold(UntoldFates(cache, own)))
-}
-
 // FateLine is one line on what became of a run, for a terminal: every
 // field passes through a filter that keeps control characters out.
 func FateLine(f ledger.FateFile) string {

@@ -78,9 +78,6 @@ func Open(ctx context.Context, drv backend.Driver, opts ...Option) (*Session, er
 	}
 	s := &Session{drv: drv, mode: ModeFromEnv(), ids: map[toldKey]string{}}
 	_, s.labelled = drv.(backend.RunLister)
-	if cfg.mode != nil {
-		s.mode = *cfg.mode
-	}
 	cache := cfg.cache
 	if cache == "" {
 		dir, err := ledger.Dir()
@@ -121,9 +118,6 @@ func Open(ctx context.Context, drv backend.Driver, opts ...Option) (*Session, er
 	s.run, s.runID = run, run.ID()
 	return s, nil
 }
-
-// WithMode makes Open use m instead of RIGHTSIZE_REAPER.
-func WithMode(m Mode) Option { return optionFunc(func(c *config) { c.mode = &m }) }
 
 // Driver is the backend the session creates through.
 func (s *Session) Driver() backend.Driver { return s.drv }

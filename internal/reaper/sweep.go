@@ -36,7 +36,6 @@ type config struct {
 	only     string
 	dryRun   bool
 	budget   time.Duration
-	mode     *Mode
 	logger   *slog.Logger
 	now      func() time.Time
 	liveness func(ledger.Record) ledger.Liveness

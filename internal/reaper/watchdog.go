@@ -18,6 +18,7 @@ import (
 	"github.com/rightsize/rightsize-go/internal/keeper"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/names"
+	"github.com/rightsize/rightsize-go/reaper/scripts"
 )
 
 // EnvDebug, set to 1, makes the watchdog log what it does to
@@ -245,6 +246,17 @@ func startWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan, kept
 		close(wd.exited)
 	}()
 	return wd, nil
+}
+
+// script is one of package scripts' files. They are embedded when this
+// program was compiled: a name that is not there is a mistake in this
+// package, found by its first test.
+func script(name string) []byte {
+	b, err := scripts.FS.ReadFile(name)
+	if err != nil {
+		panic("reaper: the watchdog script " + name + " is not embedded: " + err.Error())
+	}
+	return b
 }
 
 // scriptName is the readable copy's file name: watchdog-<12 hex of the

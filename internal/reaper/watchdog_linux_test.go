@@ -29,8 +29,8 @@ import (
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/reaper"
-	"github.com/rightsize/rightsize-go/internal/reaper/scripts"
 	"github.com/rightsize/rightsize-go/internal/testimage"
+	"github.com/rightsize/rightsize-go/reaper/scripts"
 )
 
 // The watchdog, spawned for real by an owner process (this binary,
@@ -252,7 +252,10 @@ func TestWatchdogOwnerHelper(t *testing.T) {
 	default:
 		helperFail("RZ_PLAN=%q", os.Getenv("RZ_PLAN"))
 	}
-	s, err := reaper.Open(ctx, drv, reaper.WithCacheDir(cache), reaper.WithMode(reaper.On))
+	// The helper keeps a ledger and a watchdog whatever RIGHTSIZE_REAPER
+	// its parent was run with.
+	os.Setenv(reaper.EnvReaper, "on")
+	s, err := reaper.Open(ctx, drv, reaper.WithCacheDir(cache))
 	if err != nil {
 		helperFail("session: %v", err)
 	}
@@ -645,7 +648,7 @@ func TestWatchdogScriptRewrittenAfterSpawn(t *testing.T) {
 	pw := filepath.Join(cache, "PWNED")
 	injected := bytes.Repeat([]byte("# padding past any read buffer\n"), 1000)
 	injected = append(injected, []byte("touch "+pw+"\n")...)
-	must(t, os.WriteFile(script, append(append([]byte(nil), scripts.WatchdogSh...), injected...), 0o600))
+	must(t, os.WriteFile(script, append(append([]byte(nil), watchdogSh...), injected...), 0o600))
 	must(t, os.Chmod(script, 0o777))
 	o.kill(syscall.SIGKILL)
 	o.waitReaped(t, 30*time.Second)
@@ -694,12 +697,15 @@ func TestWatchdogNative(t *testing.T) {
 // TestWatchdogScript: a readable copy of the script is written once, mode
 // 0600, under a name carrying the first 12 hex of its sha256; whatever is
 // at that name later is never read back, never run.
+// watchdogSh is the script the watchdog runs, as package scripts carries it.
+var watchdogSh, _ = scripts.FS.ReadFile("watchdog.sh")
+
 func TestWatchdogScript(t *testing.T) {
 	t.Setenv(reaper.EnvDebug, "")
 	e := newMemEngine(t)
 	cache := t.TempDir()
 	runs := runsDir(t, cache)
-	sum := sha256.Sum256(scripts.WatchdogSh)
+	sum := sha256.Sum256(watchdogSh)
 	want := filepath.Join(cache, ledger.ReaperDir, "watchdog-"+hex.EncodeToString(sum[:])[:12]+".sh")
 
 	start := func(id string) *reaper.Watchdog {
@@ -718,7 +724,7 @@ func TestWatchdogScript(t *testing.T) {
 	if !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
 		t.Errorf("script mode %v, want a regular file with mode 0600", fi.Mode())
 	}
-	if b, _ := os.ReadFile(want); !bytes.Equal(b, scripts.WatchdogSh) {
+	if b, _ := os.ReadFile(want); !bytes.Equal(b, watchdogSh) {
 		t.Errorf("the copy holds %d bytes that are not the embedded script", len(b))
 	}
 

@@ -11,9 +11,10 @@ import (
 	"syscall"
 
 	"github.com/rightsize/rightsize-go/internal/ledger"
-
-	"github.com/rightsize/rightsize-go/internal/reaper/scripts"
 )
+
+// watchdogSh is the POSIX sh watchdog.
+var watchdogSh = script("watchdog.sh")
 
 // scriptCommand runs the script's text itself, `sh -c TEXT
 // rightsize-watchdog RUN`: the shell never reads it from a file, so nobody
@@ -29,7 +30,7 @@ import (
 // the lines it is told (no file of it is left, whatever ends it). The
 // caller closes the handed files once the script started.
 func scriptCommand(dir, runID, exe string) (*exec.Cmd, string, []*os.File, error) {
-	copyPath, err := writeCopy(dir, scriptName(scripts.WatchdogSh, ".sh"), scripts.WatchdogSh)
+	copyPath, err := writeCopy(dir, scriptName(watchdogSh, ".sh"), watchdogSh)
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -58,7 +59,7 @@ func scriptCommand(dir, runID, exe string) (*exec.Cmd, string, []*os.File, error
 		return fail(err)
 	}
 	handed = append(handed, r)
-	cmd := exec.Command("/bin/sh", "-c", string(scripts.WatchdogSh), "rightsize-watchdog", runID)
+	cmd := exec.Command("/bin/sh", "-c", string(watchdogSh), "rightsize-watchdog", runID)
 	cmd.ExtraFiles = handed
 	return cmd, copyPath, handed, nil
 }

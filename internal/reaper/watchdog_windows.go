@@ -14,8 +14,10 @@ import (
 	"golang.org/x/sys/windows"
 
 	"github.com/rightsize/rightsize-go/internal/ledger"
-	"github.com/rightsize/rightsize-go/internal/reaper/scripts"
 )
+
+// watchdogPs1 is the Windows PowerShell watchdog.
+var watchdogPs1 = script("watchdog.ps1")
 
 // interpreter prefers Windows PowerShell, present on every Windows since 7,
 // and falls back to PowerShell 7.
@@ -45,13 +47,13 @@ func scriptCommand(dir, runID, exe string) (*exec.Cmd, string, []*os.File, error
 	if err != nil {
 		return nil, "", nil, err
 	}
-	name := strings.TrimSuffix(scriptName(scripts.WatchdogPs1, ".ps1"), ".ps1") + "-" + strconv.Itoa(os.Getpid()) + "-" + runID + ".ps1"
+	name := strings.TrimSuffix(scriptName(watchdogPs1, ".ps1"), ".ps1") + "-" + strconv.Itoa(os.Getpid()) + "-" + runID + ".ps1"
 	p := filepath.Join(dir, name)
 	f, err := ledger.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	_, werr := f.Write(scripts.WatchdogPs1)
+	_, werr := f.Write(watchdogPs1)
 	if err := errors.Join(werr, f.Close()); err != nil {
 		os.Remove(p)
 		return nil, "", nil, err

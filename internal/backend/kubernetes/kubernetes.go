@@ -214,9 +214,6 @@ func (d *Driver) DefaultEndpoint() bool { return false }
 // Namespace is where the run's objects are.
 func (d *Driver) Namespace() string { return d.ns }
 
-// Clientset is the driver's client, for what rightsize does not wrap.
-func (d *Driver) Clientset() k8s.Interface { return d.cs }
-
 // Host is where ports are reached from this process: inside the cluster a
 // pod's own address (Sandbox.Host); outside it, nowhere yet (ports need a
 // port-forward, which this backend does not make).

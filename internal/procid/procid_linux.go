@@ -1,4 +1,4 @@
-package ledger
+package procid
 
 import (
 	"bytes"
@@ -81,41 +81,43 @@ func btime() (time.Time, error) {
 func hostBootID() string       { loadHost(); return bootID }
 func hostPidNamespace() string { loadHost(); return pidNS }
 
-// bootTime is when this boot began, or the zero time when unknown.
-func bootTime() time.Time { loadHost(); return bootEpoch }
+// BootTime is when this boot began, or the zero time when unknown.
+func BootTime() time.Time { loadHost(); return bootEpoch }
 
-func lookupProc(pid int) (procState, error) {
+// Proc tells what the platform knows of pid now: no process, an exited
+// one, or a live one and its start.
+func Proc(pid int) (State, error) {
 	if pid <= 0 {
-		return procState{}, nil
+		return State{}, nil
 	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ESRCH) {
-			return procState{exists: true, unknown: "cannot read /proc/" + strconv.Itoa(pid) + "/stat: " + err.Error()}, nil
+			return State{Exists: true, Unknown: "cannot read /proc/" + strconv.Itoa(pid) + "/stat: " + err.Error()}, nil
 		}
 		// /proc may hide other users' processes (hidepid): ask the kernel.
 		switch err := syscall.Kill(pid, 0); err {
 		case syscall.ESRCH:
-			return procState{}, nil
+			return State{}, nil
 		case nil, syscall.EPERM:
-			return procState{exists: true, unknown: "/proc does not show pid " + strconv.Itoa(pid)}, nil
+			return State{Exists: true, Unknown: "/proc does not show pid " + strconv.Itoa(pid)}, nil
 		default:
-			return procState{}, fmt.Errorf("signal 0 to pid %d: %w", pid, err)
+			return State{}, fmt.Errorf("signal 0 to pid %d: %w", pid, err)
 		}
 	}
 	state, ticks, err := parseStat(b)
 	if err != nil {
-		return procState{exists: true, unknown: fmt.Sprintf("/proc/%d/stat: %v", pid, err)}, nil
+		return State{Exists: true, Unknown: fmt.Sprintf("/proc/%d/stat: %v", pid, err)}, nil
 	}
-	st := procState{exists: true, exited: state == 'Z' || state == 'X', ticks: ticks}
+	st := State{Exists: true, Exited: state == 'Z' || state == 'X', Ticks: ticks}
 	loadHost()
 	if bootErr != nil {
-		st.unknown = "boot time unknown: " + bootErr.Error()
+		st.Unknown = "boot time Unknown: " + bootErr.Error()
 		return st, nil
 	}
 	// To the millisecond, as records are written: the tick (10 ms) is the
 	// precision anyway.
-	st.start = bootEpoch.Add(time.Duration(ticks) * (time.Second / userHZ)).Truncate(time.Millisecond)
+	st.Start = bootEpoch.Add(time.Duration(ticks) * (time.Second / userHZ)).Truncate(time.Millisecond)
 	return st, nil
 }
 
@@ -141,9 +143,9 @@ func parseStat(b []byte) (state byte, ticks uint64, err error) {
 	return f[0][0], ticks, nil
 }
 
-// inInitialPidNamespace: only from the host's own pid namespace can every
+// InInitialPidNamespace: only from the host's own pid namespace can every
 // process of the host be seen.
-func inInitialPidNamespace() bool { return hostPidNamespace() == pidns.Initial }
+func InInitialPidNamespace() bool { return hostPidNamespace() == pidns.Initial }
 
 // nsIndex maps each pid namespace to the host pids of the processes in it,
 // read from /proc; complete is false when some process's namespace could
@@ -200,21 +202,21 @@ func currentNSIndex() (*nsIndex, error) {
 	return idx, nil
 }
 
-// lookupInNamespace looks up the process numbered pid in pid namespace ns
+// InNamespace looks up the process numbered pid in pid namespace ns
 // from the initial pid namespace: among the host's processes in ns, the
 // one whose innermost NSpid is pid. nsLive is false when no process is in
 // ns any more: the namespace is gone, and every pid of it is dead.
-func lookupInNamespace(ns string, pid int) (st procState, nsLive bool, err error) {
+func InNamespace(ns string, pid int) (st State, nsLive bool, err error) {
 	idx, err := currentNSIndex()
 	if err != nil {
-		return procState{}, false, err
+		return State{}, false, err
 	}
 	hosts := idx.byNS[ns]
 	if len(hosts) == 0 {
 		if !idx.complete {
-			return procState{}, false, fmt.Errorf("no process this one may inspect is in %s, and some cannot be inspected", ns)
+			return State{}, false, fmt.Errorf("no process this one may inspect is in %s, and some cannot be inspected", ns)
 		}
-		return procState{}, false, nil
+		return State{}, false, nil
 	}
 	live := false
 	for _, h := range hosts {
@@ -228,14 +230,14 @@ func lookupInNamespace(ns string, pid int) (st procState, nsLive bool, err error
 		if !ok || inner != pid {
 			continue
 		}
-		st, err := lookupProc(h)
+		st, err := Proc(h)
 		if err != nil {
-			return procState{}, true, err
+			return State{}, true, err
 		}
 		return st, true, nil
 	}
 	// No process of the namespace has that number (and maybe none is left).
-	return procState{}, live, nil
+	return State{}, live, nil
 }
 
 // innermostPid is the last field of the NSpid line of /proc/<pid>/status:

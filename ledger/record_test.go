@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/ledger"
 )
 
 func readFixture(tb testing.TB, name string) []byte {
@@ -45,10 +45,6 @@ func TestFixturesAreByteExact(t *testing.T) {
 			"Kotlin writes compact JSON with as many fraction digits as the instant needs"},
 		{"records/systemf_msb.json", `{"pid":20418,"startedIso":"2026-11-29T20:36:07.004Z","backend":"msb"}`,
 			"the systemf member: JSON.stringify of {pid, startedIso, backend}, msb without its path, no trailing newline"},
-		{"entries/systemf_docker.jsonl", `{"kind":"network","id":"rz-net-0a1b2c3d"}` + "\n" +
-			`{"kind":"sandbox","backend":"docker","name":"rz-1a2b3c4d-1","id":"4f1c3a9e2b7d6c5a8e0f1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f5a6"}` + "\n" +
-			`{"kind":"sandbox","backend":"docker","name":"rz-1a2b3c4d-2"}` + "\n",
-			"the systemf member's entries file: a JSON.stringify'd entry a line, every line ended"},
 	}
 	for _, tc := range tests {
 		if got := string(readFixture(t, tc.file)); got != tc.want {
@@ -283,16 +279,6 @@ func TestMarshal(t *testing.T) {
 		} else if back != tc.rec {
 			t.Errorf("%s: round trip = %+v, want %+v", tc.name, back, tc.rec)
 		}
-	}
-}
-
-func TestFormatISO(t *testing.T) {
-	at := time.Date(2026, 11, 29, 21, 36, 6, 950_123_456, time.FixedZone("CET", 3600))
-	if got, want := ledger.FormatISO(at), "2026-11-29T20:36:06.950Z"; got != want {
-		t.Errorf("FormatISO = %q, want %q: UTC, milliseconds, as Node writes", got, want)
-	}
-	if got, want := ledger.FormatISO(at.Truncate(time.Second)), "2026-11-29T20:36:06.000Z"; got != want {
-		t.Errorf("FormatISO = %q, want %q: always three digits", got, want)
 	}
 }
 

@@ -1,16 +1,16 @@
-package ledger_test
+package isotime_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/isotime"
 )
 
 // Every ISO-8601 instant a member of the family, or the platform it runs
 // on, may write for startedIso. A layout the reader does not know once made
 // a live owner's record "unreadable" and, after an hour, reaped.
-func TestParseISO(t *testing.T) {
+func TestParse(t *testing.T) {
 	at := func(s string) time.Time {
 		v, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
@@ -48,37 +48,47 @@ func TestParseISO(t *testing.T) {
 		{"2026-11-29T20:30:38Zjunk", "", "trailing text"},
 		{"1732912566", "", "epoch seconds are not ISO-8601"},
 	} {
-		got, err := ledger.ParseISO(tc.in)
+		got, err := isotime.Parse(tc.in)
 		if tc.want == "" {
 			if err == nil {
-				t.Errorf("ParseISO(%q) = %v; want an error (%s)", tc.in, got, tc.reason)
+				t.Errorf("Parse(%q) = %v; want an error (%s)", tc.in, got, tc.reason)
 			}
 			continue
 		}
 		if err != nil {
-			t.Errorf("ParseISO(%q): %v (%s)", tc.in, err, tc.reason)
+			t.Errorf("Parse(%q): %v (%s)", tc.in, err, tc.reason)
 		} else if want := at(tc.want); !got.Equal(want) || got.Location() != time.UTC {
-			t.Errorf("ParseISO(%q) = %v; want %v in UTC (%s)", tc.in, got, want, tc.reason)
+			t.Errorf("Parse(%q) = %v; want %v in UTC (%s)", tc.in, got, want, tc.reason)
 		}
 	}
 }
 
-// Whatever ParseISO accepts, time's own RFC 3339 reader agrees on when it
+// Whatever Parse accepts, time's own RFC 3339 reader agrees on when it
 // accepts it too; and nothing panics.
-func FuzzParseISO(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	for _, s := range []string{"2026-11-29T20:30:38Z", "2026-11-29T20:35:19.310+0000", "2026-11-29T21:35:19+01:00", "2026-11-29t20:35z", "", "x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		got, err := ledger.ParseISO(s)
+		got, err := isotime.Parse(s)
 		if err != nil {
 			return
 		}
 		if ref, rerr := time.Parse(time.RFC3339Nano, s); rerr == nil && !ref.Equal(got) {
-			t.Errorf("ParseISO(%q) = %v, time.Parse = %v", s, got, ref)
+			t.Errorf("Parse(%q) = %v, time.Parse = %v", s, got, ref)
 		}
 		if got.Year() < 0 || got.Year() > 10000 {
-			t.Errorf("ParseISO(%q) = %v: out of any sane range", s, got)
+			t.Errorf("Parse(%q) = %v: out of any sane range", s, got)
 		}
 	})
+}
+
+func TestFormat(t *testing.T) {
+	at := time.Date(2026, 11, 29, 21, 36, 6, 950_123_456, time.FixedZone("CET", 3600))
+	if got, want := isotime.Format(at), "2026-11-29T20:36:06.950Z"; got != want {
+		t.Errorf("Format = %q, want %q: UTC, milliseconds, as Node writes", got, want)
+	}
+	if got, want := isotime.Format(at.Truncate(time.Second)), "2026-11-29T20:36:06.000Z"; got != want {
+		t.Errorf("Format = %q, want %q: always three digits", got, want)
+	}
 }

@@ -1,4 +1,4 @@
-package ledger
+package procid
 
 import (
 	"errors"
@@ -29,41 +29,46 @@ func loadHost() {
 
 func hostBootID() string       { loadHost(); return bootID }
 func hostPidNamespace() string { return "" }
-func bootTime() time.Time      { loadHost(); return bootAt }
+
+// BootTime is when this boot began, or the zero time when unknown.
+func BootTime() time.Time { loadHost(); return bootAt }
 
 const szomb = 5 // p_stat of a zombie, from <sys/proc.h>
 
-func lookupProc(pid int) (procState, error) {
+// Proc tells what the platform knows of pid now: no process, an exited
+// one, or a live one and its start.
+func Proc(pid int) (State, error) {
 	if pid <= 0 {
-		return procState{}, nil
+		return State{}, nil
 	}
 	kp, err := unix.SysctlKinfoProc("kern.proc.pid", pid)
 	if err != nil || kp.Proc.P_pid != int32(pid) {
 		switch kerr := syscall.Kill(pid, 0); kerr {
 		case syscall.ESRCH:
-			return procState{}, nil
+			return State{}, nil
 		case nil, syscall.EPERM:
 			why := "kern.proc.pid returned no entry"
 			if err != nil {
 				why = "kern.proc.pid: " + err.Error()
 			}
-			return procState{exists: true, unknown: why}, nil
+			return State{Exists: true, Unknown: why}, nil
 		default:
-			return procState{}, fmt.Errorf("signal 0 to pid %d: %w", pid, kerr)
+			return State{}, fmt.Errorf("signal 0 to pid %d: %w", pid, kerr)
 		}
 	}
 	sec, usec := int64(kp.Proc.P_starttime.Sec), int64(kp.Proc.P_starttime.Usec)
-	return procState{
-		exists: true,
-		exited: kp.Proc.P_stat == szomb,
-		start:  time.Unix(sec, usec*1000).Truncate(time.Millisecond),
-		ticks:  uint64(sec)*1_000_000 + uint64(usec),
+	return State{
+		Exists: true,
+		Exited: kp.Proc.P_stat == szomb,
+		Start:  time.Unix(sec, usec*1000).Truncate(time.Millisecond),
+		Ticks:  uint64(sec)*1_000_000 + uint64(usec),
 	}, nil
 }
 
-// There are no pid namespaces here.
-func inInitialPidNamespace() bool { return true }
+// InInitialPidNamespace is true: there are no pid namespaces here.
+func InInitialPidNamespace() bool { return true }
 
-func lookupInNamespace(ns string, pid int) (procState, bool, error) {
-	return procState{}, false, errors.New("pid namespaces exist on Linux only")
+// InNamespace fails: there are no pid namespaces here.
+func InNamespace(ns string, pid int) (State, bool, error) {
+	return State{}, false, errors.New("pid namespaces exist on Linux only")
 }

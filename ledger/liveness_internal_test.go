@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rightsize/rightsize-go/internal/isotime"
+	"github.com/rightsize/rightsize-go/internal/procid"
 )
 
 // judge's decisions with a crafted process table: the order of the rules
@@ -13,25 +16,25 @@ import (
 func TestJudgeRules(t *testing.T) {
 	boot := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
 	start := time.Date(2026, 11, 29, 20, 30, 38, 120_000_000, time.UTC)
-	me := Identity{PID: 100, Start: boot.Add(time.Minute), StartTicks: 6000, BootID: "boot-A", PidNamespace: "pid:[1]"}
-	live := func(pid int, st procState) func(int) (procState, error) {
-		return func(p int) (procState, error) {
+	me := procid.Identity{PID: 100, Start: boot.Add(time.Minute), StartTicks: 6000, BootID: "boot-A", PidNamespace: "pid:[1]"}
+	live := func(pid int, st procid.State) func(int) (procid.State, error) {
+		return func(p int) (procid.State, error) {
 			if p == pid {
 				return st, nil
 			}
-			return procState{}, nil
+			return procid.State{}, nil
 		}
 	}
-	running := procState{exists: true, start: start, ticks: 4500}
-	foreign := Record{PID: 4242, StartedISO: FormatISO(start), Backend: "docker"}
-	goRec := Record{PID: 4242, StartedISO: FormatISO(start), Backend: "docker", StartTicks: 4500, BootID: "boot-A", PidNamespace: "pid:[1]", Writer: "go"}
+	running := procid.State{Exists: true, Start: start, Ticks: 4500}
+	foreign := Record{PID: 4242, StartedISO: isotime.Format(start), Backend: "docker"}
+	goRec := Record{PID: 4242, StartedISO: isotime.Format(start), Backend: "docker", StartTicks: 4500, BootID: "boot-A", PidNamespace: "pid:[1]", Writer: "go"}
 	with := func(r Record, f func(*Record)) Record { f(&r); return r }
 
 	tests := []struct {
 		name   string
 		rec    Record
-		me     Identity
-		lookup func(int) (procState, error)
+		me     procid.Identity
+		lookup func(int) (procid.State, error)
 		want   State
 		has    []string
 		reason string
@@ -40,7 +43,7 @@ func TestJudgeRules(t *testing.T) {
 			"same boot, same namespace, same ticks: the owner, exactly"},
 		{"go ticks differ", with(goRec, func(r *Record) { r.StartTicks = 4501 }), me, live(4242, running), Dead, []string{"reused", "4500", "4501"},
 			"one tick apart is another process, however close the wall-clock times"},
-		{"go ticks win over time", with(goRec, func(r *Record) { r.StartedISO = FormatISO(start.Add(time.Hour)) }), me, live(4242, running), Alive, []string{"recorded start"},
+		{"go ticks win over time", with(goRec, func(r *Record) { r.StartedISO = isotime.Format(start.Add(time.Hour)) }), me, live(4242, running), Alive, []string{"recorded start"},
 			"with ticks, wall-clock drift in startedIso does not matter"},
 		{"go other boot", with(goRec, func(r *Record) { r.BootID = "boot-B" }), me, live(4242, running), Dead, []string{"boot-B", "boot-A"},
 			"a record from another boot is dead whatever its pid is now"},
@@ -50,17 +53,17 @@ func TestJudgeRules(t *testing.T) {
 			"a record without a namespace may number its pid in the host's: from a child namespace it cannot be judged"},
 		{"other boot beats namespace", with(goRec, func(r *Record) { r.BootID = "boot-B"; r.PidNamespace = "pid:[2]" }), me, live(4242, running), Dead, []string{"boot"},
 			"every process of an earlier boot is gone, whatever namespace it was in"},
-		{"go record, boot unknown here", goRec, with2(me, func(i *Identity) { i.BootID = "" }), live(4242, running), Alive, []string{"within"},
+		{"go record, boot unknown here", goRec, with2(me, func(i *procid.Identity) { i.BootID = "" }), live(4242, running), Alive, []string{"within"},
 			"without this boot's id, ticks cannot be compared on Linux; on other systems they are absolute: alive either way"},
 		{"no process", foreign, me, live(1, running), Dead, []string{"no process has pid 4242"},
 			"no process with the pid: dead"},
-		{"zombie", foreign, me, live(4242, procState{exists: true, exited: true}), Dead, []string{"exited"},
+		{"zombie", foreign, me, live(4242, procid.State{Exists: true, Exited: true}), Dead, []string{"exited"},
 			"a zombie has exited; only its parent has not reaped it"},
-		{"zombie without start", with(foreign, func(r *Record) { r.StartedISO = "" }), me, live(4242, procState{exists: true, exited: true}), Dead, []string{"exited"},
+		{"zombie without start", with(foreign, func(r *Record) { r.StartedISO = "" }), me, live(4242, procid.State{Exists: true, Exited: true}), Dead, []string{"exited"},
 			"an exited process is dead even when the record cannot be compared"},
-		{"foreign +2000ms", with(foreign, func(r *Record) { r.StartedISO = FormatISO(start.Add(2000 * time.Millisecond)) }), me, live(4242, running), Alive, []string{"within"},
+		{"foreign +2000ms", with(foreign, func(r *Record) { r.StartedISO = isotime.Format(start.Add(2000 * time.Millisecond)) }), me, live(4242, running), Alive, []string{"within"},
 			"2000 ms apart is alive (Rust records whole seconds)"},
-		{"foreign -2001ms", with(foreign, func(r *Record) { r.StartedISO = FormatISO(start.Add(-2001 * time.Millisecond)) }), me, live(4242, running), Dead, []string{"reused", "2.001s"},
+		{"foreign -2001ms", with(foreign, func(r *Record) { r.StartedISO = isotime.Format(start.Add(-2001 * time.Millisecond)) }), me, live(4242, running), Dead, []string{"reused", "2.001s"},
 			"2001 ms apart is dead"},
 		{"foreign no start time", with(foreign, func(r *Record) { r.StartedISO = "" }), me, live(4242, running), Alive, []string{"no start time"},
 			"contract §9: an unknown start time for a live pid is alive, and says so"},
@@ -76,13 +79,13 @@ func TestJudgeRules(t *testing.T) {
 			"an unknown start spares a live pid only: no process with the pid is still dead"},
 		{"a second after the epoch", with(foreign, func(r *Record) { r.StartedISO = "1970-01-01T00:00:01Z" }), me, live(4242, running), Dead, []string{"before this boot"},
 			"only the epoch exactly means unknown; any other instant is a start, and this one is before the boot"},
-		{"start unknown here", foreign, me, live(4242, procState{exists: true, unknown: "hidepid"}), Alive, []string{"unknown", "hidepid"},
+		{"start unknown here", foreign, me, live(4242, procid.State{Exists: true, Unknown: "hidepid"}), Alive, []string{"unknown", "hidepid"},
 			"a live pid whose start cannot be read is never called dead"},
-		{"before boot", with(foreign, func(r *Record) { r.StartedISO = FormatISO(boot.Add(-time.Hour)) }), me, live(4242, running), Dead, []string{"before this boot"},
+		{"before boot", with(foreign, func(r *Record) { r.StartedISO = isotime.Format(boot.Add(-time.Hour)) }), me, live(4242, running), Dead, []string{"before this boot"},
 			"a process that started before this boot cannot still run"},
-		{"just before boot", with(foreign, func(r *Record) { r.StartedISO = FormatISO(boot.Add(-time.Second)) }), me, live(4242, procState{exists: true, start: boot}), Alive, []string{"within"},
+		{"just before boot", with(foreign, func(r *Record) { r.StartedISO = isotime.Format(boot.Add(-time.Second)) }), me, live(4242, procid.State{Exists: true, Start: boot}), Alive, []string{"within"},
 			"boot time is known to the second: a start within the window of it is not 'before boot'"},
-		{"lookup fails", foreign, me, func(int) (procState, error) { return procState{}, errors.New("EINVAL") }, Unknown, []string{"EINVAL"},
+		{"lookup fails", foreign, me, func(int) (procid.State, error) { return procid.State{}, errors.New("EINVAL") }, Unknown, []string{"EINVAL"},
 			"a pid that cannot be looked up is Unknown, never dead"},
 		{"bad startedIso", with(foreign, func(r *Record) { r.StartedISO = "noon" }), me, live(4242, running), Unknown, []string{"noon"},
 			"a start time that cannot be read proves nothing"},
@@ -108,10 +111,10 @@ func TestJudgeRules(t *testing.T) {
 	}
 }
 
-func with2(i Identity, f func(*Identity)) Identity { f(&i); return i }
+func with2(i procid.Identity, f func(*procid.Identity)) procid.Identity { f(&i); return i }
 
-func noNamespaces(string, int) (procState, bool, error) {
-	return procState{}, false, errors.New("no namespaces in this test")
+func noNamespaces(string, int) (procid.State, bool, error) {
+	return procid.State{}, false, errors.New("no namespaces in this test")
 }
 
 // From the host's own pid namespace, a record of another namespace is
@@ -119,30 +122,32 @@ func noNamespaces(string, int) (procState, bool, error) {
 // namespace has no process left.
 func TestJudgeFromInitialNamespace(t *testing.T) {
 	start := time.Date(2026, 11, 29, 20, 30, 38, 0, time.UTC)
-	me := Identity{PID: 100, BootID: "boot-A", PidNamespace: "pid:[4026531836]"}
-	rec := Record{PID: 7, StartedISO: FormatISO(start), Backend: "docker", StartTicks: 4500, BootID: "boot-A", PidNamespace: "pid:[99]", Writer: "go"}
-	nothingHere := func(int) (procState, error) { return procState{}, nil }
+	me := procid.Identity{PID: 100, BootID: "boot-A", PidNamespace: "pid:[4026531836]"}
+	rec := Record{PID: 7, StartedISO: isotime.Format(start), Backend: "docker", StartTicks: 4500, BootID: "boot-A", PidNamespace: "pid:[99]", Writer: "go"}
+	nothingHere := func(int) (procid.State, error) { return procid.State{}, nil }
 	for _, tc := range []struct {
 		name   string
-		ns     func(string, int) (procState, bool, error)
+		ns     func(string, int) (procid.State, bool, error)
 		want   State
 		has    string
 		reason string
 	}{
-		{"namespace gone", func(string, int) (procState, bool, error) { return procState{}, false, nil }, Dead, "no process is left in pid namespace pid:[99]",
+		{"namespace gone", func(string, int) (procid.State, bool, error) { return procid.State{}, false, nil }, Dead, "no process is left in pid namespace pid:[99]",
 			"a CI job's container killed whole: nothing of its namespace runs, so its pid cannot"},
-		{"owner runs there", func(ns string, pid int) (procState, bool, error) {
+		{"owner runs there", func(ns string, pid int) (procid.State, bool, error) {
 			if ns != "pid:[99]" || pid != 7 {
-				return procState{}, true, nil
+				return procid.State{}, true, nil
 			}
-			return procState{exists: true, start: start, ticks: 4500}, true, nil
+			return procid.State{Exists: true, Start: start, Ticks: 4500}, true, nil
 		}, Alive, "recorded start", "the pid as numbered in its own namespace, with the recorded start ticks"},
-		{"pid reused there", func(string, int) (procState, bool, error) {
-			return procState{exists: true, start: start, ticks: 9999}, true, nil
+		{"pid reused there", func(string, int) (procid.State, bool, error) {
+			return procid.State{Exists: true, Start: start, Ticks: 9999}, true, nil
 		}, Dead, "reused", "another process of that namespace has the number now"},
-		{"namespace lives, pid gone", func(string, int) (procState, bool, error) { return procState{}, true, nil }, Dead, "no process has pid 7",
+		{"namespace lives, pid gone", func(string, int) (procid.State, bool, error) { return procid.State{}, true, nil }, Dead, "no process has pid 7",
 			"the namespace runs on, without the owner"},
-		{"cannot see", func(string, int) (procState, bool, error) { return procState{}, false, errors.New("permission denied") }, Unknown, "permission denied",
+		{"cannot see", func(string, int) (procid.State, bool, error) {
+			return procid.State{}, false, errors.New("permission denied")
+		}, Unknown, "permission denied",
 			"processes this one may not inspect might be in that namespace: not proven dead"},
 	} {
 		got := judge(rec, me, host{lookup: nothingHere, initial: true, inNamespace: tc.ns})

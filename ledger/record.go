@@ -12,12 +12,15 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/rightsize/rightsize-go/internal/isotime"
 	"github.com/rightsize/rightsize-go/internal/names"
 )
 
-// Record is a run's record, runs/<run-id>.json. The first four fields are
-// the family's; the rest are written by rightsize-go only and ignored by
-// the other languages.
+// A Record is a run's record, runs/<run-id>.json: who owns the run, and on
+// which backend and engine its sandboxes live. The first four fields are the
+// family's; the rest are written by rightsize-go only and ignored by the
+// other languages. [ParseRecord] reads one as any member writes it,
+// [Record.Marshal] writes one, and [Judge] says whether its owner lives.
 type Record struct {
 	PID int `json:"pid"`
 	// StartedISO is when the owning process started (not when the record
@@ -45,17 +48,15 @@ type Record struct {
 	Writer string `json:"writer,omitempty"`
 }
 
-// MaxRecordSize is the largest record file the ledger reads. Real records
+// MaxRecordSize is the largest record [ParseRecord] reads. Real records
 // are well under 1 KiB.
 const MaxRecordSize = 1 << 20
-
-// ErrNoRecord means a run has line files but no record.
-var ErrNoRecord = errors.New("no record file")
 
 // ParseRecord reads a record in any of the family's formats: pretty-printed
 // or compact, with or without a trailing newline, any startedIso precision
 // or none. The backend comes back canonical ("microsandbox" becomes "msb").
-// Unknown fields are ignored.
+// Unknown fields are ignored. A corrupt record is an error that says why,
+// never a panic.
 func ParseRecord(data []byte) (Record, error) {
 	if len(data) > MaxRecordSize {
 		return Record{}, fmt.Errorf("record is %d bytes, more than the %d a record can be", len(data), MaxRecordSize)
@@ -107,9 +108,11 @@ func ParseRecord(data []byte) (Record, error) {
 		if !ok {
 			return Record{}, fmt.Errorf(`record "startTicks" %s is not a number`, clip(v))
 		}
-		t, err := parseUint(text)
+		t, err := strconv.ParseUint(text, 10, 64)
 		if err != nil {
-			return Record{}, fmt.Errorf(`record "startTicks" %s: %w`, text, err)
+			// The *strconv.NumError would repeat the text; its cause
+			// (invalid syntax, out of range) is what is left to say.
+			return Record{}, fmt.Errorf(`record "startTicks" %s is not a count of ticks: %w`, clip(v), errors.Unwrap(err))
 		}
 		r.StartTicks = t
 	}
@@ -341,12 +344,12 @@ func jsonNumber(v json.RawMessage) (string, bool) {
 // is unknown: the writer recorded none, or recorded the epoch itself, which
 // is what the Kotlin member writes when the JVM cannot read its own start
 // (in any precision or offset). Every ISO-8601 instant a member of the
-// family writes is read (ParseISO).
+// family writes is read: whole seconds or any fraction, 'Z' or an offset.
 func (r Record) Started() (time.Time, error) {
 	if r.StartedISO == "" {
 		return time.Time{}, nil
 	}
-	t, err := ParseISO(r.StartedISO)
+	t, err := isotime.Parse(r.StartedISO)
 	if err != nil {
 		return time.Time{}, fmt.Errorf(`record "startedIso" %q is not an ISO-8601 instant: %v`, clipString(r.StartedISO), err)
 	}
@@ -366,145 +369,6 @@ func clipString(s string) string {
 	return s
 }
 
-// ParseISO reads an ISO-8601 date and time of day as the family's members
-// and their platforms write them: YYYY-MM-DD, then 'T' (or 't', or one
-// space), then hh:mm, optionally :ss and a fraction of any length (',' or
-// '.'), then 'Z' (or 'z'), an offset as +hh:mm, +hhmm or +hh, or nothing,
-// which is read as UTC. The result is in UTC.
-func ParseISO(s string) (time.Time, error) {
-	p := isoParser{s: s}
-	year := p.digits(4, "year")
-	p.lit('-')
-	month := p.digits(2, "month")
-	p.lit('-')
-	day := p.digits(2, "day")
-	if p.err == nil {
-		if c, ok := p.peek(); ok && (c == 'T' || c == 't' || c == ' ') {
-			p.i++
-		} else {
-			p.fail("want 'T' after the date")
-		}
-	}
-	hour := p.digits(2, "hour")
-	p.lit(':')
-	minute := p.digits(2, "minute")
-	var sec, nsec int
-	if c, ok := p.peek(); ok && c == ':' && p.err == nil {
-		p.i++
-		sec = p.digits(2, "second")
-		if c, ok := p.peek(); ok && (c == '.' || c == ',') && p.err == nil {
-			p.i++
-			n := 0
-			for ; p.i < len(p.s) && isDigit(p.s[p.i]); p.i++ {
-				if n < 9 {
-					nsec = nsec*10 + int(p.s[p.i]-'0')
-				}
-				n++
-			}
-			if n == 0 {
-				p.fail("a fraction with no digits")
-			}
-			for ; n < 9; n++ {
-				nsec *= 10
-			}
-		}
-	}
-	offset := 0
-	if c, ok := p.peek(); ok && p.err == nil {
-		switch c {
-		case 'Z', 'z':
-			p.i++
-		case '+', '-':
-			p.i++
-			oh := p.digits(2, "offset hours")
-			om := 0
-			if c, ok := p.peek(); ok && c == ':' {
-				p.i++
-				om = p.digits(2, "offset minutes")
-			} else if ok && isDigit(c) {
-				om = p.digits(2, "offset minutes")
-			}
-			if oh > 23 || om > 59 {
-				p.fail("offset out of range")
-			}
-			offset = oh*3600 + om*60
-			if c == '-' {
-				offset = -offset
-			}
-		default:
-			p.fail(fmt.Sprintf("unexpected %q", c))
-		}
-	}
-	if p.err == nil && p.i != len(p.s) {
-		p.fail("trailing text")
-	}
-	if p.err != nil {
-		return time.Time{}, p.err
-	}
-	if month < 1 || month > 12 || day < 1 || day > daysIn(year, month) || hour > 24 || minute > 59 || sec > 60 ||
-		(hour == 24 && (minute != 0 || sec != 0 || nsec != 0)) {
-		return time.Time{}, errors.New("a field is out of range")
-	}
-	if sec == 60 {
-		sec = 59 // a leap second: the instant before it is close enough
-		nsec = 999_999_999
-	}
-	t := time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.FixedZone("", offset))
-	return t.UTC(), nil
-}
-
-type isoParser struct {
-	s   string
-	i   int
-	err error
-}
-
-func (p *isoParser) fail(why string) {
-	if p.err == nil {
-		p.err = fmt.Errorf("at byte %d: %s", p.i, why)
-	}
-}
-
-func (p *isoParser) peek() (byte, bool) {
-	if p.i < len(p.s) {
-		return p.s[p.i], true
-	}
-	return 0, false
-}
-
-func (p *isoParser) lit(c byte) {
-	if p.err != nil {
-		return
-	}
-	if got, ok := p.peek(); !ok || got != c {
-		p.fail(fmt.Sprintf("want %q", c))
-		return
-	}
-	p.i++
-}
-
-func (p *isoParser) digits(n int, what string) int {
-	if p.err != nil {
-		return 0
-	}
-	v := 0
-	for k := 0; k < n; k++ {
-		if p.i >= len(p.s) || !isDigit(p.s[p.i]) {
-			p.fail("want " + strconv.Itoa(n) + " digits of the " + what)
-			return 0
-		}
-		v = v*10 + int(p.s[p.i]-'0')
-		p.i++
-	}
-	return v
-}
-
-func isDigit(c byte) bool { return '0' <= c && c <= '9' }
-
-func daysIn(year, month int) int {
-	return time.Date(year, time.Month(month)+1, 0, 0, 0, 0, 0, time.UTC).Day()
-}
-
 // Marshal returns the record as the family writes it: compact JSON, the
 // family's fields first in their order, msbPath only when set, then the
 // Go fields, and a final newline.
@@ -513,26 +377,4 @@ func (r Record) Marshal() []byte {
 	return append(b, '\n')
 }
 
-// FormatISO formats t as rightsize-go writes startedIso: UTC, milliseconds.
-func FormatISO(t time.Time) string {
-	return t.UTC().Format("2006-01-02T15:04:05.000Z")
-}
-
-func parseUint(s string) (uint64, error) {
-	var n uint64
-	if s == "" {
-		return 0, errors.New("empty")
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, errors.New("not a non-negative integer")
-		}
-		d := uint64(c - '0')
-		if n > (math.MaxUint64-d)/10 {
-			return 0, errors.New("out of range")
-		}
-		n = n*10 + d
-	}
-	return n, nil
-}
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }

@@ -4,9 +4,13 @@ import (
 	"fmt"
 	"runtime"
 	"time"
+
+	"github.com/rightsize/rightsize-go/internal/isotime"
+	"github.com/rightsize/rightsize-go/internal/procid"
 )
 
-// State is the answer to "is the owner of this record alive?".
+// A State is the answer to "is the owner of this record alive?": alive,
+// dead, or unknown. Nothing of an Unknown or Alive run is ever removed.
 type State int
 
 const (
@@ -32,8 +36,8 @@ func (s State) String() string {
 	}
 }
 
-// Liveness is a judgement with the reason for it, meant to be shown to a
-// user as it is.
+// A Liveness is a judgement of a run's owner ([Judge]) with the reason for
+// it, meant to be shown to a user as it is.
 type Liveness struct {
 	State  State
 	Reason string
@@ -44,33 +48,38 @@ func (l Liveness) String() string { return l.State.String() + ": " + l.Reason }
 // StartWindow is how far apart a live pid's start time and a record's
 // startedIso may be for the pid to be the owner: 2000 ms apart is alive,
 // 2001 ms is dead. It covers writers that record whole seconds. Records
-// written by rightsize-go in the same boot compare raw start ticks instead,
-// exactly.
+// written by rightsize-go in the same boot compare raw start ticks
+// ([Record].StartTicks) instead, exactly.
 const StartWindow = 2000 * time.Millisecond
 
 // ticksNeedSameBoot: Linux start ticks count from boot, so they compare only
 // within one boot; macOS and Windows record absolute instants.
 const ticksNeedSameBoot = runtime.GOOS == "linux"
 
-// Judge decides whether the owner of r is alive, from this process.
+// Judge says whether the owner of r is alive, dead, or cannot be judged
+// from this process, with the reason. A record of another boot is dead; a
+// pid that runs with another start than the recorded one (beyond
+// [StartWindow], or other ticks) is dead; a pid that runs where the start
+// was not recorded is alive; a pid in a pid namespace this process cannot
+// look into is unknown.
 func Judge(r Record) Liveness {
-	me, _ := Self()
-	return judge(r, me, host{lookup: lookupProc, boot: bootTime(), initial: inInitialPidNamespace(), inNamespace: lookupInNamespace})
+	me, _ := procid.Self()
+	return judge(r, me, host{lookup: procid.Proc, boot: procid.BootTime(), initial: procid.InInitialPidNamespace(), inNamespace: procid.InNamespace})
 }
 
 // host is what a judgement needs to know of the machine, replaced in tests.
 type host struct {
-	lookup func(int) (procState, error)
+	lookup func(int) (procid.State, error)
 	boot   time.Time
 	// initial: this process is in the host's own pid namespace, where
 	// every process is visible.
 	initial bool
 	// inNamespace looks a pid up in another pid namespace, from the
 	// initial one; nsLive is false when the namespace has no process left.
-	inNamespace func(ns string, pid int) (st procState, nsLive bool, err error)
+	inNamespace func(ns string, pid int) (st procid.State, nsLive bool, err error)
 }
 
-func judge(r Record, me Identity, h host) Liveness {
+func judge(r Record, me procid.Identity, h host) Liveness {
 	if r.BootID != "" && me.BootID != "" && r.BootID != me.BootID {
 		return Liveness{Dead, fmt.Sprintf("recorded in another boot (boot id %s; this boot is %s)", r.BootID, me.BootID)}
 	}
@@ -93,31 +102,31 @@ func judge(r Record, me Identity, h host) Liveness {
 		case !live:
 			return Liveness{Dead, fmt.Sprintf("no process is left in pid namespace %s, where pid %d ran", r.PidNamespace, r.PID)}
 		}
-		lookup = func(int) (procState, error) { return st, nil }
+		lookup = func(int) (procid.State, error) { return st, nil }
 	}
 	started, err := r.Started()
 	if err != nil {
 		return Liveness{Unknown, err.Error()}
 	}
 	if !started.IsZero() && !h.boot.IsZero() && started.Before(h.boot.Add(-StartWindow)) {
-		return Liveness{Dead, fmt.Sprintf("started %s, before this boot (%s)", r.StartedISO, FormatISO(h.boot))}
+		return Liveness{Dead, fmt.Sprintf("started %s, before this boot (%s)", r.StartedISO, isotime.Format(h.boot))}
 	}
 	st, err := lookup(r.PID)
 	if err != nil {
 		return Liveness{Unknown, fmt.Sprintf("cannot look up pid %d: %v", r.PID, err)}
 	}
-	if !st.exists {
+	if !st.Exists {
 		return Liveness{Dead, fmt.Sprintf("no process has pid %d", r.PID)}
 	}
-	if st.exited {
+	if st.Exited {
 		return Liveness{Dead, fmt.Sprintf("pid %d has exited (its parent has not reaped it yet)", r.PID)}
 	}
 	sameBoot := !ticksNeedSameBoot || (r.BootID != "" && r.BootID == me.BootID)
-	if r.StartTicks != 0 && st.ticks != 0 && sameBoot {
-		if st.ticks == r.StartTicks {
+	if r.StartTicks != 0 && st.Ticks != 0 && sameBoot {
+		if st.Ticks == r.StartTicks {
 			return Liveness{Alive, fmt.Sprintf("pid %d runs with the recorded start (%d)", r.PID, r.StartTicks)}
 		}
-		return Liveness{Dead, fmt.Sprintf("pid %d was reused: it started at %d, the owner at %d", r.PID, st.ticks, r.StartTicks)}
+		return Liveness{Dead, fmt.Sprintf("pid %d was reused: it started at %d, the owner at %d", r.PID, st.Ticks, r.StartTicks)}
 	}
 	if started.IsZero() && r.StartedISO != "" {
 		return Liveness{Alive, fmt.Sprintf("pid %d runs and the record's start is the epoch (%s), which the Kotlin member writes when it cannot read its own: unknown, so taken to be the owner", r.PID, r.StartedISO)}
@@ -125,17 +134,17 @@ func judge(r Record, me Identity, h host) Liveness {
 	if started.IsZero() {
 		return Liveness{Alive, fmt.Sprintf("pid %d runs and the record has no start time: taken to be the owner", r.PID)}
 	}
-	if st.start.IsZero() {
-		return Liveness{Alive, fmt.Sprintf("pid %d runs and its start time is unknown (%s): taken to be the owner", r.PID, st.unknown)}
+	if st.Start.IsZero() {
+		return Liveness{Alive, fmt.Sprintf("pid %d runs and its start time is unknown (%s): taken to be the owner", r.PID, st.Unknown)}
 	}
-	d := st.start.Sub(started)
+	d := st.Start.Sub(started)
 	if d < 0 {
 		d = -d
 	}
 	if d > StartWindow {
-		return Liveness{Dead, fmt.Sprintf("pid %d was reused: it started %s, the owner %s (%s apart)", r.PID, FormatISO(st.start), r.StartedISO, d)}
+		return Liveness{Dead, fmt.Sprintf("pid %d was reused: it started %s, the owner %s (%s apart)", r.PID, isotime.Format(st.Start), r.StartedISO, d)}
 	}
-	return Liveness{Alive, fmt.Sprintf("pid %d started %s, within %s of the record's %s", r.PID, FormatISO(st.start), StartWindow, r.StartedISO)}
+	return Liveness{Alive, fmt.Sprintf("pid %d started %s, within %s of the record's %s", r.PID, isotime.Format(st.Start), StartWindow, r.StartedISO)}
 }
 
 // writerName says who wrote r, for messages.
@@ -148,18 +157,4 @@ func writerName(r Record) string {
 	default:
 		return fmt.Sprintf("written by %q", r.Writer)
 	}
-}
-
-// JudgeLines judges the owner of a run that has lines and no record (a
-// member's sweep deleted the record and left lines it does not read, or
-// the Node member pruned it while alive), from when the lines were last
-// written: before this boot, no process that could have written them is
-// left. Otherwise Unknown: nothing names the owner.
-func JudgeLines(written time.Time) Liveness { return judgeLines(written, bootTime()) }
-
-func judgeLines(written, boot time.Time) Liveness {
-	if !written.IsZero() && !boot.IsZero() && written.Before(boot.Add(-StartWindow)) {
-		return Liveness{Dead, fmt.Sprintf("no record, and its lines were last written %s, before this boot (%s): no process that wrote them is left", FormatISO(written), FormatISO(boot))}
-	}
-	return Liveness{Unknown, "no record: its owner is unknown"}
 }
