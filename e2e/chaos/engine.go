@@ -1,0 +1,79 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"time"
+)
+
+// engine is what differs from one backend to another: how its objects are
+// seen made and removed, what is left at the end, and the owners' mix.
+type engine struct {
+	name        string // the -backend flag
+	backendName string // RIGHTSIZE_BACKEND of the owners
+	image       string
+	exec        bool // Guard.Exec works
+	guardAll    bool // sandboxtest.GuardAll works
+	timeoutMin  int  // -test.timeout of a timeout death: from this many ms…
+	timeoutSpan int  // …to this many more
+	parallel    int  // owners at once
+	sweepGap    int  // mean ms between two sweepers
+	outlive     time.Duration
+	settle      time.Duration // how long the watchdogs are given at the end
+	env         []string
+	faults      *faults
+	side        side
+}
+
+// side is a backend's own part of the harness.
+type side interface {
+	// setup prepares the backend (the engine's image, the journal, the
+	// event stream) before the first owner.
+	setup(ctx context.Context, h *harness, e *engine) error
+	// follow reports every create and removal as it happens, until ctx
+	// ends (h.created, h.removed).
+	follow(ctx context.Context, h *harness)
+	// leftovers lists what of the run's owners is still there.
+	leftovers(ctx context.Context, h *harness) []leftover
+	// settle waits until what follow reports has caught up with the
+	// backend.
+	settle(ctx context.Context, h *harness)
+	// cleanup removes what the harness made beside the owners (keep-alive
+	// sandboxes, images it built) once the checks are done.
+	cleanup(ctx context.Context, h *harness)
+	close()
+}
+
+// leftover is one thing left at the end, said as a violation.
+type leftover struct {
+	owner *owner
+	msg   string
+}
+
+func newEngine(name string, faulty bool) (*engine, error) {
+	e := &engine{name: name, timeoutMin: 30, timeoutSpan: 1500, outlive: 20 * time.Second, settle: 30 * time.Second}
+	switch name {
+	case "memory":
+		e.backendName, e.image, e.parallel, e.sweepGap = "memory", "chaos:memory", 6, 300
+		e.side = &memorySide{}
+		if faulty {
+			return nil, fmt.Errorf("-faults: the memory backend has no engine to put a fault proxy in front of")
+		}
+	default:
+		return nil, fmt.Errorf("-backend %s: not one this harness runs yet (memory)", name)
+	}
+	return e, nil
+}
+
+func (e *engine) setup(ctx context.Context, h *harness) error { return e.side.setup(ctx, h, e) }
+func (e *engine) leftovers(ctx context.Context, h *harness) []leftover {
+	return e.side.leftovers(ctx, h)
+}
+func (e *engine) settleEngine(ctx context.Context, h *harness) { e.side.settle(ctx, h) }
+func (e *engine) cleanup(ctx context.Context, h *harness)      { e.side.cleanup(ctx, h) }
+func (e *engine) close()                                       { e.side.close() }
+
+var execCommandContext = exec.CommandContext
