@@ -48,7 +48,7 @@ type owner struct {
 	procs    map[int]*proc
 	keep     []keepUse
 	wdKilled []int
-	hadAny   bool // something of it was there when it died
+	hadAny   bool      // something of it was there when it died
 	goneAt   time.Time // none of its sandboxes, networks, processes left
 	clearAt  time.Time // nor any file of its run
 	stuck    bool
