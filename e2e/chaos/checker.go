@@ -38,7 +38,19 @@ func (h *harness) created(obj object) {
 
 // removed takes note of an object's removal by process by, at at, and
 // judges it: nothing of a live owner may go, but by the owner itself.
-func (h *harness) removed(obj object, by int, at time.Time) {
+func (h *harness) removed(obj object, by int, at time.Time) { h.removedAt(obj, by, at, at) }
+
+// forget drops an object the harness does not judge the removal of.
+func (h *harness) forget(obj object) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.objects, obj.kind+"/"+obj.name)
+}
+
+// removedAt is removed, for an object that was already stopped (killed)
+// at earliest, by the process that removed it then or by another: the
+// owner must have been dead by earliest.
+func (h *harness) removedAt(obj object, by int, at, earliest time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.objects, obj.kind+"/"+obj.name)
@@ -56,7 +68,7 @@ func (h *harness) removed(obj object, by int, at time.Time) {
 	if by == o.pid && !at.Before(o.spawnAt) && (o.exitAt.IsZero() || !at.After(o.exitAt)) {
 		return // its own
 	}
-	rm := removal{obj: obj, by: by, at: at}
+	rm := removal{obj: obj, by: by, at: at, earliest: earliest}
 	h.removals = append(h.removals, rm)
 	h.pending = append(h.pending, rm)
 	h.checkPending(false)
@@ -72,9 +84,13 @@ func (h *harness) checkPending(final bool) {
 			keep = append(keep, rm)
 			continue
 		}
-		if !o.dead || rm.at.Before(o.deathLB) {
+		switch {
+		case !o.dead || rm.at.Before(o.deathLB):
 			h.violateLocked(o, fmt.Sprintf("%s of owner #%d was removed at %s by %s while its owner lived (its death came at %s or later)",
 				rm.obj.String(), o.plan.Index, stamp(rm.at, h.start), h.whoLocked(rm.by, rm.at), stamp(o.deathLB, h.start)))
+		case !rm.earliest.IsZero() && rm.earliest.Before(o.deathLB):
+			h.violateLocked(o, fmt.Sprintf("%s of owner #%d was killed at %s, while its owner lived (its death came at %s or later), and removed at %s by %s",
+				rm.obj.String(), o.plan.Index, stamp(rm.earliest, h.start), stamp(o.deathLB, h.start), stamp(rm.at, h.start), h.whoLocked(rm.by, rm.at)))
 		}
 	}
 	h.pending = keep
@@ -555,7 +571,9 @@ func (h *harness) checkFates() {
 		}
 	}
 	for run, fates := range h.fates {
-		if len(fates) < 2 {
+		if o := h.byRun[run]; len(fates) < 2 || o != nil && len(o.wdKilled) > 0 {
+			// A watchdog the harness killed tells nothing of what it did;
+			// the sweep after it tells the rest: two fates, rightly.
 			continue
 		}
 		names := make([]string, 0, len(fates))

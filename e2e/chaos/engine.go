@@ -53,7 +53,7 @@ type leftover struct {
 	msg   string
 }
 
-func newEngine(name string, faulty bool) (*engine, error) {
+func newEngine(name string, faulty bool, seed int64) (*engine, error) {
 	e := &engine{name: name, timeoutMin: 30, timeoutSpan: 1500, outlive: 20 * time.Second, settle: 30 * time.Second}
 	switch name {
 	case "memory":
@@ -62,8 +62,32 @@ func newEngine(name string, faulty bool) (*engine, error) {
 		if faulty {
 			return nil, fmt.Errorf("-faults: the memory backend has no engine to put a fault proxy in front of")
 		}
+	case "docker", "podman":
+		e.backendName, e.exec, e.guardAll, e.parallel, e.sweepGap = "docker", true, true, 4, 1500
+		e.timeoutMin, e.timeoutSpan = 500, 5000
+		// A watchdog's engine calls may take 120 s each (its default).
+		e.outlive, e.settle = 5*time.Minute, 5*time.Minute
+		d := &dockerSide{podman: name == "podman"}
+		e.side = d
+		if faulty {
+			e.faults = newFaults(seed)
+			if name == "docker" {
+				e.faults.restartEvery = 250
+				e.faults.restart = func(ctx context.Context, h *harness) error {
+					d.mu.Lock()
+					d.restarts = append(d.restarts, [2]time.Time{time.Now()})
+					d.restarted = true
+					d.mu.Unlock()
+					err := restartDockerd(ctx, h)
+					d.mu.Lock()
+					d.restarts[len(d.restarts)-1][1] = time.Now()
+					d.mu.Unlock()
+					return err
+				}
+			}
+		}
 	default:
-		return nil, fmt.Errorf("-backend %s: not one this harness runs yet (memory)", name)
+		return nil, fmt.Errorf("-backend %s: not one this harness runs yet (memory, docker, podman)", name)
 	}
 	return e, nil
 }

@@ -74,9 +74,10 @@ func (o *object) String() string {
 
 // removal is one object removed by a process other than its owner.
 type removal struct {
-	obj object
-	by  int
-	at  time.Time
+	obj      object
+	by       int // 0: not known (no request the proxy saw)
+	at       time.Time
+	earliest time.Time // it was killed then, before it went
 }
 
 // violation is one broken invariant: what, and the owner it concerns.
@@ -88,7 +89,7 @@ type violation struct {
 }
 
 func newHarness(ctx context.Context, seed int64) (*harness, error) {
-	eng, err := newEngine(*backendFlag, *faultsFlag)
+	eng, err := newEngine(*backendFlag, *faultsFlag, seed)
 	if err != nil {
 		return nil, err
 	}
@@ -403,6 +404,9 @@ func (h *harness) whoLocked(pid int, at time.Time) string {
 		if s.pid == pid && !at.Before(s.start) && (s.end.IsZero() || !at.After(s.end)) {
 			return fmt.Sprintf("sweeper %d (%s)", s.n, s.what)
 		}
+	}
+	if pid == 0 {
+		return "no process the proxy saw ask for it (the engine itself, a keeper)"
 	}
 	if w, ok := watchdogs.get(pid); ok {
 		return "the watchdog of run " + w
