@@ -53,7 +53,7 @@ type leftover struct {
 	msg   string
 }
 
-func newEngine(name string, faulty bool, seed int64) (*engine, error) {
+func newEngine(name string, faulty bool, seed int64, deaths int) (*engine, error) {
 	e := &engine{name: name, timeoutMin: 30, timeoutSpan: 1500, outlive: 20 * time.Second, settle: 30 * time.Second}
 	switch name {
 	case "memory":
@@ -72,7 +72,7 @@ func newEngine(name string, faulty bool, seed int64) (*engine, error) {
 		if faulty {
 			e.faults = newFaults(seed)
 			if name == "docker" {
-				e.faults.restartEvery = 250
+				e.faults.restartEvery = max(10, min(250, deaths/2))
 				e.faults.restart = func(ctx context.Context, h *harness) error {
 					d.mu.Lock()
 					d.restarts = append(d.restarts, [2]time.Time{time.Now()})

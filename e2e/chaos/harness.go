@@ -89,7 +89,7 @@ type violation struct {
 }
 
 func newHarness(ctx context.Context, seed int64) (*harness, error) {
-	eng, err := newEngine(*backendFlag, *faultsFlag, seed)
+	eng, err := newEngine(*backendFlag, *faultsFlag, seed, *deathsFlag)
 	if err != nil {
 		return nil, err
 	}

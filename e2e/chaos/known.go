@@ -15,16 +15,19 @@ var knownDefects = map[string]string{
 	classTwoWatchdogFates: "a run with local processes has two watchdogs (a native one for its processes beside the script one for its sandboxes; or, when a process came before its first sandbox and the main watchdog is native, two native ones that both end its processes), and each writes a fate of its own for the one death; docs/chaos.md",
 }
 
-// twoWatchdogs: the fates are those of two watchdogs of one run (the
-// script one and the processes' native one; or two native ones, when a
-// process came before the run's first sandbox), each telling its share.
-func twoWatchdogs(fates map[string]ledger.Fate) bool {
-	pids := map[int]bool{}
-	for _, f := range fates {
-		if f.By != "native watchdog" && f.By != "watchdog" {
-			return false
-		}
-		pids[f.ByPID] = true
+// twoWatchdogs: fate first is a watchdog's, and another watchdog of the
+// run (the script one beside the processes' native one; or two native
+// ones, when a process came before the run's first sandbox) wrote one
+// too: each told its share of the one death.
+func twoWatchdogs(fates map[string]ledger.Fate, first string) bool {
+	f := fates[first]
+	if f.By != "native watchdog" && f.By != "watchdog" {
+		return false
 	}
-	return len(pids) == len(fates)
+	for name, g := range fates {
+		if name != first && (g.By == "native watchdog" || g.By == "watchdog") && g.ByPID != f.ByPID {
+			return true
+		}
+	}
+	return false
 }
