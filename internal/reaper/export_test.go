@@ -1,11 +1,13 @@
 package reaper
 
 import (
+	"context"
 	"io"
 	"os"
 	"slices"
 	"time"
 
+	"github.com/rightsize/rightsize-go/internal/backend"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 )
 
@@ -43,4 +45,12 @@ var ChoosesNative = choosesNative
 // to at the owner's death, in this process.
 func RunScriptWatchdog(in io.Reader, runsDir, runID, backendName, endpoint string) int {
 	return runNative(in, runsDir, runID, backendName, endpoint, engineOnly)
+}
+
+// Reap is the sweep's reaping of one run that Sweep judged dead, as rf
+// shows it: rf may have been read before the run's files changed, as a
+// sweep's listing of the folder is.
+func Reap(ctx context.Context, b backend.Backend, cache string, rf ledger.RunFiles) RunReport {
+	c := config{cache: cache, now: time.Now, liveness: ledger.Judge}
+	return c.reap(ctx, b, rf, RunReport{ID: rf.ID, Decision: Reaped})
 }
