@@ -653,10 +653,12 @@ func TestOpenDockerHostFailedFirstLook(t *testing.T) {
 	}
 }
 
-// flakyProxy serves sock: the first request for the engine's info (the
-// look testcontainers-go takes at DOCKER_HOST) fails with a 500; every
-// other request, and the rest of its connection, is forwarded to the
-// engine's socket as it is. It reports whether that request came.
+// flakyProxy serves sock: the requests for the engine's info that
+// testcontainers-go's own look at a candidate engine makes (its vanilla
+// client's, before it has chosen) fail with a 500, as an engine that
+// dropped them would; every other request, and the rest of its
+// connection, is forwarded to the engine's socket as it is. It reports
+// whether such a request came.
 func flakyProxy(t *testing.T, sock, engine string) *atomic.Bool {
 	t.Helper()
 	ln, err := net.Listen("unix", sock)
@@ -665,6 +667,9 @@ func flakyProxy(t *testing.T, sock, engine string) *atomic.Bool {
 	}
 	t.Cleanup(func() { ln.Close() })
 	var failed atomic.Bool
+	look := func(req *http.Request) bool {
+		return strings.HasSuffix(req.URL.Path, "/info") && !strings.HasPrefix(req.Header.Get("User-Agent"), "tc-go/")
+	}
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -674,26 +679,37 @@ func flakyProxy(t *testing.T, sock, engine string) *atomic.Bool {
 			go func() {
 				defer c.Close()
 				br := bufio.NewReader(c)
-				req, err := http.ReadRequest(br)
-				for err == nil && strings.HasSuffix(req.URL.Path, "/info") && failed.CompareAndSwap(false, true) {
-					_, _ = io.Copy(io.Discard, req.Body)
-					body := `{"message":"flaky"}`
-					fmt.Fprintf(c, "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-					req, err = http.ReadRequest(br)
-				}
-				if err != nil {
-					return
-				}
 				up, err := net.Dial("unix", engine)
 				if err != nil {
 					return
 				}
 				defer up.Close()
-				if req.Write(up) != nil {
-					return
+				upBr := bufio.NewReader(up)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					if look(req) {
+						failed.Store(true)
+						_, _ = io.Copy(io.Discard, req.Body)
+						body := `{"message":"flaky"}`
+						fmt.Fprintf(c, "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+						continue
+					}
+					if req.Write(up) != nil {
+						return
+					}
+					resp, err := http.ReadResponse(upBr, req)
+					if err != nil {
+						return
+					}
+					err = resp.Write(c)
+					resp.Body.Close()
+					if err != nil {
+						return
+					}
 				}
-				go func() { _, _ = io.Copy(up, br) }()
-				_, _ = io.Copy(c, up)
 			}()
 		}
 	}()
