@@ -53,11 +53,11 @@ type leftover struct {
 	msg   string
 }
 
-func newEngine(name string, faulty bool, seed int64, deaths int) (*engine, error) {
+func newEngine(name string, faulty bool, seed int64) (*engine, error) {
 	e := &engine{name: name, timeoutMin: 30, timeoutSpan: 1500, outlive: 20 * time.Second, settle: 30 * time.Second}
 	switch name {
 	case "memory":
-		e.backendName, e.image, e.parallel, e.sweepGap = "memory", "chaos:memory", 6, 300
+		e.backendName, e.image, e.parallel, e.sweepGap = "memory", "chaos:memory", 8, 800
 		e.side = &memorySide{}
 		if faulty {
 			return nil, fmt.Errorf("-faults: the memory backend has no engine to put a fault proxy in front of")
@@ -72,13 +72,16 @@ func newEngine(name string, faulty bool, seed int64, deaths int) (*engine, error
 		if faulty {
 			e.faults = newFaults(seed)
 			if name == "docker" {
-				e.faults.restartEvery = max(10, min(250, deaths/2))
+				e.faults.restartEvery = *restartEvery
 				e.faults.restart = func(ctx context.Context, h *harness) error {
 					d.mu.Lock()
 					d.restarts = append(d.restarts, [2]time.Time{time.Now()})
 					d.restarted = true
 					d.mu.Unlock()
-					err := restartDockerd(ctx, h)
+					// Never cut short: the machine must get its engine back.
+					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
+					err := restartDockerd(rctx, h)
+					cancel()
 					d.mu.Lock()
 					d.restarts[len(d.restarts)-1][1] = time.Now()
 					d.mu.Unlock()

@@ -78,6 +78,9 @@ type removal struct {
 	by       int // 0: not known (no request the proxy saw)
 	at       time.Time
 	earliest time.Time // it was killed then, before it went
+	// unanswered: the fault proxy dropped the engine's answer to the
+	// removal: its remover never heard that it went.
+	unanswered bool
 }
 
 // violation is one broken invariant: what, and the owner it concerns.
@@ -89,7 +92,7 @@ type violation struct {
 }
 
 func newHarness(ctx context.Context, seed int64) (*harness, error) {
-	eng, err := newEngine(*backendFlag, *faultsFlag, seed, *deathsFlag)
+	eng, err := newEngine(*backendFlag, *faultsFlag, seed)
 	if err != nil {
 		return nil, err
 	}

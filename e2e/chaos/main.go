@@ -39,16 +39,17 @@ import (
 )
 
 var (
-	backendFlag = flag.String("backend", "memory", "memory, docker, podman or kubernetes")
-	deathsFlag  = flag.Int("deaths", 100, "how many owners to run to their deaths")
-	seedFlag    = flag.Int64("seed", 0, "the seed of every plan (0: a random one, printed)")
-	faultsFlag  = flag.Bool("faults", false, "put a fault proxy in front of the engine's socket (docker, podman) or make the API server briefly unreachable (kubernetes)")
-	parallel    = flag.Int("parallel", 0, "owners alive at once (0: the backend's default)")
-	keepFlag    = flag.Bool("keep", false, "keep the work folder (cache dir, journal, owner logs) after the run")
-	verbose     = flag.Bool("v", false, "print each death as it ends")
-	ownerBin    = flag.String("owner-bin", "", "a prebuilt owner test binary (default: built with go test -c)")
-	cliBin      = flag.String("cli-bin", "", "a prebuilt rightsize command (default: built with go build)")
-	strict      = flag.Bool("strict", false, "count the violations of known defects (known.go) too")
+	backendFlag  = flag.String("backend", "memory", "memory, docker, podman or kubernetes")
+	deathsFlag   = flag.Int("deaths", 100, "how many owners to run to their deaths")
+	seedFlag     = flag.Int64("seed", 0, "the seed of every plan (0: a random one, printed)")
+	faultsFlag   = flag.Bool("faults", false, "put a fault proxy in front of the engine's socket (docker, podman) or make the API server briefly unreachable (kubernetes)")
+	parallel     = flag.Int("parallel", 0, "owners alive at once (0: the backend's default)")
+	keepFlag     = flag.Bool("keep", false, "keep the work folder (cache dir, journal, owner logs) after the run")
+	verbose      = flag.Bool("v", false, "print each death as it ends")
+	ownerBin     = flag.String("owner-bin", "", "a prebuilt owner test binary (default: built with go test -c)")
+	cliBin       = flag.String("cli-bin", "", "a prebuilt rightsize command (default: built with go build)")
+	strict       = flag.Bool("strict", false, "count the violations of known defects (known.go) too")
+	restartEvery = flag.Int("restart-every", 250, "with -faults on docker: restart the engine (dockerd, by its pid file) after about this many deaths; 0: never")
 )
 
 func main() {

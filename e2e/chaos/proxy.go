@@ -261,8 +261,9 @@ func unescape(s string) string {
 }
 
 // remover is the process that asked, at or before at, for the removal of
-// the object with id or name: the last such request.
-func (p *apiProxy) remover(kind, id, name string, at time.Time) (int, bool) {
+// the object with id or name: the last such request, and what the fault
+// proxy did to it.
+func (p *apiProxy) remover(kind, id, name string, at time.Time) (int, string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i := len(p.calls) - 1; i >= 0; i-- {
@@ -271,10 +272,10 @@ func (p *apiProxy) remover(kind, id, name string, at time.Time) (int, bool) {
 			continue
 		}
 		if c.target == name || c.target == strings.TrimPrefix(name, "/") || len(c.target) >= 12 && strings.HasPrefix(id, c.target) {
-			return c.pid, true
+			return c.pid, c.fault
 		}
 	}
-	return 0, false
+	return 0, ""
 }
 
 // stopper is the first process that asked to stop, kill or remove the
