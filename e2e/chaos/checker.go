@@ -26,6 +26,7 @@ func (h *harness) created(obj object) {
 	key := obj.kind + "/" + obj.name
 	o := obj
 	h.objects[key] = &o
+	h.seen.created++
 	if obj.run != "" && h.byRun[obj.run] == nil {
 		if ow := h.ownerAtLocked(obj.createdBy, obj.at); ow != nil {
 			h.mapRunLocked(obj.run, ow)
@@ -67,8 +68,10 @@ func (h *harness) removedAt(obj object, by int, at, earliest time.Time, unanswer
 	}
 	o.eventLocked(at, "%s removed by %s", obj.String(), h.whoLocked(by, at))
 	if by == o.pid && !at.Before(o.spawnAt) && (o.exitAt.IsZero() || !at.After(o.exitAt)) {
+		h.seen.own++
 		return // its own
 	}
+	h.seen.reaped++
 	rm := removal{obj: obj, by: by, at: at, earliest: earliest, unanswered: unanswered}
 	h.removals = append(h.removals, rm)
 	h.pending = append(h.pending, rm)

@@ -55,6 +55,7 @@ type harness struct {
 	fates      map[string]map[string]ledger.Fate
 	ended      int
 	maxLife    time.Duration
+	seen       struct{ created, own, reaped int }
 }
 
 // object is a sandbox or network the backend holds, as the harness knows
@@ -445,6 +446,14 @@ func (h *harness) report(took time.Duration) {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	self := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	fmt.Printf("chaos: %d deaths in %s on %d cores (load %s; the harness itself used %s of CPU); %d left nothing to reap\n", h.ended, took.Round(time.Second), runtime.NumCPU(), loadavg(), self.Round(10*time.Millisecond), nothing)
+	procs := 0
+	for _, o := range h.owners {
+		procs += len(o.procs)
+	}
+	fmt.Printf("chaos: seen made: %d sandboxes and networks, %d local processes; removed by their owners %d, by a watchdog or a sweep %d\n", h.seen.created, procs, h.seen.own, h.seen.reaped)
+	if h.eng.faults != nil {
+		fmt.Printf("chaos: faults: %s\n", h.eng.faults.summary())
+	}
 	fmt.Printf("chaos: death to nothing left (sandboxes, networks, processes): %s\n", figures(gone))
 	kinds := make([]string, 0, len(byDeath))
 	for k := range byDeath {
