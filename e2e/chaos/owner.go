@@ -81,12 +81,6 @@ func (o *owner) eventLocked(at time.Time, format string, a ...any) {
 	}
 }
 
-func (o *owner) event(at time.Time, format string, a ...any) {
-	o.h.mu.Lock()
-	defer o.h.mu.Unlock()
-	o.eventLocked(at, format, a...)
-}
-
 // live runs the owner from its start to its death and what the harness
 // learns of it then.
 func (o *owner) live(ctx context.Context) {
@@ -323,7 +317,7 @@ func (h *harness) mapRunLocked(run string, o *owner) {
 // the real one: the harness's blow, the owner's own word, the timeout's
 // due time, or its last word; then judges what waited for it.
 func (o *owner) finishLocked() {
-	lb := o.exitAt
+	var lb time.Time
 	switch {
 	case !o.killedAt.IsZero():
 		lb = o.killedAt
