@@ -39,7 +39,7 @@ func (h *harness) created(obj object) {
 
 // removed takes note of an object's removal by process by, at at, and
 // judges it: nothing of a live owner may go, but by the owner itself.
-func (h *harness) removed(obj object, by int, at time.Time) { h.removedAt(obj, by, at, at, false) }
+func (h *harness) removed(obj object, by int, at time.Time) { h.removedAt(obj, by, at, at, at, false) }
 
 // forget drops an object the harness does not judge the removal of.
 func (h *harness) forget(obj object) {
@@ -48,11 +48,12 @@ func (h *harness) forget(obj object) {
 	delete(h.objects, obj.kind+"/"+obj.name)
 }
 
-// removedAt is removed, for an object that was already stopped (killed)
-// at earliest, by the process that removed it then or by another: the
-// owner must have been dead by earliest. unanswered: the remover never
-// heard that it was removed (the fault proxy dropped the answer).
-func (h *harness) removedAt(obj object, by int, at, earliest time.Time, unanswered bool) {
+// removedAt is removed, for an object that process by asked at asked to
+// remove, gone at at, and already stopped (killed) at earliest: the owner
+// must have been dead by earliest, unless it asked itself, alive.
+// unanswered: the remover never heard that it was removed (the fault
+// proxy dropped the answer).
+func (h *harness) removedAt(obj object, by int, asked, at, earliest time.Time, unanswered bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.objects, obj.kind+"/"+obj.name)
@@ -66,13 +67,15 @@ func (h *harness) removedAt(obj object, by int, at, earliest time.Time, unanswer
 		h.notes["a removal of an object of a run no owner was seen to have"]++
 		return
 	}
-	o.eventLocked(at, "%s removed by %s", obj.String(), h.whoLocked(by, at))
-	if by == o.pid && !at.Before(o.spawnAt) && (o.exitAt.IsZero() || !at.After(o.exitAt)) {
+	o.eventLocked(at, "%s removed by %s", obj.String(), h.whoLocked(by, asked))
+	if by == o.pid && !asked.Before(o.spawnAt) && (o.exitAt.IsZero() || !asked.After(o.exitAt)) {
+		// Its own, though the engine may have finished it after the
+		// owner's death.
 		h.seen.own++
-		return // its own
+		return
 	}
 	h.seen.reaped++
-	rm := removal{obj: obj, by: by, at: at, earliest: earliest, unanswered: unanswered}
+	rm := removal{obj: obj, by: by, asked: asked, at: at, earliest: earliest, unanswered: unanswered}
 	h.removals = append(h.removals, rm)
 	h.pending = append(h.pending, rm)
 	h.checkPending(false)
@@ -91,10 +94,10 @@ func (h *harness) checkPending(final bool) {
 		switch {
 		case !o.dead || rm.at.Before(o.deathLB):
 			h.violateLocked(o, fmt.Sprintf("%s of owner #%d was removed at %s by %s while its owner lived (its death came at %s or later)",
-				rm.obj.String(), o.plan.Index, stamp(rm.at, h.start), h.whoLocked(rm.by, rm.at), stamp(o.deathLB, h.start)))
+				rm.obj.String(), o.plan.Index, stamp(rm.at, h.start), h.whoLocked(rm.by, rm.asked), stamp(o.deathLB, h.start)))
 		case !rm.earliest.IsZero() && rm.earliest.Before(o.deathLB):
 			h.violateLocked(o, fmt.Sprintf("%s of owner #%d was killed at %s, while its owner lived (its death came at %s or later), and removed at %s by %s",
-				rm.obj.String(), o.plan.Index, stamp(rm.earliest, h.start), stamp(o.deathLB, h.start), stamp(rm.at, h.start), h.whoLocked(rm.by, rm.at)))
+				rm.obj.String(), o.plan.Index, stamp(rm.earliest, h.start), stamp(o.deathLB, h.start), stamp(rm.at, h.start), h.whoLocked(rm.by, rm.asked)))
 		}
 	}
 	h.pending = keep
@@ -556,7 +559,7 @@ func (h *harness) checkFates() {
 		if len(fates) == 0 {
 			var what []string
 			for _, rm := range rms {
-				what = append(what, fmt.Sprintf("%s by %s at %s", rm.obj.String(), h.whoLocked(rm.by, rm.at), stamp(rm.at, h.start)))
+				what = append(what, fmt.Sprintf("%s by %s at %s", rm.obj.String(), h.whoLocked(rm.by, rm.asked), stamp(rm.at, h.start)))
 			}
 			h.violateLocked(o, fmt.Sprintf("run %s's death has no fate, though %d of its things were removed: %s", run, len(rms), strings.Join(what, "; ")))
 			continue
@@ -569,7 +572,7 @@ func (h *harness) checkFates() {
 					if (it.Name == rm.obj.name || it.ID == rm.obj.id) && it.Outcome == ledger.Removed {
 						claims = append(claims, fmt.Sprintf("%s (by %s, pid %d)", name, f.By, f.ByPID))
 						if f.ByPID != rm.by {
-							h.violateLocked(o, fmt.Sprintf("fate %s says %s was removed by pid %d, but pid %d removed it (%s)", name, rm.obj.String(), f.ByPID, rm.by, h.whoLocked(rm.by, rm.at)))
+							h.violateLocked(o, fmt.Sprintf("fate %s says %s was removed by pid %d, but pid %d removed it (%s)", name, rm.obj.String(), f.ByPID, rm.by, h.whoLocked(rm.by, rm.asked)))
 						}
 					}
 				}
@@ -580,7 +583,7 @@ func (h *harness) checkFates() {
 				continue
 			}
 			if len(claims) != 1 {
-				h.violateLocked(o, fmt.Sprintf("%s, removed by %s at %s, is told removed by %d fates %v, not one", rm.obj.String(), h.whoLocked(rm.by, rm.at), stamp(rm.at, h.start), len(claims), claims))
+				h.violateLocked(o, fmt.Sprintf("%s, removed by %s at %s, is told removed by %d fates %v, not one", rm.obj.String(), h.whoLocked(rm.by, rm.asked), stamp(rm.at, h.start), len(claims), claims))
 			}
 		}
 	}

@@ -189,7 +189,7 @@ func (d *dockerSide) take(ctx context.Context, h *harness, m events.Message) {
 		d.mu.Lock()
 		delete(d.objs, m.Actor.ID)
 		d.mu.Unlock()
-		by, fault := d.proxy.remover(kind, m.Actor.ID, o.obj.name, at)
+		rc := d.proxy.remover(kind, m.Actor.ID, o.obj.name, at)
 		earliest := at
 		if !o.first.IsZero() && o.first.Before(at) {
 			// Killed before it went: killed by whom? Not by its owner's own
@@ -208,7 +208,7 @@ func (d *dockerSide) take(ctx context.Context, h *harness, m events.Message) {
 			h.forget(o.obj)
 			return
 		}
-		h.removedAt(o.obj, by, at, earliest, fault == faultNames[faultLost])
+		h.removedAt(o.obj, rc.pid, rc.at, at, earliest, rc.fault == faultNames[faultLost])
 	}
 }
 

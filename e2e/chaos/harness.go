@@ -76,7 +76,8 @@ func (o *object) String() string {
 // removal is one object removed by a process other than its owner.
 type removal struct {
 	obj      object
-	by       int // 0: not known (no request the proxy saw)
+	by       int       // 0: not known (no request the proxy saw)
+	asked    time.Time // when by asked for it
 	at       time.Time
 	earliest time.Time // it was killed then, before it went
 	// unanswered: the fault proxy dropped the engine's answer to the

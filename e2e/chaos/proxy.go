@@ -47,6 +47,7 @@ type apiCall struct {
 	kind   string // "container" or "network"
 	verb   string // "create", "kill", "stop", "remove"
 	fault  string // what the fault proxy did to it, if anything
+	status int    // the engine's answer (0: none came)
 }
 
 func startProxy(path, target string, f *faults) (*apiProxy, error) {
@@ -129,9 +130,11 @@ func (p *apiProxy) handle(c net.Conn) {
 		}
 		call := classify(req, pid)
 		f := p.faults.decide(req)
+		idx := -1
 		if call.verb != "" {
 			call.fault = f.String()
 			p.mu.Lock()
+			idx = len(p.calls)
 			p.calls = append(p.calls, call)
 			p.mu.Unlock()
 		}
@@ -174,6 +177,11 @@ func (p *apiProxy) handle(c net.Conn) {
 		resp, err := http.ReadResponse(upBr, req)
 		if err != nil {
 			return
+		}
+		if idx >= 0 {
+			p.mu.Lock()
+			p.calls[idx].status = resp.StatusCode
+			p.mu.Unlock()
 		}
 		if f.kind == faultLost {
 			// The engine did it; the answer never comes.
@@ -260,26 +268,32 @@ func unescape(s string) string {
 	return s
 }
 
-// remover is the process that asked, at or before at, for the removal of
-// the object with id or name: the last such request, and what the fault
-// proxy did to it.
-func (p *apiProxy) remover(kind, id, name string, at time.Time) (int, string) {
+// remover is the request that removed the object with id or name, as
+// the engine's event at at shows it gone: of the removals asked for
+// before then, the last the engine answered with success, else the last
+// one (its answer never came, or was not seen).
+func (p *apiProxy) remover(kind, id, name string, at time.Time) apiCall {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	var last apiCall
 	for i := len(p.calls) - 1; i >= 0; i-- {
 		c := p.calls[i]
 		if c.verb != "remove" || c.kind != kind || c.at.After(at.Add(50*time.Millisecond)) {
 			continue
 		}
 		if c.target == name || c.target == strings.TrimPrefix(name, "/") || len(c.target) >= 12 && strings.HasPrefix(id, c.target) {
-			return c.pid, c.fault
+			if c.status >= 200 && c.status < 300 {
+				return c
+			}
+			if last.verb == "" {
+				last = c
+			}
 		}
 	}
-	return 0, ""
+	return last
 }
 
-// stopper is the first process that asked to stop, kill or remove the
-// container, and when.
+// touches are the requests to stop, kill or remove the container.
 func (p *apiProxy) touches(id, name string) []apiCall {
 	p.mu.Lock()
 	defer p.mu.Unlock()
