@@ -18,7 +18,6 @@ import (
 	"github.com/moby/moby/api/types/events"
 	"github.com/moby/moby/client"
 
-	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 )
 
@@ -427,5 +426,3 @@ func busyboxImage() (string, error) {
 	}
 	return ref, nil
 }
-
-var _ = ledger.RunsDir

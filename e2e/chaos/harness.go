@@ -21,7 +21,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rightsize/rightsize-go/e2e/chaos/internal/plan"
 	e2e "github.com/rightsize/rightsize-go/e2e/internal/harness"
 	"github.com/rightsize/rightsize-go/internal/envlist"
 	"github.com/rightsize/rightsize-go/internal/ledger"
@@ -500,8 +499,6 @@ func lastLines(s string, n int) []string {
 	}
 	return l
 }
-
-var _ = plan.Kill
 
 // figures is a set of durations as count, median, p99 and maximum.
 func figures(ds []time.Duration) string {

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -393,5 +392,3 @@ func (t *tail) String() string {
 	}
 	return string(b)
 }
-
-var _ = syscall.SIGKILL

@@ -4,7 +4,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -340,8 +339,6 @@ func (p *apiProxy) stop() {
 	}
 	_ = os.Remove(p.path)
 }
-
-var _ = context.Background
 
 // dump writes every call the proxy took note of, for a person's look.
 func (p *apiProxy) dump(path string) {
