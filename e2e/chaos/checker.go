@@ -545,7 +545,7 @@ func (h *harness) checkFates() {
 	defer h.mu.Unlock()
 	byRun := map[string][]removal{}
 	for _, rm := range h.removals {
-		if _, killed := h.killed[rm.by]; killed {
+		if killedAt, killed := h.killed[rm.by]; killed && !rm.asked.After(killedAt) {
 			continue // killed half-way: its fate may never have been written
 		}
 		if o := h.ownerAtLocked(rm.by, rm.at); o != nil && o.plan.Death != plan.Clean {

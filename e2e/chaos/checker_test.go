@@ -63,7 +63,7 @@ func TestFamilyParses(t *testing.T) {
 // the checker's rules alone.
 func newTestHarness() *harness {
 	return &harness{start: time.Now(), eng: &engine{name: "memory"}, byRun: map[string]*owner{}, objects: map[string]*object{},
-		killed: map[int]string{}, notes: map[string]int{}, known: map[string]int{}, fates: map[string]map[string]ledger.Fate{}}
+		killed: map[int]time.Time{}, notes: map[string]int{}, known: map[string]int{}, fates: map[string]map[string]ledger.Fate{}}
 }
 
 // TestLiveOwnersThingsStay: a removal of an owner's sandbox by another

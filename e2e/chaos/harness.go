@@ -47,7 +47,7 @@ type harness struct {
 	pending    []removal          // their owner's death not yet known
 	kaPending  []removal          // keep-alive removals, judged once their holders are dead
 	sweepers   []*sweeper
-	killed     map[int]string // pids the harness killed that are not owners: what they were
+	killed     map[int]time.Time // pids the harness killed that are not owners: when (a pid is used again)
 	violations []violation
 	notes      map[string]int // things worth saying that are not violations, counted
 	known      map[string]int // violations of known defects, by class
@@ -102,7 +102,7 @@ func newHarness(ctx context.Context, seed int64) (*harness, error) {
 		return nil, err
 	}
 	h := &harness{seed: seed, eng: eng, work: work, cache: filepath.Join(work, "cache"), tmp: filepath.Join(work, "tmp"),
-		byRun: map[string]*owner{}, objects: map[string]*object{}, killed: map[int]string{}, notes: map[string]int{}, known: map[string]int{},
+		byRun: map[string]*owner{}, objects: map[string]*object{}, killed: map[int]time.Time{}, notes: map[string]int{}, known: map[string]int{},
 		fates: map[string]map[string]ledger.Fate{}, maxLife: 3 * time.Minute}
 	for _, d := range []string{h.cache, h.tmp} {
 		if err := os.Mkdir(d, 0o700); err != nil {
@@ -302,7 +302,7 @@ func (h *harness) runSweep(ctx context.Context, n int, s sweep) {
 		case <-time.After(time.Duration(s.killAfter) * time.Microsecond):
 			h.mu.Lock()
 			sw.killed = time.Now()
-			h.killed[sw.pid] = "sweeper " + strconv.Itoa(n) + " (" + s.String() + ")"
+			h.killed[sw.pid] = sw.killed
 			h.mu.Unlock()
 			_ = cmd.Process.Kill()
 			err = <-done

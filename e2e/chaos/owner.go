@@ -176,7 +176,7 @@ func (o *owner) harnessDeath() {
 		o.h.mu.Lock()
 		o.killedAt = now
 		for _, p := range wds {
-			o.h.killed[p.pid] = fmt.Sprintf("the watchdog (pid %d) of owner #%d", p.pid, o.plan.Index)
+			o.h.killed[p.pid] = now
 			o.wdKilled = append(o.wdKilled, p.pid)
 		}
 		o.eventLocked(now, "SIGKILL to its watchdogs %v and to it", pidsOf(wds))
