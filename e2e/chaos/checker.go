@@ -461,7 +461,7 @@ func (h *harness) finish(ctx context.Context) error {
 	left := h.eng.leftovers(ctx, h)
 	h.mu.Lock()
 	for _, l := range left {
-		h.violateLocked(l.owner, l.msg)
+		h.defectLocked(l.class, l.owner, l.msg)
 	}
 	h.mu.Unlock()
 	runsDir := filepath.Join(h.cache, ledger.RunsDir)

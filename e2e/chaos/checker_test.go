@@ -76,7 +76,9 @@ func TestLiveOwnersThingsStay(t *testing.T) {
 	o := &owner{h: h, plan: plan.Owner{Index: 1}, pid: 100, spawnAt: t0, procs: map[int]*proc{}}
 	h.owners = append(h.owners, o)
 	h.mapRunLocked("0123abcd", o)
-	obj := func(n string) object { return object{kind: "sandbox", name: n, id: n, run: "0123abcd", createdBy: 100, at: t0} }
+	obj := func(n string) object {
+		return object{kind: "sandbox", name: n, id: n, run: "0123abcd", createdBy: 100, at: t0}
+	}
 	for _, n := range []string{"rz-0123abcd-1", "rz-0123abcd-2", "rz-0123abcd-3"} {
 		h.created(obj(n))
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/moby/moby/api/types/events"
 	"github.com/moby/moby/client"
 
+	"github.com/rightsize/rightsize-go/e2e/chaos/internal/plan"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 )
 
@@ -170,6 +171,12 @@ func (d *dockerSide) take(ctx context.Context, h *harness, m events.Message) {
 				obj.run = h.runOfNetwork(name)
 			}
 		}
+		if kind == "container" && obj.run == "" && attrs[plan.LabelHarness] == h.id() {
+			// Made with plain testcontainers-go under GuardAll, which
+			// labels all it guards: this one escaped the guard.
+			h.escapedGuard(attrs[plan.LabelOwner], name, at)
+			return
+		}
 		if obj.run == "" && obj.keepAlive == "" && !strings.HasPrefix(name, "rz-") {
 			return // not the run's: another test of the engine's
 		}
@@ -285,6 +292,13 @@ func (d *dockerSide) leftovers(ctx context.Context, h *harness) []leftover {
 			}
 		}
 	}
+	if res, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", plan.LabelHarness+"="+h.id())}); err == nil {
+		for _, c := range res.Items {
+			if firstOf(c.Labels[labelRun], c.Labels[labelRunAlt]) == "" {
+				out = append(out, leftover{class: classGuardAllEscape, owner: h.ownerByIndex(c.Labels[plan.LabelOwner]), msg: fmt.Sprintf("container %s, made with testcontainers-go under GuardAll by owner #%s, escaped the guard and is still on the engine (%s)", strings.TrimPrefix(firstOf(c.Names...), "/"), c.Labels[plan.LabelOwner], c.State)})
+			}
+		}
+	}
 	for _, name := range h.keepAlives() {
 		top, err := d.cli.ContainerTop(ctx, name, client.ContainerTopOptions{})
 		if err != nil {
@@ -304,6 +318,11 @@ func (d *dockerSide) leftovers(ctx context.Context, h *harness) []leftover {
 func (d *dockerSide) cleanup(ctx context.Context, h *harness) {
 	for _, name := range h.keepAlives() {
 		_, _ = d.cli.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	}
+	if res, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", plan.LabelHarness+"="+h.id())}); err == nil {
+		for _, c := range res.Items {
+			_, _ = d.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		}
 	}
 	for _, l := range []string{labelRun, labelRunAlt, labelKeeper} {
 		res, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", l)})
@@ -425,4 +444,28 @@ func busyboxImage() (string, error) {
 		return "", tb.err
 	}
 	return ref, nil
+}
+
+// escapedGuard: a container owner idx made with testcontainers-go under
+// GuardAll reached the engine without the guard's labels.
+func (h *harness) escapedGuard(idx, name string, at time.Time) {
+	o := h.ownerByIndex(idx)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if o != nil {
+		o.eventLocked(at, "container %s made past the guard (no run label)", name)
+	}
+	h.defectLocked(classGuardAllEscape, o, fmt.Sprintf("container %s, made with testcontainers-go under sandboxtest.GuardAll by owner #%s, reached the engine without the guard's labels: it escaped the guard", name, idx))
+}
+
+// ownerByIndex is owner #idx.
+func (h *harness) ownerByIndex(idx string) *owner {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, o := range h.owners {
+		if fmt.Sprint(o.plan.Index) == idx {
+			return o
+		}
+	}
+	return nil
 }

@@ -49,6 +49,7 @@ type side interface {
 
 // leftover is one thing left at the end, said as a violation.
 type leftover struct {
+	class string // a known defect's (known.go), or ""
 	owner *owner
 	msg   string
 }

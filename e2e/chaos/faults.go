@@ -195,12 +195,55 @@ func ensureEngine(ctx context.Context, h *harness) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "bash", "scripts/engine.sh")
-	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("scripts/engine.sh: %v\n%s", err, out)
+	start := func() error {
+		cmd := exec.CommandContext(ctx, "bash", "scripts/engine.sh")
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("scripts/engine.sh: %v\n%s", err, out)
+		}
+		return nil
 	}
-	_ = h
-	return nil
+	err = start()
+	if err == nil || !networkStoreBroken() {
+		return err
+	}
+	// dockerd 20.10, stopped while networks were being removed, can
+	// leave a network in its store that it then panics on at every start
+	// (libnetwork's reservePools): the machine is left without an engine.
+	// The store is moved aside (every network goes; containers stay).
+	aside := networkStore + ".broken-" + strconv.FormatInt(time.Now().Unix(), 10)
+	if rerr := os.Rename(networkStore, aside); rerr != nil {
+		return fmt.Errorf("%w; and its network store could not be moved aside: %v", err, rerr)
+	}
+	if h != nil {
+		h.note("dockerd panicked on its network store after a restart: the store was moved aside to " + aside)
+	}
+	fmt.Fprintf(os.Stderr, "chaos: dockerd panicked on its network store after a restart; moved it aside to %s\n", aside)
+	return start()
+}
+
+// networkStore is dockerd's store of networks.
+const networkStore = "/var/lib/docker/network/files/local-kv.db"
+
+// networkStoreBroken reports whether dockerd's last start panicked on its
+// network store, as its log (scripts/engine.sh's) shows.
+func networkStoreBroken() bool {
+	log := os.Getenv("RIGHTSIZE_DOCKERD_LOG")
+	if log == "" {
+		log = "/var/log/rightsize-dockerd.log"
+	}
+	f, err := os.Open(log)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > 64<<10 {
+		_, _ = f.Seek(-64<<10, 2)
+	}
+	b := make([]byte, 64<<10)
+	n, _ := f.Read(b)
+	tail := string(b[:n])
+	i := strings.LastIndex(tail, "Starting up")
+	return i >= 0 && strings.Contains(tail[i:], "libnetwork.(*controller).reservePools")
 }

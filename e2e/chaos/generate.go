@@ -53,9 +53,9 @@ func delay(r *rand.Rand) int {
 }
 
 // generate is owner i's plan on backend b.
-func generate(seed int64, i int, b *engine, kaTag string) plan.Owner {
+func generate(seed int64, i int, b *engine, kaTag, harness string) plan.Owner {
 	r := ownerRand(seed, i)
-	o := plan.Owner{Index: i, Backend: b.backendName, Image: b.image, KeepAliveTag: kaTag}
+	o := plan.Owner{Index: i, Backend: b.backendName, Image: b.image, KeepAliveTag: kaTag, Harness: harness}
 	o.Main = r.IntN(10) < 3
 	o.GuardAll = o.Main && b.guardAll && r.IntN(2) == 0
 	o.Reuse = r.IntN(10) < 4

@@ -225,7 +225,7 @@ func (h *harness) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			break
 		}
-		o := h.newOwner(generate(h.seed, i, h.eng, kaTag))
+		o := h.newOwner(generate(h.seed, i, h.eng, kaTag, h.id()))
 		owners.Add(1)
 		go func() {
 			defer owners.Done()
@@ -417,6 +417,9 @@ func (h *harness) whoLocked(pid int, at time.Time) string {
 	}
 	return "pid " + strconv.Itoa(pid) + " (not an owner or a sweeper: a watchdog, most likely)"
 }
+
+// id names this harness's run on the engine: its work folder's name.
+func (h *harness) id() string { return filepath.Base(h.work) }
 
 // report prints the run's figures.
 func (h *harness) report(took time.Duration) {

@@ -239,8 +239,9 @@ func (o *owned) step(t *testing.T, i int, s plan.Step) {
 		emit("exec-ended", i, g.Name(), res.Ending, err)
 	case plan.GuardAll:
 		c, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{
-			ContainerRequest: testcontainers.ContainerRequest{Image: me.Image, Cmd: sandboxCmd()},
-			Started:          true,
+			ContainerRequest: testcontainers.ContainerRequest{Image: me.Image, Cmd: sandboxCmd(),
+				Labels: map[string]string{plan.LabelHarness: me.Harness, plan.LabelOwner: strconv.Itoa(me.Index)}},
+			Started: true,
 		})
 		if err != nil {
 			w.Fatalf("guardall create: %v", err)

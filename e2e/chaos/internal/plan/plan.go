@@ -103,7 +103,17 @@ type Owner struct {
 	// KeepAliveTag keeps this harness's keep-alive identities apart from
 	// anyone else's on a shared engine.
 	KeepAliveTag string `json:"kaTag,omitempty"`
+	// Harness names the harness's run: the containers made with plain
+	// testcontainers-go carry it (LabelHarness) and their owner's index
+	// (LabelOwner), so that one that escaped GuardAll is still found.
+	Harness string `json:"harness,omitempty"`
 }
+
+// The labels of a container an owner makes with plain testcontainers-go.
+const (
+	LabelHarness = "rz.chaos.harness"
+	LabelOwner   = "rz.chaos.owner"
+)
 
 // Env is the plan as an environment entry.
 func (o Owner) Env() string {
