@@ -19,7 +19,7 @@ FUZZTIME ?= 10s
 # GOOS/GOARCH pairs that `cross` builds; the module must build for all.
 PLATFORMS ?= linux/amd64 darwin/amd64 windows/amd64 linux/arm64 darwin/arm64
 
-.PHONY: engine test test-podman podman-gate kube kube-gate windows-gate lint cross fuzz demo e2e clean clean-images
+.PHONY: engine test test-podman podman-gate kube kube-gate windows-gate lint cross fuzz demo e2e clean clean-images chaos chaos-short
 
 engine:
 	bash scripts/engine.sh
@@ -28,6 +28,7 @@ engine:
 # the Podman gate.
 test: lint engine
 	$(GO) test $(GOTESTFLAGS) ./...
+	@$(MAKE) --no-print-directory chaos-short
 	@$(MAKE) --no-print-directory podman-gate
 	@$(MAKE) --no-print-directory kube-gate
 	@$(MAKE) --no-print-directory msb-gate
@@ -213,3 +214,30 @@ clean:
 # purpose; this removes those no container uses. They are rebuilt on demand.
 clean-images:
 	docker image prune --all --force --filter label=dev.rightsize.test-image=1
+
+# The chaos harness (e2e/chaos, docs/chaos.md): owners of sandboxes die at
+# random beside sweeps and engine faults, every invariant of the reaper
+# checked as they go and at the end; it exits 1 on any violation and
+# prints the seed that replays it. `make test` runs the short pass: each
+# backend with CHAOSSEED and with a random seed it prints. `make chaos`
+# runs the long counts: the memory backend 10,000 deaths, Docker 1,000
+# without faults and 1,000 with them (engine restarts included), Podman
+# 200 (where scripts/podman.sh can bring it up). CHAOSFLAGS is added to
+# every run (-v, -keep, -strict).
+CHAOSSEED ?= 1
+CHAOSFLAGS ?=
+CHAOS = $(GO) run ./e2e/chaos $(CHAOSFLAGS)
+chaos-short: engine
+	$(CHAOS) -backend memory -deaths 300 -seed $(CHAOSSEED)
+	$(CHAOS) -backend memory -deaths 300 -seed 0
+	$(CHAOS) -backend docker -deaths 30 -seed $(CHAOSSEED) -faults -restart-every 0
+	$(CHAOS) -backend docker -deaths 30 -seed 0 -faults -restart-every 0
+
+chaos: engine
+	$(CHAOS) -backend memory -deaths 10000 -seed $(CHAOSSEED)
+	$(CHAOS) -backend docker -deaths 1000 -seed $(CHAOSSEED)
+	$(CHAOS) -backend docker -deaths 1000 -seed $(CHAOSSEED) -faults
+	@if [ -n "$$RIGHTSIZE_SKIP_PODMAN" ] || ! bash scripts/podman.sh available; then echo "chaos: podman skipped (no Podman here, or RIGHTSIZE_SKIP_PODMAN)"; exit 0; fi; \
+	host=$$(bash scripts/podman.sh start) || { echo "chaos: podman skipped: its service could not be brought up"; exit 0; }; \
+	CONTAINERS_CONF=$$(bash scripts/podman.sh conf) DOCKER_HOST=$$host $(CHAOS) -backend podman -deaths 200 -seed $(CHAOSSEED) -faults; rc=$$?; \
+	bash scripts/podman.sh stop; exit $$rc

@@ -1,11 +1,13 @@
 package reaper
 
 import (
+	"context"
 	"io"
 	"os"
 	"slices"
 	"time"
 
+	"github.com/rightsize/rightsize-go/internal/backend"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 )
 
@@ -50,4 +52,12 @@ func RunScriptWatchdog(in io.Reader, runsDir, runID, backendName, endpoint strin
 // surely seen does.
 func TellFates(cache, own string) []string {
 	return FateLines(MarkTold(UntoldFates(cache, own)))
+}
+
+// Reap is the sweep's reaping of one run that Sweep judged dead, as rf
+// shows it: rf may have been read before the run's files changed, as a
+// sweep's listing of the folder is.
+func Reap(ctx context.Context, b backend.Backend, cache string, rf ledger.RunFiles) RunReport {
+	c := config{cache: cache, now: time.Now, liveness: ledger.Judge}
+	return c.reap(ctx, b, rf, RunReport{ID: rf.ID, Decision: Reaped})
 }

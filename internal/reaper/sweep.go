@@ -487,7 +487,9 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 		t.listed[k] = l.Of(k)
 	}
 	t.unlabelled, t.since = unlabelled(rf, l)
-	if rf.Has(names.ProcessKind) {
+	// The lines as read now, not the folder's listing: an owner alive when
+	// the folder was listed may have started a process before it died.
+	if rf.Has(names.ProcessKind) || len(l.Of(names.ProcessKind)) > 0 {
 		t.grace = proctree.DefaultGrace
 		if dl, ok := ctx.Deadline(); ok {
 			// The sweep's budget bounds the grace too (a SIGKILL follows).

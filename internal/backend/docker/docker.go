@@ -115,6 +115,10 @@ func Open(ctx context.Context) (*Driver, error) {
 		tc.Close()
 		return nil, fmt.Errorf("%w: %s: %v", backend.ErrUnreachable, tc.DaemonHost(), err)
 	}
+	if err := checkChosen(os.Getenv("DOCKER_HOST"), testcontainers.ReadConfig().Config.TestcontainersHost, tc.DaemonHost()); err != nil {
+		tc.Close()
+		return nil, err
+	}
 	cli := tc.Client
 	if up := os.Getenv(EnvUpstream); up != "" && canonicalEndpoint(tc.DaemonHost()) == canonicalEndpoint(os.Getenv("DOCKER_HOST")) {
 		// DOCKER_HOST is a guard's proxy (guardall.go): this driver talks
@@ -186,6 +190,23 @@ func checkNamedHost(ctx context.Context) error {
 		}
 	}
 	return fmt.Errorf("%w: DOCKER_HOST=%s: %v%s", backend.ErrUnreachable, want, err, hint)
+}
+
+// checkChosen fails when testcontainers-go took another engine than the
+// one DOCKER_HOST names, though that one answered checkNamedHost a moment
+// before. Its tc.host property comes before DOCKER_HOST, and a choice it
+// made is kept. But testcontainers-go makes its choice once per process,
+// at its own look: a DOCKER_HOST that failed that look (an engine
+// restarting, a proxy that dropped a request) would have every container
+// of the process made on the engine it took instead.
+func checkChosen(want, tcHost, chosen string) error {
+	if want == "" || canonicalEndpoint(want) == canonicalEndpoint(chosen) {
+		return nil
+	}
+	if tcHost != "" && canonicalEndpoint(tcHost) == canonicalEndpoint(chosen) {
+		return nil
+	}
+	return fmt.Errorf("%w: DOCKER_HOST=%s did not answer testcontainers-go's first look, so it took %s instead for the life of this process; nothing is made on an engine you did not name (DOCKER_HOST answers now: the next test process uses it)", backend.ErrUnreachable, want, chosen)
 }
 
 func newDriver(_ context.Context, cli *client.Client) *Driver {

@@ -23,6 +23,11 @@ import (
 // in; unset, it is memory/ in the cache dir.
 const EnvDir = "RIGHTSIZE_MEMORY_DIR"
 
+// EnvJournal names a file every create and removal is appended to, by
+// whichever process makes it (journal.go): what a test of the reaper
+// checks who removed what, and when, against.
+const EnvJournal = "RIGHTSIZE_MEMORY_JOURNAL"
+
 // subdir is the default folder's name in the cache dir.
 const subdir = "memory"
 
@@ -50,8 +55,9 @@ func init() {
 // driver is the memory backend on one folder. Its methods are safe for
 // concurrent use by any number of processes.
 type driver struct {
-	dir string
-	def bool
+	dir     string
+	def     bool
+	journal string
 }
 
 // Open opens the memory backend on folder dir: when "", the one EnvDir
@@ -97,7 +103,7 @@ func open(dir string, create bool) (backend.Driver, error) {
 			return nil, fmt.Errorf("memory backend: %w", err)
 		}
 	}
-	return &driver{dir: dir, def: def}, nil
+	return &driver{dir: dir, def: def, journal: os.Getenv(EnvJournal)}, nil
 }
 
 func (d *driver) Name() string          { return backend.Memory }
@@ -195,18 +201,30 @@ func (d *driver) all(k backend.Kind) ([]object, error) {
 	return out, nil
 }
 
-func (d *driver) write(k backend.Kind, o object) error {
+// create writes the new object o, journalled first.
+func (d *driver) create(k backend.Kind, o object) error {
 	b, err := json.Marshal(o)
 	if err != nil {
+		return err
+	}
+	if err := d.log(opCreate, k, o); err != nil {
 		return err
 	}
 	return ledger.WriteFileAtomic(d.path(k, o.Name), b)
 }
 
-func (d *driver) delete(k backend.Kind, name string) error {
-	err := os.Remove(d.path(k, name))
+// delete removes object o, journalled first: a removal is never made
+// without its line, whatever kills the process in between.
+func (d *driver) delete(k backend.Kind, o object) error {
+	if _, err := os.Lstat(d.path(k, o.Name)); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%s %s: %w", k, o.Name, backend.ErrNotFound)
+	}
+	if err := d.log(opRemove, k, o); err != nil {
+		return err
+	}
+	err := os.Remove(d.path(k, o.Name))
 	if errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%s %s: %w", k, name, backend.ErrNotFound)
+		return fmt.Errorf("%s %s: %w", k, o.Name, backend.ErrNotFound)
 	}
 	return err
 }
@@ -281,7 +299,7 @@ func (d *driver) Remove(ctx context.Context, k backend.Kind, runID string, list 
 		if err := d.owned(k, o, runID); err != nil {
 			return err
 		}
-		return d.delete(k, n)
+		return d.delete(k, o)
 	})
 }
 
@@ -336,7 +354,7 @@ func (d *driver) RemoveIDs(ctx context.Context, k backend.Kind, ids []string) []
 					return err
 				}
 			}
-			return d.delete(k, o.Name)
+			return d.delete(k, o)
 		}
 		return fmt.Errorf("%s id %s: %w", k, id, backend.ErrNotFound)
 	})
@@ -359,7 +377,7 @@ func (d *driver) CloseRun(ctx context.Context, runID string) ([]string, error) {
 						continue
 					}
 				}
-				if e := d.delete(k, o.Name); e != nil && !errors.Is(e, backend.ErrNotFound) {
+				if e := d.delete(k, o); e != nil && !errors.Is(e, backend.ErrNotFound) {
 					errs = append(errs, e)
 					continue
 				}
@@ -402,7 +420,7 @@ func (d *driver) Create(ctx context.Context, name string, spec backend.Spec) (ba
 				return fmt.Errorf("memory backend: sandbox %s joins %w", name, err)
 			}
 		}
-		return d.write(backend.SandboxKind, o)
+		return d.create(backend.SandboxKind, o)
 	})
 	if err != nil {
 		return nil, err
@@ -437,7 +455,7 @@ func (d *driver) CreateNetwork(ctx context.Context, name, runID string) (string,
 		if _, err := d.read(backend.NetworkKind, name); !errors.Is(err, backend.ErrNotFound) {
 			return fmt.Errorf("memory backend: network %s: %w", name, backend.ErrNameTaken)
 		}
-		return d.write(backend.NetworkKind, o)
+		return d.create(backend.NetworkKind, o)
 	})
 	if err != nil {
 		return "", err
@@ -477,7 +495,7 @@ func (d *driver) RemoveKeepAlive(ctx context.Context, name, mark string) error {
 		if o.KeepAlive == "" || o.KeepAlive != mark {
 			return fmt.Errorf("sandbox %s is not keep-alive sandbox %s: %w", name, mark, backend.ErrNotOwned)
 		}
-		return d.delete(backend.SandboxKind, name)
+		return d.delete(backend.SandboxKind, o)
 	})
 }
 
@@ -514,7 +532,7 @@ func (s *sandbox) Stop(ctx context.Context, _ time.Duration) error {
 		if err != nil {
 			return err
 		}
-		if err := s.d.delete(backend.SandboxKind, s.o.Name); err != nil && !errors.Is(err, backend.ErrNotFound) {
+		if err := s.d.delete(backend.SandboxKind, o); err != nil && !errors.Is(err, backend.ErrNotFound) {
 			return err
 		}
 		return nil

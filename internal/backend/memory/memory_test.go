@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -198,5 +199,101 @@ func TestWatchdogNeverMakesTheFolder(t *testing.T) {
 	t.Setenv(memory.EnvDir, filepath.Join(base, "new", "memory"))
 	if _, err := backend.OpenEndpoint(backend.Memory, ""); err != nil {
 		t.Errorf("the watchdog's open of its owner's folder: %v", err)
+	}
+}
+
+// TestJournal: with RIGHTSIZE_MEMORY_JOURNAL set, every create and every
+// removal (Remove, RemoveIDs, CloseRun, RemoveKeepAlive, Stop) is a line
+// naming the process, the object and its marks; a removal that cannot
+// write its line removes nothing.
+func TestJournal(t *testing.T) {
+	dir := t.TempDir()
+	journal := filepath.Join(t.TempDir(), "journal")
+	t.Setenv(memory.EnvJournal, journal)
+	d := open(t, dir)
+	c := ctx(t)
+	if _, err := d.CreateNetwork(c, "rz-net-aaaa0001", "run1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"box-a", "box-b", "box-c"} {
+		if _, err := d.Create(c, n, backend.Spec{Image: "i", RunID: "run1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ka, err := d.Create(c, "rz-reuse-0123456789ab", backend.Spec{Image: "i", KeepAlive: "0123456789ab"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.Adopt(c, "box-c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := d.Remove(c, backend.SandboxKind, "run1", []string{"box-a", "never"}); errs[0] != nil || !errors.Is(errs[1], backend.ErrNotFound) {
+		t.Fatalf("Remove = %v", errs)
+	}
+	if err := s.Stop(c, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.RemoveKeepAlive(c, ka.Name(), "0123456789ab"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.(backend.RunCloser).CloseRun(c, "run1"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var got []string
+	n, err := memory.ReadJournal(f, func(e memory.Entry) {
+		if e.PID != os.Getpid() || e.ID == "" || time.Since(e.At) > time.Minute {
+			t.Errorf("entry %+v: want this process's pid, an id and a time", e)
+		}
+		got = append(got, e.Op+" "+e.Kind+" "+e.Name+" "+e.Run+e.KeepAlive)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"create network rz-net-aaaa0001 run1",
+		"create sandbox box-a run1", "create sandbox box-b run1", "create sandbox box-c run1",
+		"create sandbox rz-reuse-0123456789ab 0123456789ab",
+		"remove sandbox box-a run1", "remove sandbox box-c run1", "remove sandbox rz-reuse-0123456789ab 0123456789ab",
+		"remove sandbox box-b run1", "remove network rz-net-aaaa0001 run1",
+	}
+	if fi, _ := f.Stat(); n != fi.Size() || strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("journal (%d of %d bytes read):\n%s\nwant:\n%s", n, fi.Size(), strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// A journal that cannot be written: the removal fails, the object stays.
+	if _, err := d.Create(c, "box-d", backend.Spec{Image: "i", RunID: "run1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(journal); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(journal, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := open(t, dir).Remove(c, backend.SandboxKind, "run1", []string{"box-d"})[0]; err == nil || errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("Remove with no journal to write = %v, want an error that keeps it listed", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sandbox.box-d.json")); err != nil {
+		t.Errorf("a removal whose line could not be written removed it: %v", err)
+	}
+}
+
+// TestReadJournalPartial: a line not yet ended is left for the next read;
+// a line that is no entry is an error.
+func TestReadJournalPartial(t *testing.T) {
+	whole := `{"op":"remove","at":"2026-12-01T10:00:00Z","pid":7,"kind":"sandbox","name":"a","id":"1","run":"r"}` + "\n"
+	var seen int
+	n, err := memory.ReadJournal(strings.NewReader(whole+`{"op":"cre`), func(memory.Entry) { seen++ })
+	if err != nil || seen != 1 || n != int64(len(whole)) {
+		t.Errorf("ReadJournal = %d bytes, %d entries, %v; want %d, 1, nil", n, seen, err, len(whole))
+	}
+	if _, err := memory.ReadJournal(strings.NewReader("not json\n"), func(memory.Entry) {}); err == nil {
+		t.Error("ReadJournal of a line that is no entry: nil error")
 	}
 }
