@@ -17,6 +17,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/rightsize/rightsize-go/internal/enginetest"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctree"
 	"github.com/rightsize/rightsize-go/internal/reaper"
@@ -170,6 +171,56 @@ func TestFateUnderGotestsum(t *testing.T) {
 	t.Logf("shown by gotestsum: %v; left untold for the next process: %v\n%s", shown, untold, out)
 }
 
+// When testcontainers-go's one look at the engine, through the guard,
+// fails (an engine that dropped the request), it takes another engine (the
+// default socket) for the life of the process: every container it made
+// would pass the guard, unlabelled and unlisted, and outlive a killed
+// binary. Main(GuardAll) runs no test then, and says why. (The chaos
+// harness found it under its fault proxy.)
+func TestGuardAllFirstLookFailed(t *testing.T) {
+	t.Parallel()
+	r := newBareRig(t)
+	engine, ok := strings.CutPrefix(r.eng.Client().DaemonHost(), "unix://")
+	if !ok {
+		t.Skip("the engine is not on a unix socket here")
+	}
+	tag := nonceHex(t)
+	t.Cleanup(func() { removeTagLabelled(t, r.eng.Client(), tag) })
+	sock := filepath.Join(shortDir(t), "look.sock")
+	failed := enginetest.FailLook(t, sock, engine)
+	out, err := runMainFixture(t, "lookfails", "RZ_FIXTURE_IMAGE="+r.img, "RZ_FIXTURE_TAG="+tag,
+		"RIGHTSIZE_CACHE_DIR="+r.cache, "TESTCONTAINERS_RYUK_DISABLED=true", "TMPDIR="+shortDir(t), "DOCKER_HOST=unix://"+sock)
+	if !failed.Load() {
+		t.Fatalf("testcontainers-go's look never came to the proxy that fails it:\n%s", out)
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Errorf("the fixture ended %v, want exit status 1 before any test:\n%s", err, out)
+	}
+	if !strings.Contains(out, "sandboxtest: GuardAll: no test runs") || !strings.Contains(out, "first look") {
+		t.Errorf("Main did not say that testcontainers-go took another engine than the guard:\n%s", out)
+	}
+	if strings.Contains(out, "fixture: container=") {
+		t.Errorf("a test ran, and created a container past the guard:\n%s", out)
+	}
+	t.Logf("%s", strings.TrimSpace(out))
+}
+
+// removeTagLabelled removes the containers the main fixture labelled with
+// tag.
+func removeTagLabelled(t *testing.T, cli *client.Client, tag string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f := client.Filters{}.Add("label", "dev.rightsize.test.mainfixture="+tag)
+	if cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f}); err == nil {
+		for _, c := range cs.Items {
+			if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true}); err != nil {
+				t.Errorf("removing the fixture's container %s: %v", c.ID, err)
+			}
+		}
+	}
+}
+
 // A testcontainers-go provider made by a package-level variable, before
 // Main(GuardAll) pointed DOCKER_HOST at the guard, keeps the engine
 // itself for the life of the process: its containers would escape the
@@ -180,16 +231,7 @@ func TestGuardAllProviderMadeBeforeMain(t *testing.T) {
 	r := newBareRig(t)
 	tag := nonceHex(t)
 	cli := r.eng.Client()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		f := client.Filters{}.Add("label", "dev.rightsize.test.mainfixture="+tag)
-		if cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f}); err == nil {
-			for _, c := range cs.Items {
-				cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
-			}
-		}
-	})
+	t.Cleanup(func() { removeTagLabelled(t, cli, tag) })
 	out, err := runMainFixture(t, "early", "RZ_FIXTURE_IMAGE="+r.img, "RZ_FIXTURE_TAG="+tag,
 		"RIGHTSIZE_CACHE_DIR="+r.cache, "TESTCONTAINERS_RYUK_DISABLED=true", "TMPDIR="+shortDir(t))
 	var ee *exec.ExitError

@@ -136,6 +136,13 @@ func runMainWith(m TestingM, cfg mainConfig) int {
 		defer stop()
 	}
 	if _, err := getSession(ctx); err != nil {
+		if cfg.guardAll {
+			// testcontainers-go chooses its engine once per process: when
+			// its look at the guard failed, it took another engine for
+			// good, and every container it made would pass the guard.
+			fmt.Fprintf(stderr(), "sandboxtest: GuardAll: no test runs, as nothing could be guarded: %s\n", oneLine(err.Error()))
+			return 1
+		}
 		if len(setup) > 0 {
 			fmt.Fprintf(stderr(), "sandboxtest: suite setup failed: %s\n", oneLine(err.Error()))
 			return 1

@@ -295,7 +295,7 @@ func (d *dockerSide) leftovers(ctx context.Context, h *harness) []leftover {
 	if res, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", plan.LabelHarness+"="+h.id())}); err == nil {
 		for _, c := range res.Items {
 			if firstOf(c.Labels[labelRun], c.Labels[labelRunAlt]) == "" {
-				out = append(out, leftover{class: classGuardAllEscape, owner: h.ownerByIndex(c.Labels[plan.LabelOwner]), msg: fmt.Sprintf("container %s, made with testcontainers-go under GuardAll by owner #%s, escaped the guard and is still on the engine (%s)", strings.TrimPrefix(firstOf(c.Names...), "/"), c.Labels[plan.LabelOwner], c.State)})
+				out = append(out, leftover{owner: h.ownerByIndex(c.Labels[plan.LabelOwner]), msg: fmt.Sprintf("container %s, made with testcontainers-go under GuardAll by owner #%s, escaped the guard and is still on the engine (%s)", strings.TrimPrefix(firstOf(c.Names...), "/"), c.Labels[plan.LabelOwner], c.State)})
 			}
 		}
 	}
@@ -455,7 +455,7 @@ func (h *harness) escapedGuard(idx, name string, at time.Time) {
 	if o != nil {
 		o.eventLocked(at, "container %s made past the guard (no run label)", name)
 	}
-	h.defectLocked(classGuardAllEscape, o, fmt.Sprintf("container %s, made with testcontainers-go under sandboxtest.GuardAll by owner #%s, reached the engine without the guard's labels: it escaped the guard", name, idx))
+	h.defectLocked("", o, fmt.Sprintf("container %s, made with testcontainers-go under sandboxtest.GuardAll by owner #%s, reached the engine without the guard's labels: it escaped the guard", name, idx))
 }
 
 // ownerByIndex is owner #idx.

@@ -9,11 +9,9 @@ import "github.com/rightsize/rightsize-go/internal/ledger"
 // it as any other). A class goes when its defect is fixed.
 const (
 	classTwoWatchdogFates = "two-watchdog-fates"
-	classGuardAllEscape   = "guardall-first-look"
 )
 
 var knownDefects = map[string]string{
-	classGuardAllEscape:   "under sandboxtest.GuardAll, when testcontainers-go's one look at the guard's socket fails (an engine fault), it takes the default socket for the life of the binary: every container the binary makes with testcontainers-go then reaches the engine past the guard, unlabelled and unlisted, and a killed binary leaves it running; Main goes on with the tests; docs/chaos.md",
 	classTwoWatchdogFates: "a run with local processes has two watchdogs (a native one for its processes beside the script one for its sandboxes; or, when a process came before its first sandbox and the main watchdog is native, two native ones that both end its processes), and each writes a fate of its own for the one death; docs/chaos.md",
 }
 

@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 	switch os.Getenv(envMode) {
 	case "":
 		os.Exit(m.Run())
-	case "early":
+	case "early", "lookfails":
 		sandboxtest.Main(m, sandboxtest.GuardAll())
 	default:
 		sandboxtest.Main(m)
@@ -78,6 +78,24 @@ func TestFixture(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	case "tell":
+	case "lookfails":
+		// Made as users make them, in the test: through the guard, if
+		// testcontainers-go took it.
+		c, err := testcontainers.GenericContainer(t.Context(), testcontainers.GenericContainerRequest{
+			ContainerRequest: testcontainers.ContainerRequest{
+				Image:  os.Getenv(envImage),
+				Cmd:    []string{"sleep", "300"},
+				Labels: map[string]string{tagLabel: os.Getenv(envTag)},
+			},
+			Started: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("fixture: container=%s\n", c.GetContainerID())
+		if err := c.Terminate(context.Background()); err != nil {
+			t.Error(err)
+		}
 	case "early":
 		ctx := context.Background()
 		c, err := early.CreateContainer(ctx, testcontainers.ContainerRequest{

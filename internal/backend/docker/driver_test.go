@@ -1,7 +1,6 @@
 package docker_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -17,7 +16,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +28,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/internal/backend"
 	"github.com/rightsize/rightsize-go/internal/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/enginetest"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 )
@@ -641,7 +640,7 @@ func TestOpenDockerHostFailedFirstLook(t *testing.T) {
 		t.Skip("the engine is not on a unix socket here")
 	}
 	sock := filepath.Join(t.TempDir(), "flaky.sock")
-	failed := flakyProxy(t, sock, engine)
+	failed := enginetest.FailLook(t, sock, engine)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestOpenDockerHostFailedFirstLook$", "-test.count=1")
 	cmd.Env = append(os.Environ(), envFlakyHelper+"=1", "DOCKER_HOST=unix://"+sock)
 	out, _ := cmd.CombinedOutput()
@@ -651,67 +650,4 @@ func TestOpenDockerHostFailedFirstLook(t *testing.T) {
 	if !strings.Contains(string(out), "open error:") || !strings.Contains(string(out), "did not answer testcontainers-go's first look") {
 		t.Errorf("DOCKER_HOST failed testcontainers-go's first look, then answered: Open must refuse the engine testcontainers-go took instead; the helper said:\n%s", out)
 	}
-}
-
-// flakyProxy serves sock: the requests for the engine's info that
-// testcontainers-go's own look at a candidate engine makes (its vanilla
-// client's, before it has chosen) fail with a 500, as an engine that
-// dropped them would; every other request, and the rest of its
-// connection, is forwarded to the engine's socket as it is. It reports
-// whether such a request came.
-func flakyProxy(t *testing.T, sock, engine string) *atomic.Bool {
-	t.Helper()
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	var failed atomic.Bool
-	look := func(req *http.Request) bool {
-		return strings.HasSuffix(req.URL.Path, "/info") && !strings.HasPrefix(req.Header.Get("User-Agent"), "tc-go/")
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				up, err := net.Dial("unix", engine)
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				upBr := bufio.NewReader(up)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					if look(req) {
-						failed.Store(true)
-						_, _ = io.Copy(io.Discard, req.Body)
-						body := `{"message":"flaky"}`
-						fmt.Fprintf(c, "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-						continue
-					}
-					if req.Write(up) != nil {
-						return
-					}
-					resp, err := http.ReadResponse(upBr, req)
-					if err != nil {
-						return
-					}
-					err = resp.Write(c)
-					resp.Body.Close()
-					if err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return &failed
 }
