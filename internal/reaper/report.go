@@ -139,9 +139,9 @@ type Report struct {
 }
 
 // add counts rr, and holds it if its id is among the lowest maxRunReports
-// seen so far. The engine's keepers come after the ledger's runs, in no
-// order of their ids: until the sweep ends (sortRuns), Runs is a heap with
-// the highest id held at the top.
+// seen so far. The sweep goes through runs in the order of their files on
+// disk, not of their ids: until the sweep ends (sortRuns), Runs is a heap
+// with the highest id held at the top.
 func (r *Report) add(rr RunReport) {
 	if r.counts == nil {
 		r.counts = map[Decision]int{}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
@@ -40,6 +41,8 @@ type config struct {
 	now      func() time.Time
 	liveness func(ledger.Record) ledger.Liveness
 	fateBy   string
+	// logMu keeps a run's lines together: runs are decided side by side.
+	logMu sync.Mutex
 }
 
 type optionFunc func(*config)
@@ -81,9 +84,9 @@ func OnlyRun(id string) Option { return optionFunc(func(c *config) { c.only = id
 // later sweep. Sibling processes sweeping at the same moment each claim a
 // run with a lock before removing what it lists.
 //
-// Runs are read one at a time, in run id order: memory grows with their
-// number only by the folder's listing (about 40 bytes a run), never by
-// what they hold.
+// Runs are read a few batches ahead of their judgement, in the order
+// their files lie on disk: memory grows with their number only by the
+// folder's listing (about 40 bytes a run), never by what they hold.
 // The error is for a ledger that cannot be read at all (or is not the
 // user's alone); everything about a single run is in its RunReport.
 func Sweep(ctx context.Context, b backend.Backend, opts ...Option) (*Report, error) {
@@ -126,17 +129,49 @@ func Sweep(ctx context.Context, b backend.Backend, opts ...Option) (*Report, err
 		return rep, err
 	}
 	now := cfg.now()
-	err = scan.Each(func(rf ledger.RunFiles) error {
+	// Dead runs that list nothing are only files to delete, and most of
+	// the runs of a large ledger are such: their deletions go to a few
+	// workers, since a file system unlinks in parallel what it unlinks
+	// slowly one by one (on an ext4 virtio disk, 200,000 files took 10.9 s
+	// from one goroutine and 6.6 s from four). Runs with anything to
+	// remove go one at a time, in the scan's order.
+	var mu sync.Mutex
+	add := func(rr RunReport) {
+		mu.Lock()
+		rep.add(rr)
+		mu.Unlock()
+	}
+	deletes := make(chan deletion, 64)
+	var workers sync.WaitGroup
+	for range fileDeleters {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for d := range deletes {
+				add(cfg.finish(cfg.removeFilesOnly(d.rf, d.rr), d.t0))
+			}
+		}()
+	}
+	err = scan.EachAhead(true, func(rf ledger.RunFiles) error {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		rep.add(cfg.sweepOne(ctx, b, rf))
+		t0 := time.Now()
+		rr := cfg.decide(b, rf)
+		if rr.Decision == Reaped && !cfg.dryRun && filesOnly(rf) {
+			deletes <- deletion{rf, rr, t0}
+			return nil
+		}
+		add(cfg.sweepDecided(ctx, b, rf, rr, t0))
 		return nil
 	})
 	if err == nil && ctx.Err() != nil {
-		// The last run was cut short.
+		// The last run was cut short. (Deletions still queued finish
+		// below: each is a file or two.)
 		err = context.Cause(ctx)
 	}
+	close(deletes)
+	workers.Wait()
 	// Runs whose claim the engine itself holds (a Kubernetes Lease) and
 	// let lapse: the engine removes what they own.
 	if ls, ok := b.(backend.LapseSweeper); ok && ctx.Err() == nil {
@@ -180,10 +215,13 @@ func unfinished(err error) string {
 	return "interrupted: " + err.Error()
 }
 
-// sweepOne decides about run rf and acts on the decision.
 func (c *config) sweepOne(ctx context.Context, b backend.Backend, rf ledger.RunFiles) RunReport {
 	t0 := time.Now()
-	rr := c.decide(b, rf)
+	return c.sweepDecided(ctx, b, rf, c.decide(b, rf), t0)
+}
+
+// sweepDecided acts on decision rr about run rf, begun at t0.
+func (c *config) sweepDecided(ctx context.Context, b backend.Backend, rf ledger.RunFiles, rr RunReport, t0 time.Time) RunReport {
 	if rr.Decision != LeftAlone {
 		if c.dryRun {
 			rr = c.preview(ctx, b, rf, rr)
@@ -205,6 +243,17 @@ func (c *config) finish(rr RunReport, t0 time.Time) RunReport {
 	rr.Took = time.Since(t0)
 	c.log(rr)
 	return rr
+}
+
+// fileDeleters is how many goroutines delete the files of dead runs that
+// list nothing.
+const fileDeleters = 4
+
+// A deletion is a dead run that lists nothing, decided at t0.
+type deletion struct {
+	rf ledger.RunFiles
+	rr RunReport
+	t0 time.Time
 }
 
 // filesOnly reports whether reaping rf is deleting its files and nothing
@@ -658,6 +707,8 @@ func (c *config) log(rr RunReport) {
 	if c.logger == nil {
 		return
 	}
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
 	c.logger.Info("rightsize sweep", "run", rr.ID, "decision", string(rr.Decision), "reason", rr.Reason,
 		"removed", len(rr.Removed), "kept", len(rr.Kept), "not_owned", len(rr.NotOwned))
 	for _, it := range rr.Kept {

@@ -11,8 +11,9 @@ import (
 	"github.com/rightsize/rightsize-go/internal/reaper"
 )
 
-// A sweep's report holds the runs with the lowest ids, in id order,
-// whatever order their files were written in.
+// A sweep goes through runs in the order their files lie on disk, yet its
+// report holds the runs with the lowest ids, in id order: the same runs a
+// sweep in id order would hold.
 func TestSweepReportHoldsLowestIDs(t *testing.T) {
 	const n = 1500
 	cache := t.TempDir()
