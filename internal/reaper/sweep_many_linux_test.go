@@ -24,7 +24,7 @@ import (
 // resident memory or less, on a 2-core machine. Measured, not asserted (a
 // loaded machine is slow, not wrong); figures in BENCHMARKS.md:
 //
-//	go test -run '^$' -bench BenchmarkSweepManyDead -benchtime 1x ./reaper
+//	go test -run '^$' -bench BenchmarkSweepManyDead -benchtime 1x ./internal/reaper
 //
 // RIGHTSIZE_BENCH_RUNS sets another count.
 //
@@ -58,7 +58,7 @@ import (
 // To list such a ledger with `rightsize ls`, write one without sweeping:
 //
 //	RZ_REAPER_TEST_ROLE=write-runs RIGHTSIZE_CACHE_DIR=/tmp/rz200k \
-//	  go test -count=1 -run '^TestSweepManyHelper$' ./reaper
+//	  go test -count=1 -run '^TestSweepManyHelper$' ./internal/reaper
 func BenchmarkSweepManyDead(b *testing.B) {
 	n := manyRuns(b)
 	drv, env := openMany(b)
