@@ -11,7 +11,7 @@ import (
 // The pieces a sweep or `rightsize ls` pays for each run of a large
 // ledger (reaper's BenchmarkSweepManyDead measures the whole):
 //
-//	go test -run '^$' -bench 'Parse|ReadRun|Scan' -benchmem ./ledger
+//	go test -run '^$' -bench 'Parse|ReadRun|Scan' -benchmem ./internal/ledger
 
 var goRecord = ledger.Record{PID: 4242, StartedISO: "2026-11-29T20:30:38.120Z", Backend: "docker", StartTicks: 6394612,
 	BootID: "b3e3261a-ab18-4769-97ff-640f9b9a701d", PidNamespace: "pid:[4026531836]", Endpoint: "unix:///var/run/docker.sock", Writer: "go"}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/internal/backend"
 	"github.com/rightsize/rightsize-go/internal/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/backend/memory"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/reaper"
@@ -23,7 +24,7 @@ import (
 // resident memory or less, on a 2-core machine. Measured, not asserted (a
 // loaded machine is slow, not wrong); figures in BENCHMARKS.md:
 //
-//	go test -run '^$' -bench BenchmarkSweepManyDead -benchtime 1x ./reaper
+//	go test -run '^$' -bench BenchmarkSweepManyDead -benchtime 1x ./internal/reaper
 //
 // RIGHTSIZE_BENCH_RUNS sets another count.
 //
@@ -41,11 +42,12 @@ import (
 //     inodes). Then sync(2): a ledger that piled up over days is on the
 //     disk, not waiting in the page cache to be written.
 //  2. Run this test binary again as a fresh child process
-//     (TestSweepManyHelper), which opens the real Docker driver and calls
-//     reaper.Sweep once. A dead run that lists nothing is deleted without
-//     asking the engine anything, so the engine's speed is not measured;
-//     the driver is real so that the process is the one `rightsize sweep`
-//     and a test process run.
+//     (TestSweepManyHelper), which opens the backend and calls reaper.Sweep
+//     once. A dead run that lists nothing is deleted without asking the
+//     engine anything, so the engine's speed is not measured: the real
+//     Docker driver by default, so that the process is the one `rightsize
+//     sweep` and a test process run; RIGHTSIZE_BACKEND=memory measures the
+//     same sweep with no engine (a folder of the benchmark's own).
 //  3. Report the time spent inside Sweep (measured by the child), the
 //     child's wall time from its start to its exit, and its peak resident
 //     memory: getrusage's ru_maxrss of the child once it has been waited
@@ -56,11 +58,11 @@ import (
 // To list such a ledger with `rightsize ls`, write one without sweeping:
 //
 //	RZ_REAPER_TEST_ROLE=write-runs RIGHTSIZE_CACHE_DIR=/tmp/rz200k \
-//	  go test -count=1 -run '^TestSweepManyHelper$' ./reaper
+//	  go test -count=1 -run '^TestSweepManyHelper$' ./internal/reaper
 func BenchmarkSweepManyDead(b *testing.B) {
 	n := manyRuns(b)
-	drv := openDocker(b)
-	rec := recordOf(deadProcess(b), backend.Docker, drv.Endpoint())
+	drv, env := openMany(b)
+	rec := recordOf(deadProcess(b), drv.Name(), drv.Endpoint())
 	var sweep, wall time.Duration
 	var peakKiB, hwmKiB int64
 	b.ResetTimer()
@@ -70,7 +72,7 @@ func BenchmarkSweepManyDead(b *testing.B) {
 		writeManyDeadRuns(b, cache, rec, n)
 		b.StartTimer()
 		t0 := time.Now()
-		h := startManyHelper(b, "sweep-many", cache)
+		h := startManyHelper(b, "sweep-many", cache, env...)
 		took := h.Expect("sweep")
 		reaped, _ := strconv.Atoi(h.Expect("reaped"))
 		hwm, _ := strconv.ParseInt(h.Expect("hwm"), 10, 64)
@@ -118,9 +120,9 @@ func TestSweepManyHelper(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		drv := openDocker(t)
+		drv, _ := openMany(t)
 		n := manyRuns(t)
-		writeManyDeadRuns(t, cache, recordOf(deadProcess(t), backend.Docker, drv.Endpoint()), n)
+		writeManyDeadRuns(t, cache, recordOf(deadProcess(t), drv.Name(), drv.Endpoint()), n)
 		t.Logf("wrote %d dead runs into %s", n, filepath.Join(cache, ledger.RunsDir))
 	default:
 		t.Skip("helper process of BenchmarkSweepManyDead")
@@ -133,9 +135,14 @@ func sweepManyChild() {
 	if err != nil {
 		helperFail("cache dir: %v", err)
 	}
-	drv, err := docker.Open(ctx)
+	var drv backend.Driver
+	if backend.Requested() == backend.Memory {
+		drv, err = memory.Open("") // the benchmark's folder (memory.EnvDir)
+	} else {
+		drv, err = docker.Open(ctx)
+	}
 	if err != nil {
-		helperFail("docker: %v", err)
+		helperFail("%s: %v", backend.Requested(), err)
 	}
 	defer drv.Close()
 	t0 := time.Now()
@@ -167,14 +174,31 @@ func vmHWM() int64 {
 	return -1
 }
 
-func startManyHelper(b *testing.B, role, cache string) *proctest.Helper {
+// openMany opens the backend the benchmark sweeps through: the memory
+// backend on a folder of its own when RIGHTSIZE_BACKEND=memory (env is
+// what tells a child so), else the real Docker driver.
+func openMany(tb testing.TB) (drv backend.Driver, env []string) {
+	tb.Helper()
+	if backend.Requested() != backend.Memory {
+		return openDocker(tb), nil
+	}
+	dir := tb.TempDir()
+	d, err := memory.Open(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Setenv(memory.EnvDir, dir) // for a writer that is this process
+	return d, []string{backend.EnvBackend + "=" + backend.Memory, memory.EnvDir + "=" + dir}
+}
+
+func startManyHelper(b *testing.B, role, cache string, env ...string) *proctest.Helper {
 	b.Helper()
 	h := proctest.StartHelper(b, proctest.Spec{
 		Name: "helper " + role,
 		Argv: proctest.TestArgv("TestSweepManyHelper", "-test.timeout=10m"),
 		Env: proctest.Environ(
 			func(k string) bool { return strings.HasPrefix(k, "RIGHTSIZE_") || strings.HasPrefix(k, "RZ_") },
-			envRole+"="+role, ledger.EnvCacheDir+"="+cache),
+			append([]string{envRole + "=" + role, ledger.EnvCacheDir + "=" + cache}, env...)...),
 		Dir: b.TempDir(),
 	})
 	h.Within = 10 * time.Minute
