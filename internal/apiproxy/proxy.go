@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -95,6 +96,8 @@ type Proxy struct {
 	mu     sync.Mutex
 	closed bool
 	conns  map[net.Conn]struct{} // live connections, the clients' and the engine's
+
+	accepted atomic.Int64 // clients' connections accepted so far
 
 	wg sync.WaitGroup // every goroutine the proxy started
 }
@@ -190,6 +193,9 @@ func parseUpstream(s string) (endpoint, error) {
 // absolute path.
 func (p *Proxy) Addr() string { return "unix://" + p.path }
 
+// Accepted is how many connections clients have made to the proxy so far.
+func (p *Proxy) Accepted() int64 { return p.accepted.Load() }
+
 // Close stops accepting connections, closes the live ones (a request under
 // way fails; its hook is told Failed) and waits until every goroutine of the
 // proxy has ended: no hook method is called once Close returned. It
@@ -263,6 +269,7 @@ func (p *Proxy) accept() {
 			continue
 		}
 		backoff = 0
+		p.accepted.Add(1)
 		if !p.track(c) {
 			return
 		}

@@ -77,7 +77,7 @@ func startAllGuard(ctx context.Context, dir string, h backend.GuardHook) (backen
 		os.Setenv(envRyukDisabled, "true")
 		g.note = "every container this test binary creates is guarded: testcontainers-go's Ryuk is turned off for it (" + envRyukDisabled + "=true), as the watchdog and the sweep remove them"
 	}
-	if err := tcPastGuard(ctx, g.px.Addr()); err != nil {
+	if err := tcPastGuard(ctx, g.px); err != nil {
 		g.Close()
 		return nil, err
 	}
@@ -85,22 +85,28 @@ func startAllGuard(ctx context.Context, dir string, h backend.GuardHook) (backen
 }
 
 // tcPastGuard fails when testcontainers-go would send this process's
-// containers past the guard at addr. It resolves its engine once per
-// process and keeps it: one resolved before the guard (a provider, a
-// client or a container made by a package-level variable or an init,
-// which run before TestMain) is the engine itself, and every container it
-// makes from then on escapes the run. Resolved here first, it is the
-// guard, as it should be. (A Docker client made before the guard is not
-// seen: docs/using.md says where to make clients.)
-func tcPastGuard(ctx context.Context, addr string) error {
+// containers past the guard px. It resolves its engine once per process
+// and keeps it: one resolved before the guard (a provider, a client or a
+// container made by a package-level variable or an init, which run before
+// TestMain) is the engine itself, and every container it makes from then
+// on escapes the run. Resolved here first, it is the guard, as it should
+// be, unless its look through the guard failed (an engine that dropped the
+// request): it then takes another engine it knows, for good. (A Docker
+// client made before the guard is not seen: docs/using.md says where to
+// make clients.)
+func tcPastGuard(ctx context.Context, px *apiproxy.Proxy) error {
+	before := px.Accepted()
 	tc, err := testcontainers.NewDockerClientWithOpts(ctx)
 	if err != nil {
 		return nil // Open, next, says why it cannot reach the engine
 	}
 	host := tc.DaemonHost()
 	tc.Close()
-	if canonicalEndpoint(host) == canonicalEndpoint(addr) {
+	if canonicalEndpoint(host) == canonicalEndpoint(px.Addr()) {
 		return nil
+	}
+	if px.Accepted() > before {
+		return fmt.Errorf("%w: testcontainers-go's first look at the engine, through the guard, failed, so it took %s instead and keeps it for the life of the process: every container it makes would escape the guard and outlive a killed test binary; run the tests again once the engine answers", backend.ErrUnreachable, host)
 	}
 	return fmt.Errorf("testcontainers-go found its engine (%s) before Main started the guard, and keeps it for the life of the process: every container it makes would escape the guard and outlive a killed test binary. Something made a testcontainers-go provider, client or container before TestMain (a package-level variable or an init): make it in a test or a Setup function instead", host)
 }
