@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/containerd/errdefs v1.0.0
-	github.com/gofrs/flock v0.13.2
 	github.com/moby/moby/api v1.56.1
 	github.com/moby/moby/client v0.6.2
 	github.com/opencontainers/image-spec v1.1.1

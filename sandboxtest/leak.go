@@ -65,9 +65,7 @@ func findSettled(ctx context.Context, f backend.RunFinder, k backend.Kind, run s
 // leaks lists what the run still has, one line each for stderr; none when
 // there is no run or nothing is left.
 func leaks(ctx context.Context) []string {
-	sessMu.Lock()
-	s := sess
-	sessMu.Unlock()
+	s := openedSession()
 	if s == nil {
 		return nil
 	}
@@ -119,12 +117,10 @@ func reportLeaks(ctx context.Context) bool {
 }
 
 func runIDOf() string {
-	sessMu.Lock()
-	defer sessMu.Unlock()
-	if sess == nil {
-		return ""
+	if s := openedSession(); s != nil {
+		return s.RunID()
 	}
-	return sess.RunID()
+	return ""
 }
 
 func shortEngineID(id string) string {

@@ -103,10 +103,7 @@ func Main(m TestingM, opts ...Option) {
 // its watchdog (a process that left its command's session) is then told
 // as left by a run that ended, not as by one that died.
 func endRun(code int) {
-	sessMu.Lock()
-	s := sess
-	sessMu.Unlock()
-	if s != nil {
+	if s := openedSession(); s != nil {
 		s.Ended(code)
 	}
 }
@@ -237,9 +234,7 @@ func oneLine(s string) string {
 // closeRun removes whatever this run still lists, then whatever carries its
 // label without being listed.
 func closeRun(ctx context.Context) error {
-	sessMu.Lock()
-	s := sess
-	sessMu.Unlock()
+	s := openedSession()
 	if s == nil {
 		return nil
 	}

@@ -100,6 +100,14 @@ func getSession(ctx context.Context) (*reaper.Session, error) {
 	return s, nil
 }
 
+// openedSession is the session getSession made, nil when none was (it
+// opens none): what Main's ending closes, checks and tells.
+func openedSession() *reaper.Session {
+	sessMu.Lock()
+	defer sessMu.Unlock()
+	return sess
+}
+
 // tellSweep reports what became of the runs that ended since a process
 // last told (tellFates: a line per fate; the sweep this process just made
 // writes one per run it reaped, a watchdog one per run it reaped); and,

@@ -203,3 +203,14 @@ func parseMarker(line []byte) (int, bool) {
 // PGID is the command's process group the wrapper reported; 0 until it
 // has, and when it never did.
 func (w *PGIDWriter) PGID() int { return int(w.pgid.Load()) }
+
+// WaitPGID waits up to a second for the wrapper to report the command's
+// group, which it does before the command starts, and returns it (0 when
+// it did not). It stops early once done holds the exec's end: an exec
+// that ended without the marker will never report one.
+func (w *PGIDWriter) WaitPGID(done <-chan error) int {
+	for deadline := time.Now().Add(time.Second); w.PGID() == 0 && time.Now().Before(deadline) && len(done) == 0; {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return w.PGID()
+}

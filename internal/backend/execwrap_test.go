@@ -48,6 +48,21 @@ func TestPgidWriter(t *testing.T) {
 	}
 }
 
+func TestWaitPGID(t *testing.T) {
+	// A marker written while Exec waits is what it returns.
+	w := &PGIDWriter{Next: io.Discard}
+	go func() { _, _ = w.Write([]byte("rz-exec pgid 42\n")) }()
+	if got := w.WaitPGID(make(chan error, 1)); got != 42 {
+		t.Errorf("WaitPGID with the marker written = %d, want 42", got)
+	}
+	// An exec that ended without one reports none.
+	done := make(chan error, 1)
+	done <- nil
+	if got := (&PGIDWriter{Next: io.Discard}).WaitPGID(done); got != 0 {
+		t.Errorf("WaitPGID after the exec ended = %d, want 0", got)
+	}
+}
+
 func TestWrapperShellcheck(t *testing.T) {
 	sc, err := exec.LookPath("shellcheck")
 	if err != nil {

@@ -17,6 +17,11 @@ import (
 //
 // Like flock's, a lock belongs to the open file, not to the process: two
 // FileLocks on one path in one process exclude each other.
+//
+// It is the module's own, not gofrs/flock: that one opens its path with
+// os.OpenFile (following a link, waiting on a FIFO), and does not take
+// the lock anew when a holder deleted the file (Remove), as a run's claim
+// needs.
 type FileLock struct {
 	path string
 	mu   sync.Mutex

@@ -232,20 +232,24 @@ func (k *keptLease) Close() {
 // touched.
 func (c *config) removeStoppedKeeper(ctx context.Context, ke keeperEngine, o keeper.Orphan) RunReport {
 	rr := RunReport{ID: o.RunID, Decision: Reaped, Reason: fmt.Sprintf("its engine-side keeper stopped more than its lease timeout (%s) ago, and nothing carries its kept mark: the stopped keeper alone is removed", o.LeaseTimeout)}
-	outcome := ledger.Removed
+	outcome, note := ledger.Removed, ""
 	if c.dryRun {
 		rr.Decision, outcome = WouldReap, ledger.WouldRemove
 	} else if err := keeper.RemoveStopped(ctx, ke.Client(), o); err != nil {
-		rr.Decision = Kept
-		for _, f := range o.Keepers {
-			rr.Kept = append(rr.Kept, Item{Kind: names.SandboxKind, Name: f.Name, Outcome: ledger.Kept, Note: err.Error()})
-		}
-		return rr
+		rr.Decision, outcome, note = Kept, ledger.Kept, err.Error()
 	}
-	for _, f := range o.Keepers {
-		rr.Removed = append(rr.Removed, Item{Kind: names.SandboxKind, Name: f.Name, Outcome: outcome})
-	}
+	fileItems(&rr, sandboxItems(o.Keepers, outcome, note))
 	return rr
+}
+
+// sandboxItems are the containers found, each a sandbox with outcome o
+// and note.
+func sandboxItems(found []keeper.Found, o ledger.Outcome, note string) []Item {
+	items := make([]Item, len(found))
+	for i, f := range found {
+		items[i] = Item{Kind: names.SandboxKind, Name: f.Name, Outcome: o, Note: note}
+	}
+	return items
 }
 
 // sweepKeepers reaps, through b, the runs whose keeper is gone from b's
@@ -282,9 +286,7 @@ func (c *config) sweepKeepers(ctx context.Context, b backend.Backend, scan *ledg
 		}
 		if c.dryRun {
 			rr.Decision = WouldReap
-			for _, f := range o.Containers {
-				rr.Removed = append(rr.Removed, Item{Kind: names.SandboxKind, Name: f.Name, Outcome: ledger.WouldRemove})
-			}
+			fileItems(&rr, sandboxItems(o.Containers, ledger.WouldRemove, ""))
 			rep.add(c.finish(rr, t0))
 			continue
 		}
@@ -294,16 +296,7 @@ func (c *config) sweepKeepers(ctx context.Context, b backend.Backend, scan *ledg
 		t.told[names.SandboxKind] = ids
 		t.toldNames[names.SandboxKind] = byID
 		res := reapRun(ctx, b, t)
-		for _, it := range res.items {
-			switch {
-			case it.Outcome.Gone():
-				rr.Removed = append(rr.Removed, it)
-			case it.Outcome == ledger.NotOwned:
-				rr.NotOwned = append(rr.NotOwned, it)
-			default:
-				rr.Kept = append(rr.Kept, it)
-			}
-		}
+		fileItems(&rr, res.items)
 		if !res.engineClean() {
 			rr.Decision = Kept
 		}
@@ -311,9 +304,7 @@ func (c *config) sweepKeepers(ctx context.Context, b backend.Backend, scan *ledg
 		// which the marks alone bring to the next sweep.
 		if err := keeper.RemoveStopped(ctx, ke.Client(), o); err != nil {
 			rr.Decision = Kept
-			for _, f := range o.Keepers {
-				rr.Kept = append(rr.Kept, Item{Kind: names.SandboxKind, Name: f.Name, Outcome: ledger.Kept, Note: err.Error()})
-			}
+			fileItems(&rr, sandboxItems(o.Keepers, ledger.Kept, err.Error()))
 		}
 		rep.add(c.finish(rr, t0))
 	}

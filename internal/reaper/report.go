@@ -105,6 +105,23 @@ type RunReport struct {
 	Took time.Duration
 }
 
+// fileItems sorts items into rr's lists, the one rule every reaping's
+// report follows: gone, forgotten or (in a dry run) to be removed is
+// Removed, another's is NotOwned, anything else may still exist and is
+// Kept.
+func fileItems(rr *RunReport, items []Item) {
+	for _, it := range items {
+		switch {
+		case it.Outcome.Gone(), it.Outcome == ledger.Forgotten, it.Outcome == ledger.WouldRemove:
+			rr.Removed = append(rr.Removed, it)
+		case it.Outcome == ledger.NotOwned:
+			rr.NotOwned = append(rr.NotOwned, it)
+		default:
+			rr.Kept = append(rr.Kept, it)
+		}
+	}
+}
+
 // maxRunReports bounds how many runs a Report holds one by one: a folder
 // of 200,000 dead runs is counted, not held in memory.
 const maxRunReports = 1000

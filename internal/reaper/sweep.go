@@ -376,17 +376,10 @@ func (c *config) preview(ctx context.Context, b backend.Backend, rf ledger.RunFi
 				err = nil
 			}
 			it := judge(rf, k, n, err)
-			switch it.Outcome {
-			case ledger.Removed:
+			if it.Outcome == ledger.Removed {
 				it.Outcome = ledger.WouldRemove
-				rr.Removed = append(rr.Removed, it)
-			case ledger.AlreadyGone:
-				rr.Removed = append(rr.Removed, it)
-			case ledger.NotOwned:
-				rr.NotOwned = append(rr.NotOwned, it)
-			default:
-				rr.Kept = append(rr.Kept, it)
 			}
+			fileItems(&rr, []Item{it})
 		}
 	}
 	rr.Rejected, rr.RejectedCount = l.Rejected, l.RejectedCount
@@ -512,16 +505,7 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 			rr.Reason += "; " + note
 		}
 	}
-	for _, it := range res.items {
-		switch {
-		case it.Outcome.Gone(), it.Outcome == ledger.Forgotten:
-			rr.Removed = append(rr.Removed, it)
-		case it.Outcome == ledger.NotOwned:
-			rr.NotOwned = append(rr.NotOwned, it)
-		default:
-			rr.Kept = append(rr.Kept, it)
-		}
-	}
+	fileItems(&rr, res.items)
 	kept := map[names.Kind][]string{}
 	for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind} {
 		if len(res.kept[k]) > 0 {

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gofrs/flock"
-
 	"github.com/rightsize/rightsize-go/internal/backend"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/pidns"
@@ -810,7 +808,7 @@ func TestSweepDeletesStaleLockFiles(t *testing.T) {
 	rec, _ := json.Marshal(recordOf(self(t), "docker", ""))
 	writeRun(t, runs, "0live001", rec, []string{"rz-0live001-1"}, nil)
 
-	lock := flock.New(held)
+	lock := ledger.NewFileLock(held)
 	if got, err := lock.TryLock(); err != nil || !got {
 		t.Fatalf("lock %s: %v, %v", held, got, err)
 	}

@@ -174,7 +174,7 @@ func (s *Sandbox) interrupt(att client.ExecAttachResult, leased bool, pgid *back
 		}
 	} else {
 		_ = closeWrite(att)
-		s.endGroup(waitPGID(pgid, demuxed), user)
+		s.endGroup(pgid.WaitPGID(demuxed), user)
 	}
 	select {
 	case err := <-demuxed:
@@ -187,19 +187,6 @@ func (s *Sandbox) interrupt(att client.ExecAttachResult, leased bool, pgid *back
 	att.Close()
 	<-demuxed
 	return errClosedByUs
-}
-
-// waitPGID waits a little for the wrapper to report the command's group,
-// which it does before the command starts.
-func waitPGID(pgid *backend.PGIDWriter, demuxed <-chan error) int {
-	deadline := time.Now().Add(time.Second)
-	for pgid.PGID() == 0 && time.Now().Before(deadline) {
-		if len(demuxed) > 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return pgid.PGID()
 }
 
 // endGroup runs the wrapper's TERM, grace, KILL sequence on a process

@@ -181,7 +181,7 @@ func (s *Sandbox) interrupt(hold *io.PipeWriter, leased bool, marker *backend.PG
 	defer bound.Stop()
 	if leased {
 		hold.Close()
-	} else if pg := waitPGID(marker, done); pg > 1 {
+	} else if pg := marker.WaitPGID(done); pg > 1 {
 		s.endGroup(pg)
 	}
 	select {
@@ -195,15 +195,6 @@ func (s *Sandbox) interrupt(hold *io.PipeWriter, leased bool, marker *backend.PG
 	cut()
 	<-done
 	return errClosedByUs
-}
-
-// waitPGID waits a little for the wrapper to report the command's group,
-// which it does before the command starts.
-func waitPGID(marker *backend.PGIDWriter, done <-chan error) int {
-	for deadline := time.Now().Add(time.Second); marker.PGID() == 0 && time.Now().Before(deadline) && len(done) == 0; {
-		time.Sleep(10 * time.Millisecond)
-	}
-	return marker.PGID()
 }
 
 // execSeq numbers the execs of this process, for their ids.
