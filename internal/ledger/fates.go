@@ -21,7 +21,8 @@ import (
 // reaps a run writes one — a watchdog of either kind, a sweep of any
 // process, the command line — as <cache>/fates/<run>-<unix ms>.json
 // (rightsize-go's own folder: the other members never read it), never
-// over another (a taken name moves the next millisecond on). Each is
+// over another (a taken name moves the next millisecond on); a run's
+// second watchdog joins its share to the first's fate (JoinFate). Each is
 // told once, by the first sandbox of a later process (ClaimTell), and kept
 // until PruneFates drops it: the newest MaxFates, none older than
 // MaxFateAge.
