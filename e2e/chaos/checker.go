@@ -612,11 +612,7 @@ func (h *harness) checkFates() {
 					}
 					each = append(each, fmt.Sprintf("%s: by %s (pid %d): %s", n, f.By, f.ByPID, strings.Join(items, ", ")))
 				}
-				class := ""
-				if twoWatchdogs(fates, n) {
-					class = classTwoWatchdogFates
-				}
-				h.defectLocked(class, h.byRun[run], fmt.Sprintf("run %s has %d fates, and %s, not its last, kept nothing: one death, two fates", run, len(fates), n), each...)
+				h.violateLocked(h.byRun[run], fmt.Sprintf("run %s has %d fates, and %s, not its last, kept nothing: one death, two fates", run, len(fates), n), each...)
 				break
 			}
 		}
