@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -20,7 +21,8 @@ import (
 // reaps a run writes one — a watchdog of either kind, a sweep of any
 // process, the command line — as <cache>/fates/<run>-<unix ms>.json
 // (rightsize-go's own folder: the other members never read it), never
-// over another (a taken name moves the next millisecond on). Each is
+// over another (a taken name moves the next millisecond on); a run's
+// second watchdog joins its share to the first's fate (JoinFate). Each is
 // told once, by the first sandbox of a later process (ClaimTell), and kept
 // until PruneFates drops it: the newest MaxFates, none older than
 // MaxFateAge.
@@ -114,6 +116,19 @@ func WriteFate(cache string, f Fate, now time.Time) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	b, err := encodeFate(f)
+	if err != nil {
+		return "", err
+	}
+	// Two fates of one run in one millisecond (a sweep and a watchdog, two
+	// sweeps) both stay: the second takes the next free millisecond.
+	return writeNew(dir, func(i int) string {
+		return f.Run + "-" + strconv.FormatInt(now.UnixMilli()+int64(i), 10) + ".json"
+	}, b)
+}
+
+// encodeFate is f as a fate file holds it, bounded.
+func encodeFate(f Fate) ([]byte, error) {
 	f.Version = FateVersion
 	if len(f.Items) > MaxFateItems {
 		f.ItemsOmitted += len(f.Items) - MaxFateItems
@@ -121,6 +136,7 @@ func WriteFate(cache string, f Fate, now time.Time) (string, error) {
 	}
 	f.Owner.Command = cut(f.Owner.Command, maxFateCommand)
 	f.Note = cut(f.Note, maxFateNote)
+	f.Items = slices.Clone(f.Items)
 	for i := range f.Items {
 		f.Items[i].Note = cut(f.Items[i].Note, maxFateNote)
 	}
@@ -129,13 +145,83 @@ func WriteFate(cache string, f Fate, now time.Time) (string, error) {
 	}
 	b, err := json.Marshal(f)
 	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// joinLockName is the fates folder's lock, held while a fate is joined.
+const joinLockName = ".join.lock"
+
+// JoinWait bounds JoinFate's wait for the fates folder's lock.
+const JoinWait = 10 * time.Second
+
+// JoinFate writes f, a share of a run's reaping, into a fate of its run
+// already written, when join merges it into one (join(old) returns the
+// merged fate and true): one death, one fate, though two processes reaped
+// it (a run's two watchdogs). Else it writes f as a new fate, as
+// WriteFate does. The fates folder's lock makes the read, the merge and
+// the write one step among joiners; a lock not had within JoinWait (its
+// holder frozen) writes f as a fate of its own: two fates, never none.
+func JoinFate(cache string, f Fate, now time.Time, join func(old Fate) (Fate, bool)) (string, error) {
+	if !ValidRunID(f.Run) {
+		return "", fmt.Errorf("fate: %q is not a run id", f.Run)
+	}
+	dir, err := existingSubdir(cache, FatesDir)
+	if err != nil {
 		return "", err
 	}
-	// Two fates of one run in one millisecond (a sweep and a watchdog, two
-	// sweeps) both stay: the second takes the next free millisecond.
-	return writeNew(dir, func(i int) string {
-		return f.Run + "-" + strconv.FormatInt(now.UnixMilli()+int64(i), 10) + ".json"
-	}, append(b, '\n'))
+	l := NewFileLock(filepath.Join(dir, joinLockName))
+	ctx, cancel := context.WithTimeout(context.Background(), JoinWait)
+	ok, _ := l.TryLockContext(ctx, 5*time.Millisecond)
+	cancel()
+	if !ok {
+		return WriteFate(cache, f, now)
+	}
+	defer l.Unlock()
+	for _, p := range runFates(dir, f.Run) {
+		b, err := ReadFile(p, MaxFateSize)
+		var old Fate
+		if err != nil || json.Unmarshal(b, &old) != nil || old.Run != f.Run {
+			continue
+		}
+		merged, ok := join(old)
+		if !ok {
+			continue
+		}
+		merged.Run = f.Run
+		b, err = encodeFate(merged)
+		if err != nil {
+			return "", err
+		}
+		return p, writeAtomic(p, b)
+	}
+	return WriteFate(cache, f, now)
+}
+
+// runFates are the paths of run's fates in dir, newest first.
+func runFates(dir, run string) []string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	type fate struct {
+		path    string
+		written time.Time
+	}
+	var out []fate
+	for _, e := range ents {
+		// Not a glob: a run id may hold a pattern's characters.
+		if r, written, ok := parseFateName(e.Name()); ok && r == run && e.Type().IsRegular() {
+			out = append(out, fate{filepath.Join(dir, e.Name()), written})
+		}
+	}
+	slices.SortFunc(out, func(a, b fate) int { return b.written.Compare(a.written) })
+	paths := make([]string, len(out))
+	for i, f := range out {
+		paths[i] = f.path
+	}
+	return paths
 }
 
 // cut shortens s to at most n bytes, on a rune boundary, marking the cut.
@@ -223,15 +309,25 @@ func WriteWatchdogMark(cache, run string, pid int) error {
 // run, 0 when there is none (a pid taken since by another process does not
 // count).
 func LiveWatchdog(cache, run string) int {
+	if pids := LiveWatchdogs(cache, run); len(pids) > 0 {
+		return pids[0]
+	}
+	return 0
+}
+
+// LiveWatchdogs returns the pids of the live processes marked as
+// watchdogs of run (a run with local processes may have two).
+func LiveWatchdogs(cache, run string) []int {
 	if !ValidRunID(run) {
-		return 0
+		return nil
 	}
 	dir := FatesPath(cache)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return 0
+		return nil
 	}
 	prefix := watchdogMarkPrefix(run)
+	var out []int
 	for _, e := range ents {
 		if !strings.HasPrefix(e.Name(), prefix) || !e.Type().IsRegular() {
 			continue
@@ -253,10 +349,10 @@ func LiveWatchdog(cache, run string) int {
 			ok = err == nil && !id.Start.IsZero() && id.Start.Sub(t).Abs() < time.Second
 		}
 		if ok {
-			return m.PID
+			out = append(out, m.PID)
 		}
 	}
-	return 0
+	return out
 }
 
 // RemoveWatchdogMarks deletes run's watchdog marks.

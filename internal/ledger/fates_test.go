@@ -201,3 +201,52 @@ func TestLiveWatchdog(t *testing.T) {
 	_, err := os.Lstat(p)
 	require.True(t, os.IsNotExist(err), "an old mark of a run with no files is pruned (%v)", err)
 }
+
+// Joiners of one run's fate, at once, leave one fate holding every
+// share: the read, the merge and the write are one step under the fates
+// folder's lock. A fate the join refuses is left as it is, and the share
+// is a fate of its own.
+func TestJoinFateOneStep(t *testing.T) {
+	cache := t.TempDir()
+	const run, n = "7a7a7a7a", 16
+	join := func(share ledger.Fate) func(ledger.Fate) (ledger.Fate, bool) {
+		return func(old ledger.Fate) (ledger.Fate, bool) {
+			if old.By != "watchdog" {
+				return old, false
+			}
+			old.Items = append(old.Items, share.Items...)
+			return old, true
+		}
+	}
+	_, err := ledger.WriteFate(cache, ledger.Fate{Run: run, By: "sweep", Items: []ledger.FateItem{{Kind: "sandbox", Name: "rz-7a7a7a7a-0", Outcome: ledger.Removed}}}, time.Now())
+	require.NoError(t, err)
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			share := ledger.Fate{Run: run, By: "watchdog", ByPID: i + 1, Items: []ledger.FateItem{{Kind: "process", ID: strconv.Itoa(i + 1), Outcome: ledger.Ended}}}
+			_, err := ledger.JoinFate(cache, share, time.Now().Add(time.Second), join(share))
+			errs <- err
+		}()
+	}
+	for range n {
+		require.NoError(t, <-errs)
+	}
+	fates, err := ledger.ReadFates(cache)
+	require.NoError(t, err)
+	require.Len(t, fates, 2, "the sweep's fate, and one of the watchdogs' shares")
+	seen := map[string]bool{}
+	for _, f := range fates {
+		require.NoError(t, f.Err)
+		if f.By == "sweep" {
+			require.Len(t, f.Items, 1)
+			continue
+		}
+		for _, it := range f.Items {
+			seen[it.ID] = true
+		}
+	}
+	require.Len(t, seen, n, "every share is in the one fate")
+	// A run id that names no run is refused, as WriteFate refuses it.
+	_, err = ledger.JoinFate(cache, ledger.Fate{Run: "../x"}, time.Now(), join(ledger.Fate{}))
+	require.Error(t, err)
+}

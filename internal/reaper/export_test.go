@@ -61,3 +61,10 @@ func Reap(ctx context.Context, b backend.Backend, cache string, rf ledger.RunFil
 	c := config{cache: cache, now: time.Now, liveness: ledger.Judge}
 	return c.reap(ctx, b, rf, RunReport{ID: rf.ID, Decision: Reaped})
 }
+
+// WriteShareFate writes f as a watchdog does its share of its run's
+// reaping: joined to the fate the run's other watchdog wrote of the same
+// death.
+func WriteShareFate(cache string, f ledger.Fate, now time.Time) (string, error) {
+	return ledger.JoinFate(cache, f, now, joinShare(f))
+}

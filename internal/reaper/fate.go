@@ -108,7 +108,10 @@ func OwnerInfo(backend string) ledger.FateOwner {
 const maxToldFates = 3
 
 // UntoldFates returns the fates of cache no process has told yet, newest
-// first, but for own's (this process's run, whose fate is not news to it).
+// first, but for own's (this process's run, whose fate is not news to it)
+// and for a watchdog's while another watchdog of its run lives: that one
+// joins its share to the fate when it is done, and the death is told
+// whole, once.
 func UntoldFates(cache, own string) []ledger.FateFile {
 	fates, err := ledger.ReadFates(cache)
 	if err != nil {
@@ -116,9 +119,13 @@ func UntoldFates(cache, own string) []ledger.FateFile {
 	}
 	var out []ledger.FateFile
 	for _, f := range fates {
-		if !f.Told && f.Run != own {
-			out = append(out, f)
+		if f.Told || f.Run == own {
+			continue
 		}
+		if f.Err == nil && byWatchdog(f.Fate) && slices.ContainsFunc(ledger.LiveWatchdogs(cache, f.Run), func(pid int) bool { return pid != f.ByPID }) {
+			continue
+		}
+		out = append(out, f)
 	}
 	return out
 }
@@ -154,38 +161,97 @@ func FateLines(fates []ledger.FateFile) []string {
 }
 
 // oneDeathOneFate merges the watchdogs' fates of each run into the first
-// of them, in their order: its items, then the others', noticed when the
-// first of them noticed. A sweep's fate of the same run is another event
-// (what a watchdog kept, reaped later) and stays a line of its own.
+// of them, in their order (mergeShares). The watchdogs join their shares
+// into one fate as they write them (writeNativeFate); two are left only
+// where one could not wait for the other's lock. A sweep's fate of the
+// same run is another event (what a watchdog kept, reaped later) and stays
+// a line of its own.
 func oneDeathOneFate(fates []ledger.FateFile) []ledger.FateFile {
-	byWatchdog := func(f ledger.FateFile) bool {
-		return f.Err == nil && (f.By == ByWatchdog || f.By == ByNativeWatchdog)
-	}
 	var out []ledger.FateFile
 	first := map[string]int{} // run: its watchdog fate's index in out
 	for _, f := range fates {
 		i, seen := first[f.Run]
 		switch {
-		case !byWatchdog(f):
+		case f.Err != nil || !byWatchdog(f.Fate):
 		case !seen:
 			first[f.Run] = len(out)
 		default:
-			m := &out[i]
-			m.Items = append(slices.Clone(m.Items), f.Items...)
-			if a, b := m.NoticedISO, f.NoticedISO; b != "" && (a == "" || b < a) {
-				m.NoticedISO = b
-			}
-			if m.By != f.By {
-				m.By = ByWatchdog // both of them: "its watchdog"
-			}
-			if m.Owner.PID == 0 && m.Owner.Command == "" {
-				m.Owner = f.Owner
-			}
+			out[i].Fate = mergeShares(out[i].Fate, f.Fate)
 			continue
 		}
 		out = append(out, f)
 	}
 	return out
+}
+
+// byWatchdog: f was written by a watchdog of its run, of either kind.
+func byWatchdog(f ledger.Fate) bool { return f.By == ByWatchdog || f.By == ByNativeWatchdog }
+
+// joinShare is how a watchdog's share of its run's reaping joins the
+// fate another watchdog of the run (the script one of its sandboxes, the
+// native one of its processes) wrote of the same death: one death, one
+// fate. A sweep's fate is another event, and is not joined.
+func joinShare(share ledger.Fate) func(old ledger.Fate) (ledger.Fate, bool) {
+	return func(old ledger.Fate) (ledger.Fate, bool) {
+		if !byWatchdog(old) {
+			return old, false
+		}
+		return mergeShares(old, share), true
+	}
+}
+
+// mergeShares is one fate of what two watchdogs of a run did at its
+// death: a's items, then b's (one item that both tell, the same process
+// ended by both, is told once, as the one that acted); noticed when the
+// first noticed, finished when the last finished. It is said to be by the
+// watchdog that reaped the engine's things (the other ended local
+// processes alone), "its watchdog" when the two are of different kinds.
+func mergeShares(a, b ledger.Fate) ledger.Fate {
+	m := a
+	m.Items = slices.Clone(a.Items)
+	for _, it := range b.Items {
+		i := slices.IndexFunc(m.Items, func(old ledger.FateItem) bool {
+			return it.ID != "" && old.Kind == it.Kind && old.ID == it.ID
+		})
+		switch {
+		case i < 0:
+			m.Items = append(m.Items, it)
+		case acted(it.Outcome) && !acted(m.Items[i].Outcome), !m.Items[i].Outcome.Gone() && it.Outcome.Gone():
+			m.Items[i] = it
+		}
+	}
+	m.ItemsOmitted += b.ItemsOmitted
+	if x, y := m.NoticedISO, b.NoticedISO; y != "" && (x == "" || y < x) {
+		m.NoticedISO = y
+	}
+	if x, y := m.FinishedISO, b.FinishedISO; y > x {
+		m.FinishedISO = y
+	}
+	if engineShare(b) && !engineShare(a) {
+		m.ByPID = b.ByPID
+	}
+	if a.By != b.By {
+		m.By = ByWatchdog // both of them: "its watchdog"
+	}
+	if m.Owner.PID == 0 && m.Owner.Command == "" {
+		m.Owner = b.Owner
+	}
+	switch {
+	case m.Note == "":
+		m.Note = b.Note
+	case b.Note != "" && b.Note != m.Note:
+		m.Note += "; " + b.Note
+	}
+	return m
+}
+
+// acted: the outcome is a reaper's doing, not a finding.
+func acted(o ledger.Outcome) bool { return o == ledger.Removed || o == ledger.Ended }
+
+// engineShare: f tells of something other than local processes (the
+// share of the watchdog that reaped the engine's things).
+func engineShare(f ledger.Fate) bool {
+	return slices.ContainsFunc(f.Items, func(it ledger.FateItem) bool { return it.Kind != "process" })
 }
 
 // FateLine is one line on what became of a run, for a terminal: every

@@ -248,7 +248,9 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, mode 
 
 // writeNativeFate writes the run's fate, when there was anything to tell:
 // a run whose owner ended normally has nothing left, and gets none. The
-// commands still running in its sandboxes were ended by their leases.
+// commands still running in its sandboxes were ended by their leases. A
+// run's other watchdog may have written its share of the same death
+// already: this one joins it (joinShare).
 func writeNativeFate(cache, runID, by string, noticed time.Time, reaped []Item, execs []toldExec, logger *log.Logger) {
 	var items []ledger.FateItem
 	for _, it := range reaped {
@@ -266,7 +268,7 @@ func writeNativeFate(cache, runID, by string, noticed time.Time, reaped []Item, 
 		NoticedISO: ledger.FormatISO(noticed), FinishedISO: ledger.FormatISO(now),
 		Owner: ledger.ReadOwnerStub(cache, runID), Items: items,
 	}
-	if _, err := ledger.WriteFate(cache, fate, now); err != nil {
+	if _, err := ledger.JoinFate(cache, fate, now, joinShare(fate)); err != nil {
 		logger.Printf("fate: %v", err)
 	}
 }
