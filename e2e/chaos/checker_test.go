@@ -19,7 +19,7 @@ import (
 // "microsandbox" backend are records the others reap as unparseable, so
 // Go never writes them.
 func TestFamilyParses(t *testing.T) {
-	root := filepath.Join("..", "..", "internal", "ledger", "testdata")
+	root := filepath.Join("..", "..", "ledger", "testdata")
 	refused := map[string]string{
 		"rust_empty_started.json": "an empty startedIso",
 		"rust_microsandbox.json":  "backend microsandbox, which Node reads as unparseable",
