@@ -328,6 +328,9 @@ func creator(gs []goroutine) Origin {
 		if c.test == "" && c.outlived == "" {
 			c.pkg = mainPkg
 		}
+		if ours(g, c.pkg) {
+			continue
+		}
 		c.place = innermostIn(g, c.pkg)
 		claims = append(claims, c)
 	}
@@ -379,22 +382,28 @@ func creator(gs []goroutine) Origin {
 }
 
 // waiting reports whether g waits on a client call (an HTTP round trip,
-// a child process) from code that is not this module's own: a create
-// through the guard comes from such a call, and this module's own calls
-// reach the engine directly.
+// a child process): a create through the guard comes from such a call.
 func waiting(g goroutine) bool {
-	in := false
+	return slices.ContainsFunc(g.frames, func(f stackFrame) bool {
+		return strings.HasPrefix(f.fn, "net/http.") && strings.Contains(f.fn, "oundTrip") ||
+			f.fn == "os/exec.(*Cmd).Wait" || f.fn == "os.(*Process).Wait"
+	})
+}
+
+// ours reports whether the call g waits on is this module's own, made
+// below the code of package pkg (the test's, or TestMain's): what this
+// module asks of an engine goes to it directly, never through the guard.
+// This module's code above pkg's (Main running a Setup) is not.
+func ours(g goroutine, pkg string) bool {
 	for _, f := range g.frames {
-		if ownCode(f.fn, f.file) {
-			return false
-		}
 		switch {
-		case strings.HasPrefix(f.fn, "net/http.") && strings.Contains(f.fn, "oundTrip"),
-			f.fn == "os/exec.(*Cmd).Wait", f.fn == "os.(*Process).Wait":
-			in = true
+		case pkg != "" && pkgOf(f.fn) == pkg:
+			return false
+		case ownCode(f.fn, f.file):
+			return true
 		}
 	}
-	return in && !ownCode(g.creator.fn, g.creator.file)
+	return pkgOf(g.creator.fn) != pkg && ownCode(g.creator.fn, g.creator.file)
 }
 
 // innermostIn is the place of g's innermost frame in package pkg (the
