@@ -176,7 +176,9 @@ const testifySuite = "github.com/stretchr/testify/suite"
 // testing's own runner of the top-level tests).
 func testOf(g goroutine, byID map[int]*goroutine) (testGoroutine, bool) {
 	i := slices.IndexFunc(g.frames, func(f stackFrame) bool { return f.fn == "testing.tRunner" })
-	if i <= 0 {
+	if i <= 0 || i < len(g.frames)-1 {
+		// A test's goroutine starts at tRunner; testing's runner of the
+		// top-level tests calls it from M.Run.
 		return testGoroutine{}, false
 	}
 	above := g.frames[i-1].fn
@@ -190,7 +192,7 @@ func testOf(g goroutine, byID map[int]*goroutine) (testGoroutine, bool) {
 		// runs its cleanups; its parent's T.Run says nothing of its
 		// function, but a subtest's closure does.
 	case pkgOf(above) == "testing":
-		return testGoroutine{}, false // testing's runner of the top-level tests
+		return testGoroutine{}, false
 	default:
 		t.fn, t.pkg = above, pkgOf(above)
 		t.running = true

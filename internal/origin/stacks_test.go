@@ -241,3 +241,48 @@ func TestParseStacks(t *testing.T) {
 		t.Errorf("goroutine 1 = %+v", gs[1])
 	}
 }
+
+// Two top-level parallel tests, which run once every other test of the
+// package is done: one waits on a client call of its own while the other
+// looks, as the other's create would have it looked at. A hands B the
+// channels of this round (-count runs them again).
+type topRound struct{ held, free chan struct{} }
+
+var topRounds = make(chan topRound)
+
+func TestCreatorTopLevelParallelA(t *testing.T) {
+	t.Parallel()
+	r := topRound{held: make(chan struct{}), free: make(chan struct{})}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		close(r.held)
+		<-r.free
+	}))
+	defer srv.Close()
+	select {
+	case topRounds <- r:
+	case <-time.After(30 * time.Second):
+		t.Fatal("TestCreatorTopLevelParallelB never came")
+	}
+	res, err := http.Get(srv.URL)
+	done(t, res, err)
+}
+
+func TestCreatorTopLevelParallelB(t *testing.T) {
+	t.Parallel()
+	var r topRound
+	select {
+	case r = <-topRounds:
+	case <-time.After(30 * time.Second):
+		t.Fatal("TestCreatorTopLevelParallelA never came")
+	}
+	defer close(r.free)
+	<-r.held
+	h := newHold(t, 1)
+	got := h.look(t)
+	res, err := http.Get(h.srv.URL)
+	done(t, res, err)
+	want := "TestCreatorTopLevelParallelA or TestCreatorTopLevelParallelB (parallel: could not tell which)"
+	if o := <-got; o.Test != want || o.Place != "" {
+		t.Errorf("Creator() = %+v, want %q and no place", o, want)
+	}
+}
