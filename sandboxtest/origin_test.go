@@ -55,11 +55,11 @@ func TestOriginLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tracked, err := ctr.Name(t.Context())
+	info, err := ctr.Inspect(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	want[strings.TrimPrefix(tracked, "/")] = origin.Origin{Test: t.Name(), Place: at}
+	want[strings.TrimPrefix(info.Name, "/")] = origin.Origin{Test: t.Name(), Place: at}
 	t.Run("eu/west 1", func(t *testing.T) {
 		at := next()
 		g := sandboxtest.Start(t, sandboxtest.Spec{Image: img, Cmd: []string{testimage.ServerPath, "8080"}})
