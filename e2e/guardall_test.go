@@ -403,3 +403,53 @@ func nonceHex(t *testing.T) string {
 	}
 	return hex.EncodeToString(b[:])
 }
+
+// TestGuardAllOrigins: each create through GuardAll's proxy is labelled
+// with what made it, wherever it came from: the Setup, a test, a subtest
+// (whose name no stack holds), a `docker run` child, a goroutine that
+// outlived its test, one of two parallel tests, TestMain after the tests.
+// The fixture (mode "origin") checks each label itself and says which
+// held.
+func TestGuardAllOrigins(t *testing.T) {
+	t.Parallel()
+	r := newBareRig(t)
+	bin := filepath.Join(t.TempDir(), "guardfixture.test")
+	if out, err := exec.Command(goTool(t), "test", "-c", "-o", bin, "./guardfixture").CombinedOutput(); err != nil {
+		t.Fatalf("go test -c ./guardfixture: %v\n%s", err, out)
+	}
+	tag := nonceHex(t)
+	t.Cleanup(func() { removeTagged(t, r.eng.Client(), tag) })
+	cmd := exec.Command(bin, "-test.v", "-test.run=^TestOrigin", "-test.timeout=5m")
+	cmd.Env = append(os.Environ(),
+		"RZ_GUARDALL_FIXTURE=origin", "RZ_FIXTURE_IMAGE="+r.img, "RZ_FIXTURE_TAG="+tag,
+		"RIGHTSIZE_CACHE_DIR="+r.cache, "TMPDIR="+shortDir(t))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the fixture failed: %v\n%s", err, out)
+	}
+	var held, bad []string
+	for l := range strings.Lines(string(out)) {
+		l = strings.TrimSpace(l)
+		if v, ok := strings.CutPrefix(l, "fixture: origin="); ok {
+			held = append(held, v)
+		}
+		if v, ok := strings.CutPrefix(l, "fixture: origin-bad="); ok {
+			bad = append(bad, v)
+		}
+	}
+	want := []string{"setup", "a test", "a subtest", "a goroutine that outlived its test", "parallel tests", "after the tests"}
+	if _, err := exec.LookPath("docker"); err == nil {
+		want = append(want, "docker run")
+	}
+	for _, w := range want {
+		if !slices.Contains(held, w) {
+			t.Errorf("the fixture did not say the origin of %q held", w)
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("origins that did not hold:\n  %s", strings.Join(bad, "\n  "))
+	}
+	if t.Failed() {
+		t.Logf("the fixture's output:\n%s", out)
+	}
+}

@@ -59,6 +59,13 @@ func TestLeakCheck(t *testing.T) {
 		if !regexp.MustCompile(`\n    sandbox \S+ \([0-9a-f]{12}\)`).MatchString(report) || !regexp.MustCompile(`\n    network \S+ \([0-9a-f]{12}\)`).MatchString(report) {
 			t.Errorf("the report does not list the container and the network:\n%s", report)
 		}
+		// GuardAll's creates came from the test's calls of
+		// testcontainers-go: the list names the test and its line.
+		for _, k := range []string{"sandbox", "network"} {
+			if !regexp.MustCompile(`\n    ` + k + ` \S+ \([0-9a-f]{12}\), left by TestPlainTestcontainers at fixture_test\.go:\d+`).MatchString(report) {
+				t.Errorf("the report does not say which test left the %s:\n%s", k, report)
+			}
+		}
 		t.Logf("%s", strings.TrimSpace(report))
 	})
 	t.Run("a stopped auto-remove container is not a leak", func(t *testing.T) {

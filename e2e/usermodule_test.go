@@ -4,7 +4,12 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,7 +17,10 @@ import (
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
 	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/origin"
 	"github.com/rightsize/rightsize-go/internal/proctest"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 	"github.com/rightsize/rightsize-go/internal/usermod"
 )
 
@@ -74,6 +82,12 @@ func TestUserModuleDies(t *testing.T) {
 // network. With pass, the test passes once its stdin closes.
 func (r *rig) startUser(name, bin, timeout string, pass bool, env ...string) *owner {
 	r.t.Helper()
+	return r.startUserTest(name, bin, "^TestHolds$", timeout, pass, env...)
+}
+
+// startUserTest is startUser of the user's tests that run matches.
+func (r *rig) startUserTest(name, bin, run, timeout string, pass bool, env ...string) *owner {
+	r.t.Helper()
 	info := filepath.Join(r.t.TempDir(), "info")
 	extra := []string{usermod.EnvImage + "=" + r.img, usermod.EnvInfo + "=" + info}
 	if pass {
@@ -81,7 +95,7 @@ func (r *rig) startUser(name, bin, timeout string, pass bool, env ...string) *ow
 	}
 	proc, err := proctest.Start(proctest.Spec{
 		Name: "user's test (" + name + ")",
-		Argv: []string{bin, "-test.run=^TestHolds$", "-test.count=1", "-test.timeout=" + timeout},
+		Argv: []string{bin, "-test.run=" + run, "-test.count=1", "-test.timeout=" + timeout},
 		Env:  harness.OwnerEnv(nil, r.cache, harness.Plan{}, r.ownerEnv(append(extra, env...)...)...),
 		Dir:  filepath.Dir(bin),
 	})
@@ -109,4 +123,127 @@ func (r *rig) startUser(name, bin, timeout string, pass bool, env ...string) *ow
 		r.t.Fatalf("the run of the user's sandbox %s: %q, %v", o.sandboxes[0], o.run, err)
 	}
 	return o
+}
+
+// TestUserModuleOrigin: which test made what a crashed user's test left.
+// TestCheckout/eu of the user's module starts a network and two sandboxes
+// through a helper of its own, and is SIGKILLed. With its watchdog, the
+// run's fate, and `rightsize ls --fates`, say they were left by
+// TestCheckout/eu at the line of its call of the helper; without one, `rightsize ls`
+// (its table, -v and --json) says so of the dead run, and so does the fate
+// of the sweep that reaps it.
+func TestUserModuleOrigin(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	bin := usermod.Build(t, usermod.Store)
+	cli := filepath.Join(t.TempDir(), "rightsize")
+	if out, err := exec.Command(goTool(t), "build", "-tags", "rightsize_nokube", "-o", cli, "../cmd/rightsize").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/rightsize: %v\n%s", err, out)
+	}
+	place, err := usermod.CheckoutPlace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	made := origin.Origin{Test: "TestCheckout/eu", Place: place}
+	rightsize := func(t *testing.T, r *rig, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(cli, append(args, "--cache", r.cache)...)
+		cmd.Env = append(os.Environ(), "RIGHTSIZE_BACKEND=no-such-backend") // ls asks no engine
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("rightsize %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	// checkItems checks that a fate says each of the owner's things was
+	// made by TestCheckout/eu.
+	checkItems := func(t *testing.T, o *owner, f ledger.FateFile) {
+		t.Helper()
+		got := map[string]origin.Origin{}
+		for _, it := range f.Items {
+			got[it.Kind+" "+it.Name] = it.Origin
+		}
+		for _, n := range o.sandboxes {
+			if got["sandbox "+n] != made {
+				t.Errorf("the fate says sandbox %s was made by %+v, want %+v", n, got["sandbox "+n], made)
+			}
+		}
+		for _, n := range o.networks {
+			if got["network "+n] != made {
+				t.Errorf("the fate says network %s was made by %+v, want %+v", n, got["network "+n], made)
+			}
+		}
+		if line := reaper.FateLine(f); !strings.Contains(line, "; left by "+made.String()) {
+			t.Errorf("the fate's line %q does not say it was left by %s", line, made)
+		}
+	}
+
+	t.Run("watchdog", func(t *testing.T) {
+		r := r.sub(t)
+		o := r.startUserTest("checkout", bin, "^TestCheckout$/^eu$", "20m", false)
+		o.kill()
+		r.waitGone(o, "after the user's TestCheckout/eu was SIGKILLed")
+		fates := r.fatesOf(o.run)
+		if len(fates) != 1 {
+			t.Fatalf("run %s has %d fates, want 1", o.run, len(fates))
+		}
+		checkItems(t, o, fates[0])
+		if out := rightsize(t, r, "ls", "--fates"); !strings.Contains(out, "left by "+made.String()) {
+			t.Errorf("rightsize ls --fates does not say %q:\n%s", "left by "+made.String(), out)
+		}
+	})
+
+	t.Run("no watchdog", func(t *testing.T) {
+		r := r.sub(t)
+		o := r.startUserTest("checkout without a watchdog", bin, "^TestCheckout$/^eu$", "20m", false, "RIGHTSIZE_REAPER=sweep")
+		o.kill()
+		type lsRun struct {
+			ID     string
+			Status string
+			Tests  []struct{ Kind, Name, Test, Place string }
+		}
+		var runs []lsRun
+		if err := json.Unmarshal([]byte(rightsize(t, r, "ls", "--json")), &runs); err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(runs, func(x lsRun) bool { return x.ID == o.run })
+		if i < 0 {
+			t.Fatalf("rightsize ls --json does not list run %s", o.run)
+		}
+		tests := map[string]string{}
+		for _, x := range runs[i].Tests {
+			tests[x.Kind+" "+x.Name] = origin.Origin{Test: x.Test, Place: x.Place}.String()
+		}
+		for _, n := range append(append([]string(nil), o.sandboxes...), o.networks...) {
+			kind := "sandbox"
+			if slices.Contains(o.networks, n) {
+				kind = "network"
+			}
+			if tests[kind+" "+n] != made.String() {
+				t.Errorf("rightsize ls --json says %s %s of dead run %s (%s) was made by %q, want %q", kind, n, o.run, runs[i].Status, tests[kind+" "+n], made)
+			}
+		}
+		table := rightsize(t, r, "ls", "-v")
+		for _, n := range o.sandboxes {
+			if !strings.Contains(table, n+"  made by "+made.String()) {
+				t.Errorf("rightsize ls -v does not say %s was made by %s:\n%s", n, made, table)
+			}
+		}
+		if !regexp.MustCompile(`(?m)^` + o.run + ` .* TestCheckout/eu `).MatchString(table) {
+			t.Errorf("rightsize ls's row of run %s does not name TestCheckout/eu:\n%s", o.run, table)
+		}
+		sweep := exec.Command(cli, "sweep", "--run", o.run, "--cache", r.cache)
+		if out, err := sweep.CombinedOutput(); err != nil {
+			t.Fatalf("rightsize sweep --run %s: %v\n%s", o.run, err, out)
+		}
+		r.waitGone(o, "after rightsize sweep")
+		fates := r.fatesOf(o.run)
+		if len(fates) != 1 {
+			t.Fatalf("run %s has %d fates, want 1", o.run, len(fates))
+		}
+		checkItems(t, o, fates[0])
+		if _, err := os.Stat(ledger.OriginsPath(r.cache, o.run)); !os.IsNotExist(err) {
+			t.Errorf("the run's origins are still there once it is reaped whole (%v)", err)
+		}
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/origin"
 	"github.com/rightsize/rightsize-go/internal/reaper"
 )
 
@@ -24,6 +25,9 @@ type Guard struct {
 	spec Spec
 	name string
 	s    *reaper.Session
+	// origin is what started it: the test and the place of its call, or
+	// a suite's Setup (origin.go).
+	origin origin.Origin
 	// keepAlive: a reused sandbox, left running by Stop; view: a Guard.For
 	// view, which stops nothing.
 	keepAlive, view bool
@@ -62,30 +66,37 @@ func (l *lazy) do() error {
 // the process's first use.
 func Start(tb testing.TB, spec Spec) *Guard {
 	tb.Helper()
-	g, note, err := start(tbOwner{tb}, spec)
+	og := origin.Of(tb)
+	g, note, err := start(tbOwner{tb}, spec, og)
 	if note != "" {
 		tb.Log(note)
 	}
 	if err != nil {
-		tb.Fatalf("sandboxtest: start %s: %v", describe(spec), err)
+		tb.Fatalf("sandboxtest: start %s: %v", describe(spec, og), err)
 	}
 	return g
 }
 
 // start makes the guard, registers its stop with o, and starts it; it
 // returns the watchdog's first-time note for o's log.
-func start(o owner, spec Spec) (*Guard, string, error) {
-	g := &Guard{o: o, spec: spec}
+func start(o owner, spec Spec, og origin.Origin) (*Guard, string, error) {
+	g := &Guard{o: o, spec: spec, origin: og}
 	o.addCleanup(g.cleanup)
 	note, err := g.start(o.context())
 	return g, note, err
 }
 
-func describe(spec Spec) string {
-	if spec.Image == "" {
-		return "sandbox (no image given)"
+// describe names a sandbox to start, with what starts it, for a failure:
+// "busybox (TestCheckout/eu at store_test.go:42)".
+func describe(spec Spec, og origin.Origin) string {
+	what := spec.Image
+	if what == "" {
+		what = "sandbox (no image given)"
 	}
-	return spec.Image
+	if og.IsZero() {
+		return what
+	}
+	return what + " (" + og.String() + ")"
 }
 
 func (g *Guard) start(ctx context.Context) (string, error) {
@@ -102,6 +113,9 @@ func (g *Guard) start(ctx context.Context) (string, error) {
 		return "", err
 	}
 	g.s = s
+	// What started it goes with the create: to the run's origins, and to
+	// the engine's labels.
+	ctx = origin.NewContext(ctx, g.origin)
 	if g.spec.Reuse && reuseEnabled() {
 		return g.startReuse(ctx)
 	}
@@ -333,7 +347,7 @@ func (g *Guard) For(tb testing.TB) *Guard {
 	if err := g.lazy.do(); err != nil {
 		tb.Fatalf("sandboxtest: the suite's sandbox: %v", err)
 	}
-	v := &Guard{o: tbOwner{tb}, spec: g.spec, name: g.name, s: g.s, sbx: g.sandbox(), view: true}
+	v := &Guard{o: tbOwner{tb}, spec: g.spec, name: g.name, s: g.s, origin: g.origin, sbx: g.sandbox(), view: true}
 	tb.Cleanup(v.cleanup)
 	return v
 }

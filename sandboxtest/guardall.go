@@ -12,6 +12,7 @@ import (
 	"github.com/rightsize/rightsize-go/internal/backend"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/names"
+	"github.com/rightsize/rightsize-go/internal/origin"
 )
 
 // GuardAll makes Main guard every container and network the test binary
@@ -54,17 +55,17 @@ type allHook struct {
 	noted atomic.Bool
 }
 
-func (h *allHook) Admit(ctx context.Context, k names.Kind, name string) (string, string, error) {
+func (h *allHook) Admit(ctx context.Context, k names.Kind, name string) (string, string, origin.Origin, error) {
 	s, err := getSession(ctx)
 	if err != nil {
-		return "", "", err
+		return "", "", origin.Origin{}, err
 	}
 	useName := ""
 	if name == "" {
 		if k == networkKind {
 			var b [4]byte
 			if _, err := rand.Read(b[:]); err != nil {
-				return "", "", err
+				return "", "", origin.Origin{}, err
 			}
 			useName = names.NetworkPrefix + hex.EncodeToString(b[:])
 		} else {
@@ -72,15 +73,30 @@ func (h *allHook) Admit(ctx context.Context, k names.Kind, name string) (string,
 		}
 		name = useName
 	}
-	note, err := s.Admit(k, name)
+	og := creatorNow()
+	note, err := s.AdmitFrom(k, name, og)
 	if err != nil {
-		return "", "", err
+		return "", "", origin.Origin{}, err
 	}
 	first := !h.noted.Swap(true)
 	if msg := watchdogNote(s, note); msg != "" && first && verbose() {
 		fmt.Fprintln(stdout(), msg)
 	}
-	return s.RunID(), useName, nil
+	return s.RunID(), useName, og, nil
+}
+
+// creatorNow is what makes the create that came in now: the test the
+// stacks of the process name (origin.Creator), or, outside the tests,
+// Main's Setup, or no test.
+func creatorNow() origin.Origin {
+	og := origin.Creator()
+	switch mainPhase.Load() {
+	case phaseSetup:
+		return origin.Setup(mainName(), og.Place)
+	case phaseMain:
+		return origin.NoTest(mainName(), og.Place)
+	}
+	return og
 }
 
 // Labels are the run's driver's (backend.RunLabeler), as on everything

@@ -85,6 +85,13 @@ func leaks(ctx context.Context) []string {
 					break
 				}
 				line := fmt.Sprintf("%s %s (%s)", k, termtext.Clean(x.Name), termtext.Clean(shortEngineID(x.ID)))
+				og := x.Origin
+				if og.IsZero() {
+					og = s.Origin(k, x.Name)
+				}
+				if og := og.String(); og != "" {
+					line += ", left by " + termtext.Clean(og)
+				}
 				if x.Leaving {
 					line += fmt.Sprintf(": stopped, and the engine's own removal of it did not finish within %s", leavingWait)
 				}

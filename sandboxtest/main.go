@@ -13,12 +13,27 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rightsize/rightsize-go/internal/origin"
 )
 
 // exit is os.Exit, replaced by tests of Main.
 var exit = os.Exit
+
+// mainPhase is where Main is, for what GuardAll's creates are said to be
+// made by: no test runs in its Setup, or before and after its tests.
+var mainPhase atomic.Int32
+
+// The phases of Main.
+const (
+	phaseNone  = iota // Main does not run (no TestMain of sandboxtest's)
+	phaseMain         // Main, before its Setup or after the tests
+	phaseSetup        // a Setup
+	phaseTests        // m.Run
+)
 
 // stderr is where Main and a Suite report failures, and stdout where a Suite
 // logs; replaced by tests. They are functions so that a change of
@@ -122,6 +137,8 @@ func runMainWith(m TestingM, cfg mainConfig) int {
 	}
 	ctx := context.Background()
 	setup := cfg.setup
+	mainPhase.Store(phaseMain)
+	defer mainPhase.Store(phaseNone)
 	if cfg.guardAll {
 		_, stop, err := startGuardAll(ctx)
 		if err != nil {
@@ -153,6 +170,8 @@ func runMainWith(m TestingM, cfg mainConfig) int {
 		setupCtx, cancel = context.WithTimeout(ctx, d)
 	}
 	suite := &Suite{ctx: setupCtx}
+	mainPhase.Store(phaseSetup)
+	defer mainPhase.Store(phaseMain)
 	for _, fn := range setup {
 		if msg, ok := suite.setup(fn); !ok {
 			if errors.Is(setupCtx.Err(), context.DeadlineExceeded) {
@@ -174,7 +193,9 @@ func runMainWith(m TestingM, cfg mainConfig) int {
 	suite.ctx = ctx
 	suite.mu.Unlock()
 
+	mainPhase.Store(phaseTests)
 	code := m.Run()
+	mainPhase.Store(phaseMain)
 
 	ok := suite.close()
 	if cfg.leakCheck && !reportLeaks(ctx) && code == 0 {
@@ -273,16 +294,17 @@ type Suite struct {
 // setup ends there and Main exits 1 with the cause. A spec that is wrong
 // in itself ends setup at once.
 func (s *Suite) Start(spec Spec) *Guard {
+	og := s.origin()
 	if err := spec.check(); err != nil {
-		s.fatalf("sandboxtest: start %s: %v", describe(spec), err)
+		s.fatalf("sandboxtest: start %s: %v", describe(spec, og), err)
 	}
-	g := &Guard{o: s, spec: spec}
+	g := &Guard{o: s, spec: spec, origin: og}
 	g.lazy = &lazy{start: func() error {
 		// Its networks first, so that their removal, registered before
 		// the sandbox's stop, runs after it.
 		for _, n := range spec.Networks {
 			if err := n.lazy.do(); err != nil {
-				return fmt.Errorf("start %s: its network did not start: %w", describe(spec), err)
+				return fmt.Errorf("start %s: its network did not start: %w", describe(spec, og), err)
 			}
 		}
 		s.addCleanup(g.cleanup)
@@ -291,18 +313,40 @@ func (s *Suite) Start(spec Spec) *Guard {
 			s.Logf("%s", note)
 		}
 		if err != nil {
-			return fmt.Errorf("start %s: %w", describe(spec), err)
+			return fmt.Errorf("start %s: %w", describe(spec, og), err)
 		}
 		return nil
 	}}
 	return g
 }
 
+// origin is what a suite's sandbox or network is said to be started by,
+// wherever its first use starts it: the Setup (or the suite, asked after
+// it), at the place Start or NewNetwork was called.
+func (s *Suite) origin() origin.Origin {
+	s.mu.Lock()
+	inSetup := s.inSetup
+	s.mu.Unlock()
+	if inSetup {
+		return origin.Setup(mainName(), origin.Caller())
+	}
+	return origin.Suite(mainName(), origin.Caller())
+}
+
+// mainName is what Main runs in, as origins say it: TestMain in a test
+// binary, else the program's own Main.
+func mainName() string {
+	if testing.Testing() {
+		return "TestMain"
+	}
+	return "Main"
+}
+
 // NewNetwork returns a network shared by the package's tests, created when
 // a sandbox that joins it first starts (or at its Name); the suite's
 // sandboxes can join it.
 func (s *Suite) NewNetwork() *Network {
-	n := &Network{o: s}
+	n := &Network{o: s, origin: s.origin()}
 	n.lazy = &lazy{start: func() error {
 		s.addCleanup(n.cleanup)
 		note, err := n.create(s.context())

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rightsize/rightsize-go/internal/names"
+	"github.com/rightsize/rightsize-go/internal/origin"
 	"github.com/rightsize/rightsize-go/internal/reaper"
 )
 
@@ -17,6 +18,8 @@ type Network struct {
 	o    owner
 	name string
 	s    *reaper.Session
+	// origin is what made it (origin.go).
+	origin origin.Origin
 
 	// lazy creates a suite's network at its first use; nil for the others.
 	lazy *lazy
@@ -30,18 +33,19 @@ type Network struct {
 // first out, sandboxes started afterwards are stopped before it goes.
 func NewNetwork(tb testing.TB) *Network {
 	tb.Helper()
-	n, note, err := newNetwork(tbOwner{tb})
+	og := origin.Of(tb)
+	n, note, err := newNetwork(tbOwner{tb}, og)
 	if note != "" {
 		tb.Log(note)
 	}
 	if err != nil {
-		tb.Fatalf("sandboxtest: network: %v", err)
+		tb.Fatalf("sandboxtest: network (%s): %v", og, err)
 	}
 	return n
 }
 
-func newNetwork(o owner) (*Network, string, error) {
-	n := &Network{o: o}
+func newNetwork(o owner, og origin.Origin) (*Network, string, error) {
+	n := &Network{o: o, origin: og}
 	o.addCleanup(n.cleanup)
 	note, err := n.create(o.context())
 	return n, note, err
@@ -57,6 +61,7 @@ func (n *Network) create(ctx context.Context) (string, error) {
 		return "", err
 	}
 	n.s, n.name = s, names.NetworkPrefix+hex.EncodeToString(b[:])
+	ctx = origin.NewContext(ctx, n.origin)
 	note, err := s.Create(ctx, networkKind, n.name, func(ctx context.Context) (string, error) {
 		return s.Driver().CreateNetwork(ctx, n.name, s.RunID())
 	})

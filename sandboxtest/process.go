@@ -15,6 +15,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/internal/capbuf"
 	"github.com/rightsize/rightsize-go/internal/names"
+	"github.com/rightsize/rightsize-go/internal/origin"
 	"github.com/rightsize/rightsize-go/internal/proctree"
 	"github.com/rightsize/rightsize-go/internal/reaper"
 )
@@ -70,14 +71,15 @@ const outputLimit = 1 << 20
 //	srv.WaitForPort(t.Context(), "127.0.0.1:8081")
 func StartProcess(tb testing.TB, cmd *exec.Cmd) *Process {
 	tb.Helper()
-	p, err := startProcess(tbOwner{tb}, cmd)
+	og := origin.Of(tb)
+	p, err := startProcess(tbOwner{tb}, cmd, og)
 	if err != nil {
-		tb.Fatalf("sandboxtest: %v", err)
+		tb.Fatalf("sandboxtest: %v (%s)", err, og)
 	}
 	return p
 }
 
-func startProcess(o owner, cmd *exec.Cmd) (*Process, error) {
+func startProcess(o owner, cmd *exec.Cmd, og origin.Origin) (*Process, error) {
 	if cmd == nil || cmd.Path == "" {
 		return nil, errors.New("start process: no command")
 	}
@@ -96,7 +98,7 @@ func startProcess(o owner, cmd *exec.Cmd) (*Process, error) {
 	p.mark = proctree.Mark(s.RunID(), p.line)
 	o.addCleanup(p.cleanup)
 
-	note, err := s.Admit(processKind, p.line)
+	note, err := s.AdmitFrom(processKind, p.line, og)
 	if msg := watchdogNote(s, note); msg != "" {
 		o.logf("%s", msg)
 	}
@@ -413,9 +415,10 @@ func (b *outputBuffer) changed() <-chan struct{} {
 // StartProcess starts cmd for the whole package, as StartProcess does for
 // a test: it ends when Main ends (or the binary dies).
 func (s *Suite) StartProcess(cmd *exec.Cmd) *Process {
-	p, err := startProcess(s, cmd)
+	og := s.origin()
+	p, err := startProcess(s, cmd, og)
 	if err != nil {
-		s.fatalf("sandboxtest: %v", err)
+		s.fatalf("sandboxtest: %v (%s)", err, og)
 	}
 	return p
 }

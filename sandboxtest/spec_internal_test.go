@@ -11,6 +11,8 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/rightsize/rightsize-go/internal/testimage"
+
+	"github.com/rightsize/rightsize-go/internal/origin"
 )
 
 // A spec reuse could not honour is refused before anything starts, and the
@@ -72,7 +74,7 @@ func TestReuseExtraMismatch(t *testing.T) {
 		ReuseKey: "one",
 		Reuse:    true,
 	}
-	first, _, err := start(tbOwner{t}, spec)
+	first, _, err := start(tbOwner{t}, spec, origin.Of(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,14 +93,14 @@ func TestReuseExtraMismatch(t *testing.T) {
 	})
 	other := spec
 	other.ReuseKey = "two"
-	second, _, err := start(tbOwner{t}, other)
+	second, _, err := start(tbOwner{t}, other, origin.Of(t))
 	if err == nil || !strings.Contains(err.Error(), "differs in what only rightsize-go sees") {
 		t.Fatalf("a keep-alive of another ReuseKey: start = %v, want it refused", err)
 	}
 	if second.name != first.name {
 		t.Errorf("the family's hash named them %s and %s: the case tests nothing", first.name, second.name)
 	}
-	again, _, err := start(tbOwner{t}, spec)
+	again, _, err := start(tbOwner{t}, spec, origin.Of(t))
 	if err != nil || again.name != first.name {
 		t.Errorf("the same spec again: %v (%s), want %s adopted", err, again.name, first.name)
 	}

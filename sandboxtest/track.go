@@ -9,6 +9,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/origin"
 )
 
 // Track returns a testcontainers-go customizer that gives a container started
@@ -24,7 +25,7 @@ import (
 // is harmless.
 func Track(tb testing.TB) testcontainers.ContainerCustomizer {
 	tb.Helper()
-	t := &tracker{o: tbOwner{tb}}
+	t := &tracker{o: tbOwner{tb}, origin: origin.Of(tb)}
 	// The first container's name is admitted here, in the test's frame, so
 	// that what the first sandbox logs (the watchdog's pid) points at the
 	// test's line rather than at this file.
@@ -33,10 +34,12 @@ func Track(tb testing.TB) testcontainers.ContainerCustomizer {
 }
 
 type tracker struct {
-	o     owner
-	mu    sync.Mutex
-	first *Guard // admitted by Track, not yet given to a container
-	err   error
+	o owner
+	// origin is what makes its containers: the test, at its call of Track.
+	origin origin.Origin
+	mu     sync.Mutex
+	first  *Guard // admitted by Track, not yet given to a container
+	err    error
 }
 
 // admit names a container of the run and lists it, with its removal
@@ -53,9 +56,9 @@ func (t *tracker) admit() (*Guard, error) {
 		return nil, fmt.Errorf("sandboxtest.Track needs the docker backend; this process uses %s", s.Driver().Name())
 	}
 	name := s.NextName()
-	g := &Guard{o: t.o, name: name, s: s}
+	g := &Guard{o: t.o, name: name, s: s, origin: t.origin}
 	t.o.addCleanup(g.cleanup)
-	note, err := s.Admit(sandboxKind, name)
+	note, err := s.AdmitFrom(sandboxKind, name, t.origin)
 	if msg := watchdogNote(s, note); msg != "" {
 		t.o.logf("%s", msg)
 	}
@@ -78,7 +81,7 @@ func (t *tracker) Customize(req *testcontainers.GenericContainerRequest) error {
 		return err
 	}
 	s, name := g.s, g.name
-	sbx, err := s.Driver().(backend.Tracker).Track(req, name, s.RunID())
+	sbx, err := s.Driver().(backend.Tracker).Track(req, name, s.RunID(), g.origin)
 	if err != nil {
 		return fmt.Errorf("sandboxtest.Track: %w", err)
 	}

@@ -59,6 +59,9 @@ func lsFates(w *bufio.Writer, cache string, asJSON bool) error {
 			if it.Note != "" {
 				line += " (" + termtext.Clean(it.Note) + ")"
 			}
+			if by := it.Origin.String(); by != "" {
+				line += "; left by " + termtext.Clean(by)
+			}
 			fmt.Fprintln(w, line)
 		}
 		if f.ItemsOmitted > 0 {

@@ -61,8 +61,10 @@ Lists every run in the ledger's runs folder, one row each: the run id; its
 writer ("go", or "unknown" for the Rust, Kotlin and Node members of the
 family, which do not record one); its backend; the engine endpoint ("-" when
 none is recorded); the owner's pid; whether the owner is alive, dead or
-cannot be judged from here, and why; the age of its record; and how many
-sandboxes and networks it lists. A record that cannot be read is shown as
+cannot be judged from here, and why; the age of its record; how many
+sandboxes and networks it lists; and TESTS, the test that made them (the
+first, and how many others: "-" when none is known; -v names the test
+and the place of its call for each name). A record that cannot be read is shown as
 "unreadable" with its error. Runs are read one at a time: a folder of
 200,000 runs is listed in seconds.
 
@@ -92,8 +94,9 @@ touched, however stale).
 last 200, none older than 7 days): who noticed the death (its watchdog, a
 later test process's sweep, rightsize sweep) and when, and each sandbox,
 network and command: removed, already gone, ended, kept (and why), or not
-this run's. A test process tells each fate once on stderr, at its first
-sandbox; ls --fates shows them all, told or not.
+this run's, with the test that left it and where. A test process tells
+each fate once on stderr, at its first sandbox; ls --fates shows them
+all, told or not.
 
 Flags:
   --json        print the runs as a JSON array instead, one object per run
@@ -130,6 +133,12 @@ JSON fields of a run (all always present):
   rejected     lines that are not valid names: {file, line, excerpt, length};
                excerpt is quoted, so it holds no raw control character
   problems     files of the run that could not be read
+  tests        which test made each listed name, where rightsize-go knows
+               it: {kind, name, test, place}; test is the test's name
+               (TestCheckout/eu), or words with a space in them saying
+               why no one test is named ("Setup (TestMain)", "no test
+               (TestMain)", "TestA or TestB (parallel: could not tell
+               which)"); place is file:line of the call in its code
 
 JSON of --keep-alive --json: an object (all fields always present):
   cacheDir       the cache dir read

@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/rightsize/rightsize-go/internal/backend/docker"
 	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/origin"
 	"github.com/rightsize/rightsize-go/internal/termtext"
 )
 
@@ -35,8 +38,17 @@ type lsRun struct {
 	Networks   []string     `json:"networks"`
 	Rejected   []lsRejected `json:"rejected"`
 	Problems   []string     `json:"problems"`
+	Tests      []lsTest     `json:"tests"`
 
 	age time.Duration
+}
+
+// lsTest is which test made one of a run's names, as its origins say.
+type lsTest struct {
+	Kind  string `json:"kind"`
+	Name  string `json:"name"`
+	Test  string `json:"test"`
+	Place string `json:"place"`
 }
 
 type lsRejected struct {
@@ -177,7 +189,7 @@ func cacheDir(flagValue string) (string, error) {
 // describeRun reads what ls shows of one run: its record, its owner's
 // liveness, its lists.
 func describeRun(rf ledger.RunFiles, now time.Time) lsRun {
-	r := lsRun{ID: rf.ID, Writer: "unknown", Sandboxes: []string{}, Networks: []string{}, Rejected: []lsRejected{}, Problems: []string{}}
+	r := lsRun{ID: rf.ID, Writer: "unknown", Sandboxes: []string{}, Networks: []string{}, Rejected: []lsRejected{}, Problems: []string{}, Tests: []lsTest{}}
 	if !rf.ModTime.IsZero() {
 		r.Modified = rf.ModTime.UTC().Format(time.RFC3339Nano)
 		r.age = max(rf.Age(now), 0)
@@ -213,7 +225,48 @@ func describeRun(rf ledger.RunFiles, now time.Time) lsRun {
 	}
 	r.Problems = append(r.Problems, rf.Problems...)
 	r.Problems = append(r.Problems, l.Problems...)
+	if len(r.Sandboxes)+len(r.Networks) > 0 {
+		// Only a run that lists names has origins worth a look: no open
+		// of a file that is not there, for each of 200,000 runs.
+		og := ledger.ReadOrigins(filepath.Dir(rf.Dir), rf.ID)
+		for _, k := range []ledger.Kind{ledger.SandboxKind, ledger.NetworkKind} {
+			for _, n := range l.Of(k) {
+				if o := og.Of(k, n); !o.IsZero() {
+					r.Tests = append(r.Tests, lsTest{Kind: k.String(), Name: n, Test: o.Test, Place: o.Place})
+				}
+			}
+		}
+	}
 	return r
+}
+
+// testOf is what made name of kind k, as r's origins say; "" when not
+// known.
+func (r lsRun) testOf(k, name string) string {
+	for _, t := range r.Tests {
+		if t.Kind == k && t.Name == name {
+			return origin.Origin{Test: t.Test, Place: t.Place}.String()
+		}
+	}
+	return ""
+}
+
+// testsCell is the TESTS cell of a run: the first test that made one of
+// its names, and how many others; "-" when none is known.
+func testsCell(r lsRun) string {
+	var tests []string
+	for _, t := range r.Tests {
+		if !slices.Contains(tests, t.Test) {
+			tests = append(tests, t.Test)
+		}
+	}
+	switch len(tests) {
+	case 0:
+		return "-"
+	case 1:
+		return termtext.Quote(termtext.Clip(tests[0], 48))
+	}
+	return termtext.Quote(termtext.Clip(tests[0], 48)) + " +" + strconv.Itoa(len(tests)-1)
 }
 
 func (c *cli) lsTable(w io.Writer, rows []lsRun) {
@@ -227,7 +280,7 @@ func (c *cli) lsTable(w io.Writer, rows []lsRun) {
 // runTable starts the runs table with its header.
 func (c *cli) runTable() *table {
 	t := &table{}
-	t.row("RUN", "WRITER", "BACKEND", "ENDPOINT", "PID", c.paint(sgrDefault, "STATUS"), "AGE", "SANDBOXES", "NETWORKS", "REASON")
+	t.row("RUN", "WRITER", "BACKEND", "ENDPOINT", "PID", c.paint(sgrDefault, "STATUS"), "AGE", "SANDBOXES", "NETWORKS", "TESTS", "REASON")
 	return t
 }
 
@@ -240,7 +293,7 @@ func (c *cli) runRow(t *table, r lsRun) {
 		why = r.Error
 	}
 	t.row(termtext.Quote(r.ID), termtext.Quote(r.Writer), termtext.Quote(backend), termtext.Quote(dash(docker.SpokenEndpoint(r.Endpoint))), pid,
-		c.paint(statusColour(r.Status), r.Status), formatAge(r), strconv.Itoa(len(r.Sandboxes)), strconv.Itoa(len(r.Networks)), oneLine(why))
+		c.paint(statusColour(r.Status), r.Status), formatAge(r), strconv.Itoa(len(r.Sandboxes)), strconv.Itoa(len(r.Networks)), testsCell(r), oneLine(why))
 }
 
 func statusColour(status string) string {
@@ -270,11 +323,17 @@ func runNames(w io.Writer, r lsRun) {
 	if len(r.Sandboxes)+len(r.Networks)+len(r.Rejected)+len(r.Problems) == 0 {
 		fmt.Fprintln(w, "  (no names)")
 	}
-	for _, n := range r.Sandboxes {
-		fmt.Fprintf(w, "  sandbox  %s\n", termtext.Quote(n))
-	}
-	for _, n := range r.Networks {
-		fmt.Fprintf(w, "  network  %s\n", termtext.Quote(n))
+	for _, k := range []struct {
+		kind  string
+		names []string
+	}{{"sandbox", r.Sandboxes}, {"network", r.Networks}} {
+		for _, n := range k.names {
+			by := ""
+			if t := r.testOf(k.kind, n); t != "" {
+				by = "  made by " + termtext.Clean(t)
+			}
+			fmt.Fprintf(w, "  %-7s  %s%s\n", k.kind, termtext.Quote(n), by)
+		}
 	}
 	for _, rj := range r.Rejected {
 		// The excerpt is already quoted by the ledger.

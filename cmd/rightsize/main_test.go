@@ -258,7 +258,7 @@ func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // lsKeys are the fields of `rightsize ls --json`, all always present.
-var lsKeys = []string{"ageSeconds", "backend", "endpoint", "error", "id", "modified", "msbPath", "networks", "pid", "problems", "reason", "rejected", "sandboxes", "startedIso", "status", "writer"}
+var lsKeys = []string{"ageSeconds", "backend", "endpoint", "error", "id", "modified", "msbPath", "networks", "pid", "problems", "reason", "rejected", "sandboxes", "startedIso", "status", "tests", "writer"}
 
 // cmdLsjson checks the output of the last `rightsize ls --json`: every
 // object has exactly the documented fields, and run ID's FIELD, as JSON,

@@ -45,6 +45,8 @@ func TestMain(m *testing.M) {
 	switch os.Getenv(envFixture) {
 	case "guard":
 		sandboxtest.Main(m, sandboxtest.GuardAll())
+	case "origin":
+		sandboxtest.Main(m, sandboxtest.GuardAll(), sandboxtest.Setup(setupOrigin))
 	case "off":
 		sandboxtest.Main(m)
 	default:

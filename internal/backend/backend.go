@@ -10,6 +10,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/rightsize/rightsize-go/internal/names"
+	"github.com/rightsize/rightsize-go/internal/origin"
 )
 
 // Errors a removal, a lookup or a create wraps so that callers can tell the
@@ -262,6 +263,8 @@ type RunFinder interface {
 // Found is a sandbox or network of a run, as the engine shows it.
 type Found struct {
 	ID, Name string
+	// Origin is what made it, as its labels say.
+	Origin origin.Origin
 	// Leaving: a sandbox that stopped and that the engine removes by
 	// itself (auto-remove, `docker run --rm`), or is removing: on its
 	// way out, not left behind.
@@ -460,7 +463,9 @@ var (
 	ErrNoSetsid = errors.New("the sandbox image has a shell but no setsid; Exec needs it to give the command a process group of its own — busybox is enough")
 )
 
-// Driver is a Backend that can also create sandboxes and networks.
+// Driver is a Backend that can also create sandboxes and networks. What
+// it creates carries the origin (which test made it) that the create's
+// context carries (origin.NewContext), where its engine keeps labels.
 type Driver interface {
 	Backend
 	// Create creates and starts a sandbox named name. On error, a sandbox of
@@ -496,10 +501,10 @@ type RunLabeler interface {
 }
 
 // Tracker is a Driver that can take a testcontainers-go request someone
-// else will create (sandboxtest.Track) as the run's sandbox name: named,
-// marked, its ports published where this process reaches them.
+// else will create (sandboxtest.Track) as the run's sandbox name, made by
+// o: named, marked, its ports published where this process reaches them.
 type Tracker interface {
-	Track(req *testcontainers.GenericContainerRequest, name, runID string) (Sandbox, error)
+	Track(req *testcontainers.GenericContainerRequest, name, runID string, o origin.Origin) (Sandbox, error)
 }
 
 // DefaultStopGrace is how long Stop waits after SIGTERM before it removes a

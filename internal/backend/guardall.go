@@ -3,12 +3,15 @@ package backend
 import (
 	"context"
 	"fmt"
+
+	"github.com/rightsize/rightsize-go/internal/origin"
 )
 
 // GuardHook is what a backend's guard of every create asks of the run it
 // guards for. Admit comes before a container or network that belongs to
-// no live run is created (the run id to label it with, and, when not "",
-// the name to create it under, for a create that named nothing); Created
+// no live run is created (the run id to label it with; when not "", the
+// name to create it under, for a create that named nothing; and what made
+// it, which test was making it as it came in, to label it with too); Created
 // once the engine made it; Removed once the engine no longer has what
 // Admit admitted (the client removed it, or its create failed and left
 // nothing of the run's under that name), for the run to forget it. Live
@@ -20,7 +23,7 @@ import (
 // keeper's) is on the first create too. All are called from many
 // goroutines at once.
 type GuardHook interface {
-	Admit(ctx context.Context, k Kind, name string) (runID, useName string, err error)
+	Admit(ctx context.Context, k Kind, name string) (runID, useName string, o origin.Origin, err error)
 	Labels(runID string) map[string]string
 	Created(k Kind, name, id string)
 	Removed(k Kind, name string)

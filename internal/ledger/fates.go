@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/rightsize/rightsize-go/internal/origin"
 )
 
 // A fate says what became of one ended run: who noticed its owner's death,
@@ -35,7 +37,8 @@ import (
 //	          "command":"go test ./store", "backend":"docker",
 //	          "ended":true, "exitCode":0},
 //	 "items":[{"kind":"sandbox", "id":"…", "name":"rz-1a2b3c4d-1",
-//	           "outcome":"removed"}, …],
+//	           "outcome":"removed", "test":"TestCheckout/eu",
+//	           "place":"store_test.go:42"}, …],
 //	 "itemsOmitted":0}
 //
 // by is "watchdog", "native watchdog", "sweep" or "rightsize sweep";
@@ -70,13 +73,16 @@ type FateOwner struct {
 	ExitCode int  `json:"exitCode,omitempty"`
 }
 
-// FateItem is one sandbox, network, command or local process of the run.
+// FateItem is one sandbox, network, command or local process of the run,
+// with the test that made it ("test" and "place", as the run's origins
+// said) when that is known.
 type FateItem struct {
 	Kind    string  `json:"kind"` // "sandbox", "network", "exec" or "process"
 	ID      string  `json:"id,omitempty"`
 	Name    string  `json:"name,omitempty"`
 	Outcome Outcome `json:"outcome"`
 	Note    string  `json:"note,omitempty"`
+	origin.Origin
 }
 
 // ForgetAfter is how old the record of a dead run that records no engine
@@ -139,6 +145,7 @@ func encodeFate(f Fate) ([]byte, error) {
 	f.Items = slices.Clone(f.Items)
 	for i := range f.Items {
 		f.Items[i].Note = cut(f.Items[i].Note, maxFateNote)
+		f.Items[i].Origin = f.Items[i].Origin.Bounded()
 	}
 	if f.Items == nil {
 		f.Items = []FateItem{}
@@ -481,8 +488,8 @@ func ClaimTell(path string) bool {
 
 // PruneFates keeps the newest MaxFates fates of cache younger than
 // MaxFateAge and deletes the others, with their marks; and deletes owner
-// stubs and watchdog marks whose run has no files left, an hour after they
-// were written.
+// stubs, origins and watchdog marks whose run has no files left, an hour
+// after they were written.
 func PruneFates(cache string, now time.Time) {
 	dir := FatesPath(cache)
 	ents, err := os.ReadDir(dir)
@@ -500,8 +507,9 @@ func PruneFates(cache string, now time.Time) {
 		switch {
 		case strings.HasSuffix(name, ".told"):
 			marks[strings.TrimSuffix(name, ".told")] = true
-		case strings.HasPrefix(name, ".") && (strings.HasSuffix(name, ".owner") || strings.Contains(name, ".watchdog-")):
-			run, _, _ := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(name, "."), ".owner"), ".watchdog-")
+		case strings.HasPrefix(name, ".") && (strings.HasSuffix(name, ".owner") || strings.HasSuffix(name, originsSuffix) || strings.Contains(name, ".watchdog-")):
+			stem := strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(name, "."), ".owner"), originsSuffix)
+			run, _, _ := strings.Cut(stem, ".watchdog-")
 			info, err := e.Info()
 			if err != nil || now.Sub(info.ModTime()) < time.Hour {
 				continue

@@ -47,7 +47,8 @@ var Kinds = names.Kinds
 // networks together, one JSON object a line (entries.go). It lists runs by
 // *.json too, and deletes exactly .json and .jsonl.
 //
-// Outside the runs folder, fates/ (ledger/fates.go), the watchdog's log
+// Outside the runs folder, fates/ (ledger/fates.go, with each run's owner
+// stub and its origins, origins.go), the watchdog's log
 // (reaper/watchdog-<run>.log) and locks/ (SharedLockPath) are Go's own
 // too.
 const (

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
 
 	"github.com/rightsize/rightsize-go/internal/names"
+	"github.com/rightsize/rightsize-go/internal/origin"
 	"github.com/rightsize/rightsize-go/internal/procid"
 )
 
@@ -40,6 +42,10 @@ type Run struct {
 	mu       sync.Mutex
 	recorded bool
 	lists    [len(Kinds)][]string
+	// origins are what made each name, as written to the run's origins
+	// file (origins.go); fates is the folder it is in, once made.
+	origins Origins
+	fates   string
 }
 
 // NewRun creates this process's run in cache (creating runs/ if needed).
@@ -140,7 +146,20 @@ func (r *Run) Record() Record { return r.rec }
 
 // Add records a name of kind k. Call it before asking the backend to
 // create what it names; on error, do not create it.
-func (r *Run) Add(k Kind, name string) error { return r.add(k, name) }
+func (r *Run) Add(k Kind, name string) error { return r.add(k, name, origin.Origin{}) }
+
+// AddFrom is Add of what o made: o goes to the run's origins first. An
+// origin that cannot be written is not told later (no create fails for
+// want of it); Origin still says it while this process runs.
+func (r *Run) AddFrom(k Kind, name string, o origin.Origin) error { return r.add(k, name, o) }
+
+// Origin is what made name of kind k, as AddFrom was told; zero when
+// unknown.
+func (r *Run) Origin(k Kind, name string) origin.Origin {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.origins.Of(k, name)
+}
 
 // Remove forgets a name of kind k. Call it only once the backend has
 // confirmed it gone (or never there, or not this run's).
@@ -164,7 +183,7 @@ func (r *Run) Len() int {
 	return n
 }
 
-func (r *Run) add(k Kind, name string) error {
+func (r *Run) add(k Kind, name string, o origin.Origin) error {
 	if !ValidName(name) {
 		return fmt.Errorf("ledger: %q is not a valid name (a name is %s)", name, names.Rule)
 	}
@@ -175,6 +194,9 @@ func (r *Run) add(k Kind, name string) error {
 			return fmt.Errorf("ledger: %w", err)
 		}
 		r.recorded = true
+	}
+	if !o.IsZero() {
+		r.addOrigin(k, name, o)
 	}
 	p := LinePath(r.dir, r.id, k)
 	f, err := appendNoFollow(p)
@@ -215,8 +237,12 @@ func (r *Run) remove(k Kind, name string) error {
 		if err := RemoveRunFiles(r.dir, r.id); err != nil {
 			return fmt.Errorf("ledger: prune run %s: %w", r.id, err)
 		}
+		if r.fates != "" {
+			_ = RemoveOrigins(filepath.Dir(r.dir), r.id)
+		}
 		r.lists[k] = nil
 		r.recorded = false
+		r.origins = nil
 		return nil
 	}
 	if err := WriteLines(LinePath(r.dir, r.id, k), rest); err != nil {
@@ -224,4 +250,20 @@ func (r *Run) remove(k Kind, name string) error {
 	}
 	r.lists[k] = rest
 	return nil
+}
+
+// addOrigin writes and keeps the origin of name; called with r.mu held.
+func (r *Run) addOrigin(k Kind, name string, o origin.Origin) {
+	if r.origins == nil {
+		r.origins = Origins{}
+	}
+	r.origins.set(k, name, o.Bounded())
+	if r.fates == "" {
+		dir, err := EnsureSubdir(filepath.Dir(r.dir), FatesDir)
+		if err != nil {
+			return
+		}
+		r.fates = dir
+	}
+	_ = appendOrigin(filepath.Join(r.fates, "."+r.id+originsSuffix), k, name, o)
 }

@@ -53,15 +53,20 @@ func (c *config) sweepFate(rf ledger.RunFiles, rr RunReport, noticed time.Time) 
 	if f.By == "" {
 		f.By = BySweep
 	}
+	origins := ledger.ReadOrigins(c.cache, rf.ID)
 	for _, list := range [][]Item{rr.Removed, rr.Kept, rr.NotOwned} {
 		for _, it := range list {
-			f.Items = append(f.Items, fateItem(it))
+			f.Items = append(f.Items, fateItem(it, origins))
 		}
 	}
 	if _, err := ledger.WriteFate(c.cache, f, c.now()); err != nil && c.logger != nil {
 		c.logger.Warn("fate not written", "run", rf.ID, "err", err)
 	}
 	os.Remove(ledger.OwnerStubPath(c.cache, rf.ID))
+	if rr.Decision == Reaped {
+		// What is kept is told again by a later sweep, with its origin.
+		_ = ledger.RemoveOrigins(c.cache, rf.ID)
+	}
 	ledger.RemoveWatchdogMarks(c.cache, rf.ID)
 }
 
@@ -77,8 +82,10 @@ func ownerOf(cache string, rf ledger.RunFiles) ledger.FateOwner {
 	return o
 }
 
-func fateItem(it Item) ledger.FateItem {
-	return ledger.FateItem{Kind: fateKind(it.Kind), ID: it.ID, Name: it.Name, Outcome: it.Outcome, Note: it.Note}
+// fateItem is it as its run's fate tells it, with what made it as the
+// run's origins say.
+func fateItem(it Item, origins ledger.Origins) ledger.FateItem {
+	return ledger.FateItem{Kind: fateKind(it.Kind), ID: it.ID, Name: it.Name, Outcome: it.Outcome, Note: it.Note, Origin: origins.Of(it.Kind, it.Name)}
 }
 
 func fateKind(k names.Kind) string {
@@ -330,6 +337,9 @@ func FateLine(f ledger.FateFile) string {
 			fmt.Fprintf(&b, ", in %s", t1.Sub(t0).Round(time.Millisecond))
 		}
 	}
+	if by := leftBy(f.Items); by != "" {
+		b.WriteString("; " + by)
+	}
 	if len(kept) > 0 {
 		k := kept[0]
 		why := ""
@@ -423,4 +433,29 @@ func plural(n int, k string) string {
 		return fmt.Sprintf("%d processes", n)
 	}
 	return fmt.Sprintf("%d %ss", n, k)
+}
+
+// maxLeftBy is how many tests a fate's line names; the rest are counted.
+const maxLeftBy = 3
+
+// leftBy says which tests made what a fate's items name, in their order:
+// "left by TestCheckout/eu at store_test.go:42", "left by TestA at
+// a_test.go:1, TestB at b_test.go:2 and 2 more"; "" when no item says.
+func leftBy(items []ledger.FateItem) string {
+	var seen []string
+	for _, it := range items {
+		if s := termtext.Clean(it.Origin.String()); s != "" && !slices.Contains(seen, s) {
+			seen = append(seen, s)
+		}
+	}
+	switch n := len(seen); {
+	case n == 0:
+		return ""
+	case n > maxLeftBy:
+		return "left by " + strings.Join(seen[:maxLeftBy], ", ") + " and " + strconv.Itoa(n-maxLeftBy) + " more"
+	case n == 1:
+		return "left by " + seen[0]
+	default:
+		return "left by " + strings.Join(seen[:n-1], ", ") + " and " + seen[n-1]
+	}
 }

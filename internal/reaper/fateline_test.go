@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/origin"
 	"github.com/rightsize/rightsize-go/internal/reaper"
 )
 
 // lineShape is a fate's line as a sentence: who died, who noticed, then
 // what became of its things, each phrase led by a verb.
 var lineShape = regexp.MustCompile(`^rightsize: run \S+ \((pid \d+, )?[^()]+\) died; noticed( \d\d:\d\d:\d\d)? by (its|a later) [a-z ]+, which ` +
-	`(removed|found|forgot|ended|kept|left) [^;]+(; (removed|found|forgot|ended|kept|left) [^;]+)*(, in \d+m?s)?( \(.*\))*$`)
+	`(removed|found|forgot|ended|kept|left) [^;]+(; (removed|found|forgot|ended|kept|left) [^;]+)*(, in \d+m?s)?(; left by .+?)?( \(.*\))*$`)
 
 // Every outcome word, alone and with the others, at counts of one and
 // many, by every kind of reaper, reads as a sentence: no "which already
@@ -49,6 +50,10 @@ func TestFateLineWording(t *testing.T) {
 			{Kind: "exec", Name: "c", Outcome: ledger.Removed},
 		}, []string{"removed 1 sandbox, 1 network and 1 command"}},
 		row{"nothing", nil, []string{"which found nothing left"}},
+		row{"made by a test", []ledger.FateItem{
+			{Kind: "sandbox", Name: "a", Outcome: ledger.Removed, Origin: origin.Origin{Test: "TestCheckout/eu", Place: "store_test.go:42"}},
+			{Kind: "network", Name: "b", Outcome: ledger.Kept, Note: "in use", Origin: origin.Setup("TestMain", "main_test.go:12")},
+		}, []string{"; left by TestCheckout/eu at store_test.go:42 and Setup (TestMain) at main_test.go:12 (kept network b"}},
 		row{"an outcome of a later version", []ledger.FateItem{{Kind: "sandbox", Name: "a", Outcome: "frozen"}}, []string{`which left 1 sandbox "frozen"`}})
 	for _, by := range bys {
 		for _, r := range rows {
@@ -115,5 +120,39 @@ func TestFateLinesOneDeathOneLine(t *testing.T) {
 	}
 	if !strings.Contains(lines[1], "run 0f0f0f0f") || !strings.Contains(lines[2], "by a later sweep") {
 		t.Errorf("the other lines:\n%s\n%s", lines[1], lines[2])
+	}
+}
+
+// A fate's line names the tests that left what it tells of, each once, at
+// most three, with the rest counted; a name that would forge a line is
+// escaped.
+func TestFateLineLeftBy(t *testing.T) {
+	at := func(test, place string) origin.Origin { return origin.Origin{Test: test, Place: place} }
+	for _, tc := range []struct {
+		origins []origin.Origin
+		want    string
+	}{
+		{nil, ""},
+		{[]origin.Origin{{}, {}}, ""},
+		{[]origin.Origin{at("TestA", "a_test.go:1"), at("TestA", "a_test.go:1"), {}}, "; left by TestA at a_test.go:1"},
+		{[]origin.Origin{at("TestA", ""), at("TestB", "b_test.go:2")}, "; left by TestA and TestB at b_test.go:2"},
+		{[]origin.Origin{at("TestA", "a_test.go:1"), at("TestB", "b_test.go:2"), at("TestC", "c_test.go:3"), at("TestD", "d_test.go:4"), at("TestE", "e_test.go:5")},
+			"; left by TestA at a_test.go:1, TestB at b_test.go:2, TestC at c_test.go:3 and 2 more"},
+		{[]origin.Origin{at("TestA/\x1b[2J\n", "a_test.go:1")}, `; left by TestA/\x1b[2J\n at a_test.go:1`},
+	} {
+		var items []ledger.FateItem
+		for i, o := range tc.origins {
+			items = append(items, ledger.FateItem{Kind: "sandbox", Name: "rz-1a2b3c4d-" + string(rune('1'+i)), Outcome: ledger.Removed, Origin: o})
+		}
+		line := reaper.FateLine(ledger.FateFile{Fate: ledger.Fate{Run: "1a2b3c4d", By: reaper.ByWatchdog, Owner: ledger.FateOwner{PID: 4242, Writer: "go", Command: "store.test"}, Items: items}})
+		switch {
+		case tc.want == "" && strings.Contains(line, "left by"):
+			t.Errorf("%q names a test, where no item says one", line)
+		case tc.want != "" && !strings.HasSuffix(line, tc.want):
+			t.Errorf("%q does not end in %q", line, tc.want)
+		}
+		if !lineShape.MatchString(line) {
+			t.Errorf("%q is not a sentence of the expected shape", line)
+		}
 	}
 }

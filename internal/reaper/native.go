@@ -242,6 +242,7 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, mode 
 	}
 	// A stub left by a watchdog killed here is pruned with the fates.
 	os.Remove(ledger.OwnerStubPath(cache, runID))
+	_ = ledger.RemoveOrigins(cache, runID)
 	logger.Printf("everything removed; ledger files deleted")
 	return 0
 }
@@ -253,8 +254,9 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, mode 
 // already: this one joins it (joinShare).
 func writeNativeFate(cache, runID, by string, noticed time.Time, reaped []Item, execs []toldExec, logger *log.Logger) {
 	var items []ledger.FateItem
+	origins := ledger.ReadOrigins(cache, runID)
 	for _, it := range reaped {
-		items = append(items, fateItem(it))
+		items = append(items, fateItem(it, origins))
 	}
 	for _, x := range execs {
 		items = append(items, ledger.FateItem{Kind: "exec", ID: x.id, Name: x.name, Outcome: ledger.Ended, Note: "its lease ended it when the owner died"})

@@ -14,6 +14,7 @@ import (
 	"github.com/rightsize/rightsize-go/internal/keeper"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/names"
+	"github.com/rightsize/rightsize-go/internal/origin"
 	"github.com/rightsize/rightsize-go/internal/proctree"
 )
 
@@ -142,6 +143,15 @@ func (s *Session) Watchdog() *Watchdog { return s.wd.Load() }
 // Ledger is the session's run in the ledger; nil when the mode keeps none.
 func (s *Session) Ledger() *ledger.Run { return s.run }
 
+// Origin is what made name of kind k, as it was admitted; zero when not
+// known (or when the mode keeps no ledger).
+func (s *Session) Origin(k names.Kind, name string) origin.Origin {
+	if s.run == nil {
+		return origin.Origin{}
+	}
+	return s.run.Origin(k, name)
+}
+
 // NextName is the run's next sandbox name: rz-<run-id>-<n>.
 func (s *Session) NextName() string {
 	return "rz-" + s.runID + "-" + strconv.FormatUint(s.seq.Add(1), 10)
@@ -174,6 +184,12 @@ func (s *Session) NextProcessLine(sid int) string {
 // ledger line. Only then may the engine be asked to create it; an error
 // means it must not be. The note is non-nil the first time only.
 func (s *Session) Admit(k names.Kind, name string) (*WatchdogNote, error) {
+	return s.AdmitFrom(k, name, origin.Origin{})
+}
+
+// AdmitFrom is Admit of what o made: the run's origins say so, before the
+// ledger line, for its fate and `rightsize ls`.
+func (s *Session) AdmitFrom(k names.Kind, name string, o origin.Origin) (*WatchdogNote, error) {
 	if k == names.ProcessKind {
 		// Local processes have a watchdog of their own (the main one
 		// when it is native), and are told once started (Created): until
@@ -184,13 +200,13 @@ func (s *Session) Admit(k names.Kind, name string) (*WatchdogNote, error) {
 		if s.run == nil {
 			return note, nil
 		}
-		return note, s.run.Add(k, name)
+		return note, s.run.AddFrom(k, name, o)
 	}
 	note := s.ensureWatchdog()
 	if s.run == nil {
 		return note, nil
 	}
-	if err := s.run.Add(k, name); err != nil {
+	if err := s.run.AddFrom(k, name, o); err != nil {
 		return note, err
 	}
 	if !s.labelled {
@@ -262,9 +278,11 @@ const lateCreateSettle = 2 * time.Second
 
 // Create admits name, runs create, and tells the watchdog the id it
 // returns; when create fails, it releases name (whatever of it the engine
-// may have made) before returning the error. The note is Admit's.
+// may have made) before returning the error. The note is Admit's. What
+// made it is the origin ctx carries (origin.NewContext), which create's
+// backend puts on it too.
 func (s *Session) Create(ctx context.Context, k names.Kind, name string, create func(context.Context) (id string, err error)) (*WatchdogNote, error) {
-	note, err := s.Admit(k, name)
+	note, err := s.AdmitFrom(k, name, origin.FromContext(ctx))
 	if err != nil {
 		return note, err
 	}

@@ -7,7 +7,9 @@
 // packages); a promise is proved only once it holds here too.
 //
 // The module's tests (package userkit) start what their environment asks
-// for, write what they started to an info file, and block until killed.
+// for, write what they started to an info file, and block until killed:
+// store's TestHolds, and TestCheckout/eu, a subtest whose place
+// (CheckoutPlace) is what rightsize says made what it started.
 package usermod
 
 import (
@@ -42,6 +44,25 @@ const (
 	EnvInfo      = "USER_INFO"
 	EnvPass      = "USER_PASS"
 )
+
+// CheckoutPlace is file:line of store's TestCheckout/eu's call of Hold,
+// read from the module's source.
+func CheckoutPlace() (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(filepath.Join(root, "internal", "usermod", "testdata", "module", Store, "store_test.go"))
+	if err != nil {
+		return "", err
+	}
+	for i, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "// the place of TestCheckout/eu") {
+			return fmt.Sprintf("store_test.go:%d", i+1), nil
+		}
+	}
+	return "", errors.New("usermod: store_test.go says no place of TestCheckout/eu")
+}
 
 // Module returns the folder of a fresh copy of the user's module, in t's
 // temporary folder, whose replace names this repository, tidied.

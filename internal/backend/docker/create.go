@@ -15,6 +15,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/origin"
 )
 
 const hostGateway = "host.docker.internal:host-gateway"
@@ -71,6 +72,7 @@ func (d *Driver) create(ctx context.Context, name string, spec backend.Spec) (*S
 		chainHostConfig(&req, func(hc *container.HostConfig) { hc.Memory = mem })
 	}
 	req.Name = name
+	req.Labels = origin.FromContext(ctx).AddLabels(req.Labels)
 	if req.Labels == nil {
 		req.Labels = map[string]string{}
 	}
@@ -123,11 +125,12 @@ func keepFromRyuk(req *testcontainers.GenericContainerRequest) {
 }
 
 // Track takes a testcontainers-go request that its caller will create as
-// run runID's sandbox name: named and labelled, its ports published where
-// this process reaches them. The handle it returns learns the container's
-// id once the engine has created it.
-func (d *Driver) Track(req *testcontainers.GenericContainerRequest, name, runID string) (backend.Sandbox, error) {
+// run runID's sandbox name, made by o: named and labelled, its ports
+// published where this process reaches them. The handle it returns learns
+// the container's id once the engine has created it.
+func (d *Driver) Track(req *testcontainers.GenericContainerRequest, name, runID string, o origin.Origin) (backend.Sandbox, error) {
 	req.Name = name
+	req.Labels = o.AddLabels(req.Labels)
 	if req.Labels == nil {
 		req.Labels = map[string]string{}
 	}
@@ -299,9 +302,11 @@ func (d *Driver) Adopt(ctx context.Context, name string) (backend.Sandbox, error
 	return &Sandbox{d: d, name: name, id: c.ID}, nil
 }
 
-// CreateNetwork creates a bridge network labelled as run runID's.
+// CreateNetwork creates a bridge network labelled as run runID's, and
+// with the origin ctx carries.
 func (d *Driver) CreateNetwork(ctx context.Context, name, runID string) (string, error) {
-	res, err := d.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Labels: d.RunLabels(runID)})
+	labels := origin.FromContext(ctx).AddLabels(d.RunLabels(runID))
+	res, err := d.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Labels: labels})
 	if err != nil {
 		return "", classify("create network "+name, err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/internal/apiproxy"
 	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/origin"
 )
 
 // EnvUpstream is set, for a process that guards every create (and the
@@ -232,8 +233,9 @@ type proxyHook struct {
 // admit is a name the run admitted: listed in its ledger once, whatever
 // the number of creates under it.
 type admit struct {
-	id      string // the engine's, once created
-	pending int    // its creates under way
+	id      string        // the engine's, once created
+	pending int           // its creates under way
+	origin  origin.Origin // what made it, as it was admitted
 }
 
 func newProxyHook(h backend.GuardHook, cli *client.Client) *proxyHook {
@@ -258,9 +260,9 @@ func (p *proxyHook) Admit(ctx context.Context, kind, name string, labels map[str
 	defer p.mu.Unlock()
 	if a := p.objs[kind][name]; name != "" && a != nil {
 		a.pending++ // listed already
-		return p.h.Labels(p.runID), "", nil
+		return a.origin.AddLabels(p.h.Labels(p.runID)), "", nil
 	}
-	runID, useName, err := p.h.Admit(ctx, proxyKind(kind), name)
+	runID, useName, o, err := p.h.Admit(ctx, proxyKind(kind), name)
 	if err != nil {
 		return nil, "", fmt.Errorf("rightsize: this %s cannot be guarded, so it is not created: %v", kind, err)
 	}
@@ -269,9 +271,9 @@ func (p *proxyHook) Admit(ctx context.Context, kind, name string, labels map[str
 		name = useName
 	}
 	if name != "" {
-		p.objs[kind][name] = &admit{pending: 1}
+		p.objs[kind][name] = &admit{pending: 1, origin: o}
 	}
-	return p.h.Labels(runID), useName, nil
+	return o.AddLabels(p.h.Labels(runID)), useName, nil
 }
 
 // Created tells the hook of the creates it admitted.

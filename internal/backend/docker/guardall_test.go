@@ -2,6 +2,7 @@ package docker_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/internal/backend"
 	"github.com/rightsize/rightsize-go/internal/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/origin"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 )
@@ -53,7 +55,7 @@ type guardRec struct {
 	removed []string // "kind name"
 }
 
-func (g *guardRec) Admit(_ context.Context, k backend.Kind, name string) (string, string, error) {
+func (g *guardRec) Admit(_ context.Context, k backend.Kind, name string) (string, string, origin.Origin, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.admits = append(g.admits, k.String()+" "+name)
@@ -65,7 +67,9 @@ func (g *guardRec) Admit(_ context.Context, k backend.Kind, name string) (string
 			use = fmt.Sprintf("rz-net-%s%d", g.run[:6], g.seq)
 		}
 	}
-	return g.run, use, nil
+	// What made it, as the run's hook would say: a test and a place of
+	// the name's own, so that each create's labels can be told apart.
+	return g.run, use, origin.Origin{Test: "TestOf/" + cmp.Or(use, name), Place: "made_test.go:7"}, nil
 }
 
 func (g *guardRec) Created(k backend.Kind, name, id string) {
@@ -228,6 +232,47 @@ func TestGuardAllLabelValues(t *testing.T) {
 			t.Errorf("%s (%s): admitted %v, labels %v; want it as it came", tc.name, tc.reason, admitted, got)
 		}
 	}
+}
+
+// TestGuardAllOrigin: what the guard admits carries, beside the run's
+// labels, what made it as the run's hook said (the test that was making
+// it as it came in): a container and a network, named or not.
+func TestGuardAllOrigin(t *testing.T) {
+	r := newGuardRig(t)
+	want := func(name string) map[string]string {
+		return map[string]string{origin.LabelTest: "TestOf/" + name, origin.LabelPlace: "made_test.go:7"}
+	}
+	check := func(what string, got, want map[string]string) {
+		t.Helper()
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s: label %s = %q, want %q (labels %v)", what, k, got[k], v, got)
+			}
+		}
+	}
+	name := r.name("origin")
+	if _, err := r.create(name, r.labels()); err != nil {
+		t.Fatal(err)
+	}
+	check("a named container", r.labelsOf(name), want(name))
+	id, err := r.create("", r.labels())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.direct.ContainerInspect(t.Context(), id, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("an unnamed container", res.Container.Config.Labels, want(strings.TrimPrefix(res.Container.Name, "/")))
+	net := r.name("onet")
+	if _, err := r.cli.NetworkCreate(t.Context(), net, client.NetworkCreateOptions{Internal: true, Labels: r.labels()}); err != nil {
+		t.Fatal(err)
+	}
+	nres, err := r.direct.NetworkInspect(t.Context(), net, client.NetworkInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("a network", nres.Network.Labels, want(net))
 }
 
 // TestGuardAllKeepAliveName: a container or network named as a keep-alive

@@ -18,6 +18,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/origin"
 )
 
 // CallTimeout bounds each engine call a removal makes: an engine that
@@ -345,7 +346,7 @@ func (d *Driver) findRun(ctx context.Context, k backend.Kind, runID string, leav
 				return nil, classify("list networks", err)
 			}
 			for _, n := range nl.Items {
-				add(backend.Found{ID: n.ID, Name: n.Name}, n.Labels)
+				add(backend.Found{ID: n.ID, Name: n.Name, Origin: origin.FromLabels(n.Labels)}, n.Labels)
 			}
 			continue
 		}
@@ -358,7 +359,7 @@ func (d *Driver) findRun(ctx context.Context, k backend.Kind, runID string, leav
 			if len(c.Names) > 0 {
 				name = trimSlash(c.Names[0])
 			}
-			f := backend.Found{ID: c.ID, Name: name}
+			f := backend.Found{ID: c.ID, Name: name, Origin: origin.FromLabels(c.Labels)}
 			if leaving {
 				f.Leaving = d.leaving(ctx, c.ID, c.State)
 			}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/origin"
 )
 
 // container is the name of a sandbox pod's one container.
@@ -45,6 +46,11 @@ func (d *Driver) Start(ctx context.Context, name string, spec backend.Spec) (*Sa
 	if err != nil {
 		return nil, err
 	}
+	// What made it: whole in annotations, and as a label where the test's
+	// name has a label's form (origin.KubeLabels).
+	o := origin.FromContext(ctx)
+	maps.Copy(pod.Labels, o.KubeLabels())
+	pod.Annotations = o.Labels()
 	cm := filesMap(pod, spec.Files)
 	var needs []right
 	if cm != nil {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -17,6 +18,7 @@ import (
 	"github.com/rightsize/rightsize-go/internal/backend"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/names"
+	"github.com/rightsize/rightsize-go/internal/origin"
 )
 
 // EnvDir names the folder the backend keeps its sandboxes and networks
@@ -407,7 +409,7 @@ func (d *driver) Create(ctx context.Context, name string, spec backend.Spec) (ba
 		return nil, err
 	}
 	o := object{Kind: backend.SandboxKind.String(), ID: id, Name: name, Run: spec.RunID, KeepAlive: spec.KeepAlive, KeepAliveExtra: spec.KeepAliveExtra,
-		Image: spec.Image, Cmd: spec.Cmd, Env: spec.Env, Ports: spec.Ports, Networks: spec.Networks, Labels: spec.Labels, Created: time.Now().UTC()}
+		Image: spec.Image, Cmd: spec.Cmd, Env: spec.Env, Ports: spec.Ports, Networks: spec.Networks, Labels: origin.FromContext(ctx).AddLabels(maps.Clone(spec.Labels)), Created: time.Now().UTC()}
 	for _, f := range spec.Files {
 		o.Files = append(o.Files, f.GuestPath)
 	}
@@ -450,7 +452,7 @@ func (d *driver) CreateNetwork(ctx context.Context, name, runID string) (string,
 	if err != nil {
 		return "", err
 	}
-	o := object{Kind: backend.NetworkKind.String(), ID: id, Name: name, Run: runID, Created: time.Now().UTC()}
+	o := object{Kind: backend.NetworkKind.String(), ID: id, Name: name, Run: runID, Labels: origin.FromContext(ctx).Labels(), Created: time.Now().UTC()}
 	err = d.locked(ctx, func() error {
 		if _, err := d.read(backend.NetworkKind, name); !errors.Is(err, backend.ErrNotFound) {
 			return fmt.Errorf("memory backend: network %s: %w", name, backend.ErrNameTaken)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/origin"
 )
 
 // loopback is where ports published by msb are reached: the host ports are
@@ -74,6 +75,8 @@ func (d *Driver) Create(ctx context.Context, name string, spec backend.Spec) (ba
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("msb: create %s: %w", name, err)
 	}
+	// What made it is a label, as on Docker.
+	spec.Labels = origin.FromContext(ctx).AddLabels(maps.Clone(spec.Labels))
 	plan, err := planRun(name, spec)
 	if err != nil {
 		return nil, fmt.Errorf("msb: create %s: %w", name, err)

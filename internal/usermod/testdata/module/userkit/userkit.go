@@ -30,8 +30,10 @@ const (
 // Hold starts what the environment asks for, says so in the info file
 // (network=, sandbox= lines, then blocked=1), then blocks until the
 // process is killed or `go test -timeout` fires; with USER_PASS=1, until
-// its stdin closes, and then it passes.
+// its stdin closes, and then it passes. It is a helper (t.Helper): what
+// it starts is its caller's, at its call.
 func Hold(t *testing.T) {
+	t.Helper()
 	say, spec := begin(t)
 	n := 2
 	if v := os.Getenv(EnvSandboxes); v != "" {
