@@ -26,6 +26,8 @@ type Guard struct {
 	// keepAlive: a reused sandbox, left running by Stop; view: a Guard.For
 	// view, which stops nothing.
 	keepAlive, view bool
+	// place is where the test's code asked for it (callSite).
+	place string
 
 	// lazy starts a suite's sandbox at its first use; nil for the others.
 	lazy *lazy
@@ -75,6 +77,9 @@ func Start(tb testing.TB, spec Spec) *Guard {
 // returns the watchdog's first-time note for o's log.
 func start(o owner, spec Spec) (*Guard, string, error) {
 	g := &Guard{o: o, spec: spec}
+	if spec.Reuse {
+		g.place = callSite()
+	}
 	o.addCleanup(g.cleanup)
 	note, err := g.start(o.context())
 	return g, note, err
@@ -277,6 +282,9 @@ func (g *Guard) Stop(ctx context.Context) error {
 		return nil
 	}
 	g.execs.stopAll(ctx)
+	if g.keepAlive && g.sbx != nil {
+		g.touchUse()
+	}
 	if g.keepAlive || g.view || g.s == nil || g.name == "" {
 		g.stopped = true
 		return nil
