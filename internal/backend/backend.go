@@ -372,7 +372,7 @@ type Description struct {
 	// the engine keeps them.
 	Test, TestPlace string
 	Created         time.Time
-	Running                   bool
+	Running         bool
 }
 
 // Describer is a Sandbox that can say what it is.
