@@ -44,3 +44,7 @@ var ChoosesNative = choosesNative
 func RunScriptWatchdog(in io.Reader, runsDir, runID, backendName, endpoint string) int {
 	return runNative(in, runsDir, runID, backendName, endpoint, engineOnly)
 }
+
+// SetBeforeKeepAliveLock makes f run between the judgement that a
+// keep-alive expired and the taking of its use lock (nil: nothing).
+func SetBeforeKeepAliveLock(f func(name string)) { hookBeforeLock = f }

@@ -41,6 +41,10 @@ const (
 	EnvNetwork   = "USER_NETWORK"
 	EnvInfo      = "USER_INFO"
 	EnvPass      = "USER_PASS"
+	// KeepAlive's (userkit.KeepAlive, the module's TestKeepAlive).
+	EnvKeepAlives = "USER_KEEPALIVES"
+	EnvReuseTTL   = "USER_REUSE_TTL"
+	EnvGo         = "USER_GO"
 )
 
 // Module returns the folder of a fresh copy of the user's module, in t's
@@ -168,7 +172,10 @@ func copyTree(src, dst string) error {
 type Info struct {
 	Network   string
 	Sandboxes []string
-	Blocked   bool
+	// KeepAlives are the keep-alive sandboxes it started or adopted:
+	// their container ids by name.
+	KeepAlives map[string]string
+	Blocked    bool
 }
 
 // ReadInfo reads the info file a user's test writes.
@@ -190,6 +197,12 @@ func ReadInfo(path string) (Info, error) {
 			in.Network = v
 		case "sandbox":
 			in.Sandboxes = append(in.Sandboxes, v)
+		case "keepalive":
+			name, id, _ := strings.Cut(v, " ")
+			if in.KeepAlives == nil {
+				in.KeepAlives = map[string]string{}
+			}
+			in.KeepAlives[name] = id
 		case "blocked":
 			in.Blocked = true
 		}
