@@ -356,8 +356,9 @@ func removeLabelled(t interface{ Log(...any) }, api *client.Client, label string
 // kaKeys are the fields of each keep-alive sandbox of
 // `rightsize ls --keep-alive --json`, kaTopKeys those of the object.
 var (
-	kaKeys    = []string{"ageSeconds", "backend", "createdIso", "engine", "entry", "error", "hash", "image", "name", "note", "ports", "udpPorts"}
-	kaTopKeys = []string{"backend", "cacheDir", "endpoint", "engineError", "keepAlive", "registryError"}
+	kaKeys = []string{"ageSeconds", "backend", "createdIso", "engine", "entry", "error", "expiresIso", "hash", "image", "inUse",
+		"lastUsedBy", "lastUsedIso", "name", "note", "ports", "supersededBy", "ttlFrom", "ttlSeconds", "udpPorts", "unseen"}
+	kaTopKeys = []string{"backend", "cacheDir", "endpoint", "engineError", "keepAlive", "registryError", "ttlError"}
 )
 
 // cmdKajson checks the output of the last `rightsize ls --keep-alive
