@@ -24,11 +24,9 @@ import (
 // the host sees (unless it is given another TMPDIR, or runs in a container
 // with a /tmp of its own).
 
-// UseDir creates, when missing, and returns the folder of this user's
-// keep-alive use locks in tmp (os.TempDir() when ""): rightsize-<uid>
-// (rightsize on Windows, whose temporary folder is the user's own). It
-// must be this user's alone, as a cache dir must.
-func UseDir(tmp string) (string, error) {
+// UseDirPath is where UseDir(tmp) is, made or not: what only reads the
+// use locks and records need not make it.
+func UseDirPath(tmp string) string {
 	if tmp == "" {
 		tmp = os.TempDir()
 	}
@@ -36,7 +34,15 @@ func UseDir(tmp string) (string, error) {
 	if runtime.GOOS != "windows" {
 		name += "-" + strconv.Itoa(os.Geteuid())
 	}
-	dir := filepath.Join(tmp, name)
+	return filepath.Join(tmp, name)
+}
+
+// UseDir creates, when missing, and returns the folder of this user's
+// keep-alive use locks in tmp (os.TempDir() when ""): rightsize-<uid>
+// (rightsize on Windows, whose temporary folder is the user's own). It
+// must be this user's alone, as a cache dir must.
+func UseDir(tmp string) (string, error) {
+	dir := UseDirPath(tmp)
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", fmt.Errorf("keep-alive use locks: %w", err)
 	}

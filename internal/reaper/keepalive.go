@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -106,6 +107,7 @@ type kaView struct {
 	cache             string
 	useDir            string
 	useErr            error
+	useMissing        bool // the use dir is not there (yet)
 	env               time.Duration
 	// records are this engine's use records, from the use dir and the
 	// cache dir's registry folder, by sandbox name.
@@ -130,9 +132,24 @@ type kaEntry struct {
 func newKAView(b backend.Backend, cache string, env time.Duration) *kaView {
 	v := &kaView{backend: names.CanonicalBackend(b.Name()), endpoint: b.Endpoint(), cache: cache, env: env,
 		records: map[string][]ledger.KeepAliveUse{}, entries: map[string][]kaEntry{}}
-	v.useDir, v.useErr = ledger.UseDir("")
+	// A sweep with nothing to judge makes no folder: a missing use dir
+	// holds no lock and no record, and is made when one is written.
+	v.useDir = ledger.UseDirPath("")
+	if _, err := os.Lstat(v.useDir); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		v.useDir, v.useErr = ledger.UseDir("")
+	} else {
+		v.useMissing = true
+	}
 	v.readRecords()
 	return v
+}
+
+// makeUseDir makes the use dir, before a lock or record is written in it.
+func (v *kaView) makeUseDir() {
+	if v.useMissing {
+		v.useDir, v.useErr = ledger.UseDir("")
+		v.useMissing = false
+	}
 }
 
 func (v *kaView) readRecords() {
@@ -403,6 +420,7 @@ func (v *kaView) sighted(u KeepAliveUse, now time.Time) {
 // touch marks name used at now in its use records, and writes them where
 // there are none.
 func (v *kaView) touch(name string, now time.Time) {
+	v.makeUseDir()
 	_, _ = ledger.EnsureSubdir(v.cache, ledger.ReuseDir)
 	hash := ""
 	if es := v.entries[name]; len(es) > 0 {
@@ -432,6 +450,7 @@ func (v *kaView) regDir() string { return filepath.Join(v.cache, ledger.ReuseDir
 // the judgement keeps it.
 func (c *config) expire(ctx context.Context, ka backend.KeepAliver, v *kaView, d backend.Description, list []backend.Description) Item {
 	it := Item{Kind: names.SandboxKind, Name: d.Name}
+	v.makeUseDir()
 	lock := v.useLock(d.Name)
 	if lock == nil {
 		it.Outcome, it.Note = ledger.Kept, "its use lock cannot be had"
