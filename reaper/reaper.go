@@ -32,8 +32,11 @@ import (
 // memory, files of this host that need no engine), opened
 // within 15 s. Each reapable run has what it lists, and what carries its
 // label, removed, then its files deleted; a run left alone is left
-// untouched, with the reason in the report. The report is returned even
-// with an error, for what was done before it.
+// untouched, with the reason in the report. Keep-alive sandboxes idle
+// past their time-to-live (RIGHTSIZE_REUSE_TTL, sandboxtest's
+// Spec.ReuseTTL) are removed too, unless a process uses them
+// (Report.KeepAlives). The report is returned even with an error, for
+// what was done before it.
 func Sweep(ctx context.Context, opts ...Option) (*Report, error) {
 	var in []reaper.Option
 	for _, o := range opts {

@@ -296,6 +296,9 @@ func (g *Guard) Stop(ctx context.Context) error {
 		return nil
 	}
 	g.execs.stopAll(ctx)
+	if g.keepAlive && g.sbx != nil {
+		g.touchUse()
+	}
 	if g.keepAlive || g.view || g.s == nil || g.name == "" {
 		g.stopped = true
 		return nil

@@ -746,6 +746,8 @@ var helperRoles = map[string]func(*testing.T){
 	"owner":         helperOwner,
 	"sweeper":       helperSweeper,
 	"reuse":         helperReuse,
+	"keepalive":     helperKeepAlive,
+	"ttl-sweeper":   helperTTLSweeper,
 	"bench-first":   helperBenchFirst,
 	"bench-suite":   helperBenchSuite,
 	"first-start":   helperFirstStart,

@@ -131,6 +131,8 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 	if ok, err := use.TryRLockContext(lctx, 20*time.Millisecond); err != nil || !ok {
 		return "", fmt.Errorf("keep-alive %s: use lock %s: %v", g.name, use.Path(), err)
 	}
+	// Recorded under the lock: a sweep that takes it next judges this use.
+	g.recordUse(hash)
 	adopted := false
 	if !held {
 		defer func() {
@@ -197,7 +199,9 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 					return "", fmt.Errorf("keep-alive %s: remove the one not running: %w", g.name, err)
 				}
 			}
-			sbx, err = drv.Create(ctx, g.name, g.backendSpec("", mark, extra))
+			bs := g.backendSpec("", mark, extra)
+			bs.Test, bs.TestPlace = g.madeBy()
+			sbx, err = drv.Create(ctx, g.name, bs)
 			if err == nil {
 				created = true
 				break
@@ -342,3 +346,54 @@ func (g *Guard) writeRegistry(ctx context.Context, hash string, sbx backend.Sand
 		warnf("sandboxtest: keep-alive %s: registry: %v", g.name, err)
 	}
 }
+
+// recordUse writes this process's use of the keep-alive (hash's) in its
+// use records, with the time-to-live its spec asks for: in the use dir,
+// which every sweep of the host's reads, and in the registry folder of
+// the cache dir, which outlives a temporary folder the system empties.
+func (g *Guard) recordUse(hash string) {
+	drv := g.s.Driver()
+	u := ledger.KeepAliveUse{Name: g.name, Backend: drv.Name(), Endpoint: drv.Endpoint(), Hash: hash}
+	if g.spec.ReuseTTL > 0 {
+		u.TTL = g.spec.ReuseTTL.String()
+	}
+	var errs []error
+	if dir, err := ledger.UseDir(""); err != nil {
+		errs = append(errs, err)
+	} else {
+		errs = append(errs, ledger.WriteKeepAliveUse(dir, u))
+	}
+	errs = append(errs, ledger.WriteKeepAliveUse(filepath.Join(g.s.CacheDir(), ledger.ReuseDir), u))
+	if err := errors.Join(errs...); err != nil {
+		warnf("sandboxtest: keep-alive %s: its use is not recorded (%v): a sweep with a time-to-live may judge it idle since an earlier use", g.name, err)
+	}
+}
+
+// touchUse marks the keep-alive used now in its use records: its test is
+// done with it.
+func (g *Guard) touchUse() {
+	drv := g.s.Driver()
+	now := time.Now()
+	dirs := []string{filepath.Join(g.s.CacheDir(), ledger.ReuseDir)}
+	if dir, err := ledger.UseDir(""); err == nil {
+		dirs = append(dirs, dir)
+	}
+	for _, dir := range dirs {
+		if path, err := ledger.KeepAliveUsePath(dir, drv.Name(), drv.Endpoint(), g.name); err == nil {
+			_ = ledger.TouchKeepAliveUse(path, now)
+		}
+	}
+}
+
+// madeBy is the test that creates the keep-alive and the place in its
+// code (file:line), for its labels: a keep-alive made later by the same
+// test at the same place supersedes it. Nothing when no test is running
+// (a suite's Setup, TestMain).
+func (g *Guard) madeBy() (test, place string) {
+	tb := g.o.testTB()
+	if tb == nil {
+		return "", ""
+	}
+	return tb.Name(), g.origin.Place
+}
+

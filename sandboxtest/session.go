@@ -124,6 +124,14 @@ func tellSweep(s *reaper.Session) {
 	if rep.Unfinished != "" {
 		warnf("rightsize: the sweep of dead runs stopped early (%s); what it did not reach stays for a later sweep", rep.Unfinished)
 	}
+	for _, it := range rep.KeepAlives {
+		if it.Outcome.Gone() {
+			warnf("rightsize: keep-alive %s", it)
+		}
+	}
+	if rep.KeepAliveProblem != "" {
+		warnf("rightsize: keep-alive sandboxes: %s", termtext.Clean(rep.KeepAliveProblem))
+	}
 	for _, rr := range rep.Runs {
 		for _, why := range rr.Refused {
 			warnf("rightsize: run %s was not reaped: %s", termtext.Clean(rr.ID), termtext.Clean(why))

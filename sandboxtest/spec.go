@@ -2,6 +2,7 @@ package sandboxtest
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"time"
 
@@ -36,6 +37,15 @@ type Spec struct {
 	// the same image, command, environment, ports and files. Change it
 	// whenever they change.
 	ReuseKey string
+	// ReuseTTL is how long a keep-alive sandbox of this spec may go
+	// unused before a sweep (the next test process's first use, or
+	// `rightsize sweep`) removes it: an idle time-to-live, counted from
+	// the last time any test process adopted it or let it go. It also
+	// applies to an older keep-alive this one superseded (made by the same
+	// test, at the same place, from the same image repository, before the
+	// spec changed). 0 leaves it to RIGHTSIZE_REUSE_TTL, whose unset
+	// default keeps keep-alive sandboxes until they are removed by hand.
+	ReuseTTL time.Duration
 	// Networks to join, created with NewNetwork; Aliases are the sandbox's
 	// names on each of them.
 	Networks []*Network
@@ -78,7 +88,13 @@ func (spec Spec) check() error {
 			return errors.New("Spec.Networks holds a nil *Network")
 		}
 	}
+	if spec.ReuseTTL < 0 {
+		return fmt.Errorf("Spec.ReuseTTL is %s: want a positive duration, or 0 for RIGHTSIZE_REUSE_TTL's", spec.ReuseTTL)
+	}
 	if !spec.Reuse {
+		if spec.ReuseTTL > 0 {
+			return errors.New("Spec.ReuseTTL without Spec.Reuse: only a keep-alive sandbox outlives its test")
+		}
 		return nil
 	}
 	if len(spec.Networks) > 0 {

@@ -30,6 +30,8 @@ func TestReuseRefusalsWithReuseOnAndOff(t *testing.T) {
 		{"customize without a key", Spec{Image: "img", Reuse: true, Customize: custom}, "needs Spec.ReuseKey"},
 		{"labels without a key", Spec{Image: "img", Reuse: true, Labels: map[string]string{"team": "a"}}, "needs Spec.ReuseKey"},
 		{"no image", Spec{Reuse: true}, "Spec.Image is empty"},
+		{"a negative time-to-live", Spec{Image: "img", Reuse: true, ReuseTTL: -time.Second}, "Spec.ReuseTTL is -1s"},
+		{"a time-to-live without Reuse", Spec{Image: "img", ReuseTTL: time.Hour}, "Spec.ReuseTTL without Spec.Reuse"},
 	}
 	for _, reuse := range []string{"", "true"} {
 		t.Run("RIGHTSIZE_REUSE="+reuse, func(t *testing.T) {
@@ -52,6 +54,7 @@ func TestReuseRefusalsWithReuseOnAndOff(t *testing.T) {
 		{Image: "img", Reuse: true, Customize: custom, ReuseKey: "v1"},
 		{Image: "img", Reuse: true, Labels: map[string]string{"team": "a"}, ReuseKey: "v1"},
 		{Image: "img", Networks: []*Network{net}},
+		{Image: "img", Reuse: true, ReuseTTL: time.Hour},
 	} {
 		if err := ok.check(); err != nil {
 			t.Errorf("check(%+v) = %v, want it accepted", ok, err)

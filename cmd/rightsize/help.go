@@ -73,9 +73,20 @@ registry (reuse/ under the cache dir) joined by name with what the engine
 says, and every keep-alive sandbox of the engine with no entry here
 (another user's cache dir, another member's), marked "no entry": its name;
 its image; its age (from the entry's createdIso, else from when the engine
-created it); its ports, guest->host; and ENGINE: running, stopped, gone
-(the entry outlives its sandbox: rightsize reuse prune deletes it), or "?"
-(the engine could not be asked, or the entry is another backend's). The
+created it); LAST USE, how long ago it was last used as the next sweep
+judges it (made, adopted or held by a test process, its registry entry
+written or read by one of the family), "in use" while a test process
+holds it; EXPIRES, when the first sweep past that time removes it
+(RIGHTSIZE_REUSE_TTL, or the Spec.ReuseTTL of its last user): "-" with no
+time-to-live, "in use", "kept" when some of its users cannot be seen from
+here (NOTE says why), "next sweep" once past it; its ports, guest->host;
+ENGINE: running, stopped, gone (the entry outlives its sandbox: rightsize
+reuse prune deletes it), or "?" (the engine could not be asked, or the
+entry is another backend's); and NOTE: "no entry", an unreadable entry's
+error, the keep-alive that superseded it (made later by the same test, at
+the same place, from the same image repository), why it is kept. LAST
+USE and EXPIRES are "-" for a sandbox the engine did not list. A
+RIGHTSIZE_REUSE_TTL that is not a duration is said above the table. The
 engine, the one RIGHTSIZE_BACKEND chooses, is given 5 s to answer; without
 one, ls says so and still exits 0. When ended runs have fates, ls says how
 many. Last, when the engine has any, its engine-side keepers (the leases
@@ -146,6 +157,7 @@ JSON of --keep-alive --json: an object (all fields always present):
   endpoint       that engine's endpoint
   engineError    why the engine could not be asked ("" when it was)
   registryError  why the registry could not be read ("" when it was)
+  ttlError       why RIGHTSIZE_REUSE_TTL was not read ("" when it was)
   keepAlive      an array, sorted by name, of:
     name         the sandbox's name (rz-reuse-<12 hex>)
     hash         its registry entry's hash, the file stem ("" when none)
@@ -160,6 +172,17 @@ JSON of --keep-alive --json: an object (all fields always present):
     entry        whether the registry holds an entry for it
     error        why the entry could not be read ("" otherwise)
     note         "no entry", an unreadable entry's error, another backend
+    lastUsedIso  its latest use seen ("" when the engine did not list it)
+    lastUsedBy   what showed that use
+    inUse        whether a rightsize-go test process holds it now
+    ttlSeconds   the idle time-to-live that applies (null when none)
+    ttlFrom      whose it is: RIGHTSIZE_REUSE_TTL, its last user's
+                 Spec.ReuseTTL, or the one of the keep-alive that
+                 superseded it
+    expiresIso   when a sweep removes it ("" when none will)
+    supersededBy the keep-alive that replaced it ("" when none)
+    unseen       why some of its users cannot be seen from here, which
+                 keeps it however idle ("" when they all can)
 
 JSON of --leases --json: an object (all fields always present):
   backend        the backend asked ("" when none answered)
@@ -203,6 +226,12 @@ the engine shows carries the run's label is removed: a listed name that is
 not the run's (no label of it, a keep-alive sandbox) is left running and
 reported as "not this run's".
 
+Keep-alive sandboxes are never reaped with a run. With an idle
+time-to-live (RIGHTSIZE_REUSE_TTL, or the Spec.ReuseTTL a test process
+recorded), it then removes the keep-alive sandboxes no process has used
+for that long, and says why ("idle since …"), unless a test process takes
+one during the sweep (kept). rightsize ls shows when each expires.
+
 On the kubernetes backend it also deletes, in its namespace, the run
 Leases nobody renewed for their duration, from any machine, in this
 machine's ledger or not (ls --leases lists them); the cluster's garbage
@@ -241,9 +270,11 @@ alone (its owner is alive, it is another engine's…); 2 usage error.
        rightsize reuse prune --older-than D [--dry-run] [--cache DIR]
 
 Removes keep-alive sandboxes (Spec.Reuse with RIGHTSIZE_REUSE=true), which
-no sweep, watchdog or run ever removes, from the engine RIGHTSIZE_BACKEND
-chooses, and deletes their entries from the registry (reuse/ under the
-cache dir). rightsize ls lists them.
+no run, watchdog or sweep ever removes (but a sweep with an idle
+time-to-live, RIGHTSIZE_REUSE_TTL or Spec.ReuseTTL: rightsize help sweep),
+from the engine RIGHTSIZE_BACKEND chooses, and deletes their entries from
+the registry (reuse/ under the cache dir). rightsize ls lists them, with
+their last use and when they expire.
 
   rm NAME...   removes the keep-alive sandboxes named, whatever their age,
                even one a test is using. A name the engine has that is not

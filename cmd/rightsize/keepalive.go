@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"github.com/rightsize/rightsize-go/internal/backend"
 	"github.com/rightsize/rightsize-go/internal/backend/docker"
 	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 	"github.com/rightsize/rightsize-go/internal/termtext"
 )
 
@@ -165,9 +165,26 @@ type kaRow struct {
 	// Error says why the entry could not be read ("" otherwise).
 	Error string `json:"error"`
 	Note  string `json:"note"`
+	// LastUsedISO is its latest use seen ("" when none; the engine was
+	// not asked); LastUsedBy says what showed it.
+	LastUsedISO string `json:"lastUsedIso"`
+	LastUsedBy  string `json:"lastUsedBy"`
+	// InUse: a rightsize-go test process holds it now.
+	InUse bool `json:"inUse"`
+	// TTLSeconds is the idle time-to-live that applies (null: none);
+	// TTLFrom says whose it is.
+	TTLSeconds *int64 `json:"ttlSeconds"`
+	TTLFrom    string `json:"ttlFrom"`
+	// ExpiresISO is when the next sweep removes it ("" when never).
+	ExpiresISO string `json:"expiresIso"`
+	// SupersededBy is the keep-alive that replaced it ("" when none).
+	SupersededBy string `json:"supersededBy"`
+	// Unseen says why it is kept however long it seems idle.
+	Unseen string `json:"unseen"`
 
 	age   time.Duration
 	known bool // age is known
+	use   *reaper.KeepAliveUse
 }
 
 // joinKeepAlives lists every keep-alive sandbox the registry or the engine
@@ -229,6 +246,84 @@ func joinKeepAlives(entries []regEntry, v engineView, now time.Time) []kaRow {
 	return rows
 }
 
+// judgeUse adds to each row of a sandbox the engine listed its use, as
+// the next sweep would judge it (reaper.JudgeKeepAlives). The error says
+// why RIGHTSIZE_REUSE_TTL was not read.
+func judgeUse(rows []kaRow, cache string, v engineView, now time.Time) error {
+	if v.ka == nil {
+		return nil
+	}
+	uses, err := reaper.JudgeKeepAlives(v.drv, cache, v.list, now)
+	byName := map[string]reaper.KeepAliveUse{}
+	for _, u := range uses {
+		byName[u.Name] = u
+	}
+	for i := range rows {
+		u, ok := byName[rows[i].Name]
+		if !ok || rows[i].Engine == engineGone || rows[i].Engine == engineUnknown {
+			continue
+		}
+		r := &rows[i]
+		r.use = &u
+		if !u.LastUsed.IsZero() {
+			r.LastUsedISO, r.LastUsedBy = ledger.FormatISO(u.LastUsed), u.By
+		}
+		r.InUse, r.SupersededBy, r.Unseen = u.InUse, u.SupersededBy, u.Unseen
+		if u.TTL > 0 {
+			s := int64(u.TTL / time.Second)
+			r.TTLSeconds, r.TTLFrom = &s, u.From
+		}
+		if e := u.Expires(); !e.IsZero() {
+			r.ExpiresISO = ledger.FormatISO(e)
+		}
+	}
+	return err
+}
+
+// lastUse is the LAST USE column: how long ago, "now" when in use.
+func (r kaRow) lastUse(now time.Time) string {
+	switch {
+	case r.use == nil || r.use.LastUsed.IsZero():
+		return "-"
+	case r.use.InUse:
+		return "in use"
+	}
+	return formatDuration(max(now.Sub(r.use.LastUsed), 0)) + " ago"
+}
+
+// expires is the EXPIRES column: "-" with no time-to-live, "kept" when its
+// users cannot all be seen, "next sweep" once past it.
+func (r kaRow) expires(now time.Time) string {
+	switch {
+	case r.use == nil || r.use.TTL == 0:
+		return "-"
+	case r.use.InUse:
+		return "in use"
+	case r.use.Unseen != "":
+		return "kept"
+	}
+	e := r.use.Expires()
+	if !now.Before(e) {
+		return "next sweep"
+	}
+	return "in " + formatDuration(e.Sub(now))
+}
+
+// notes is the NOTE column: the row's note, then what its use says.
+func (r kaRow) notes() string {
+	parts := []string{}
+	if r.Note != "" {
+		parts = append(parts, r.Note)
+	}
+	if r.SupersededBy != "" {
+		parts = append(parts, "superseded by "+r.SupersededBy)
+	}
+	if r.use != nil && r.use.TTL > 0 && r.Unseen != "" {
+		parts = append(parts, "kept: "+r.Unseen)
+	}
+	return strings.Join(parts, "; ")
+}
+
 func (r *kaRow) setAge(created, now time.Time) {
 	r.age, r.known = max(now.Sub(created), 0), true
 	s := int64(r.age / time.Second)
@@ -277,10 +372,6 @@ func entriesNamed(entries []regEntry, name, drv string) []regEntry {
 	return out
 }
 
-// errEntryRewritten: a registry entry was written again after the engine
-// was asked; it belongs to a sandbox created since, and stays.
-var errEntryRewritten = errors.New("written again since the engine was asked: it is a new sandbox's, kept")
-
 // keepAliveReport is `rightsize ls --keep-alive --json`. The field names
 // are part of the command's contract (see `rightsize help ls`).
 type keepAliveReport struct {
@@ -292,8 +383,10 @@ type keepAliveReport struct {
 	// EngineError says why the engine could not be asked ("" when it was).
 	EngineError string `json:"engineError"`
 	// RegistryError says why the registry could not be read.
-	RegistryError string  `json:"registryError"`
-	KeepAlive     []kaRow `json:"keepAlive"`
+	RegistryError string `json:"registryError"`
+	// TTLError says why RIGHTSIZE_REUSE_TTL was not read ("" when it was).
+	TTLError  string  `json:"ttlError"`
+	KeepAlive []kaRow `json:"keepAlive"`
 
 	none bool // the backend makes none: EngineError says so
 }
@@ -320,7 +413,11 @@ func gatherKeepAlives(cache string) keepAliveReport {
 			rep.EngineError = fmt.Sprintf("no answer within %s (%v)", lsEngineTimeout, v.err)
 		}
 	}
-	if rows := joinKeepAlives(entries, v, time.Now()); rows != nil {
+	now := time.Now()
+	if rows := joinKeepAlives(entries, v, now); rows != nil {
+		if err := judgeUse(rows, cache, v, now); err != nil {
+			rep.TTLError = err.Error()
+		}
 		rep.KeepAlive = rows
 	}
 	return rep
@@ -358,15 +455,19 @@ func (c *cli) lsKeepAliveTable(w io.Writer, cache string) error {
 		return nil
 	}
 	fmt.Fprintf(w, "keep-alive sandboxes (registry %s; %s):\n", reg, engine)
+	if rep.TTLError != "" {
+		fmt.Fprintf(w, "%s; only a Spec.ReuseTTL applies\n", oneLine(rep.TTLError))
+	}
+	now := time.Now()
 	t := &table{}
-	t.row("NAME", "IMAGE", "AGE", "PORTS", c.paint(sgrDefault, "ENGINE"), "NOTE")
+	t.row("NAME", "IMAGE", "AGE", "LAST USE", "EXPIRES", "PORTS", c.paint(sgrDefault, "ENGINE"), "NOTE")
 	for _, r := range rep.KeepAlive {
 		age := "-"
 		if r.known {
 			age = formatDuration(r.age)
 		}
-		t.row(termtext.Quote(r.Name), termtext.Quote(dash(r.Image)), age, termtext.Quote(formatPorts(r.Ports, r.UDPPorts)),
-			c.paint(engineColour(r.Engine), r.Engine), oneLine(r.Note))
+		t.row(termtext.Quote(r.Name), termtext.Quote(dash(r.Image)), age, r.lastUse(now), r.expires(now), termtext.Quote(formatPorts(r.Ports, r.UDPPorts)),
+			c.paint(engineColour(r.Engine), r.Engine), oneLine(r.notes()))
 	}
 	return t.write(w)
 }

@@ -179,6 +179,7 @@ func TestScripts(t *testing.T) {
 			"lsjson":     cmdLsjson,
 			"kajson":     cmdKajson,
 			"uselock":    cmdUselock,
+			"nextsecond": cmdNextsecond,
 		},
 	})
 }
@@ -356,8 +357,9 @@ func removeLabelled(t interface{ Log(...any) }, api *client.Client, label string
 // kaKeys are the fields of each keep-alive sandbox of
 // `rightsize ls --keep-alive --json`, kaTopKeys those of the object.
 var (
-	kaKeys    = []string{"ageSeconds", "backend", "createdIso", "engine", "entry", "error", "hash", "image", "name", "note", "ports", "udpPorts"}
-	kaTopKeys = []string{"backend", "cacheDir", "endpoint", "engineError", "keepAlive", "registryError"}
+	kaKeys = []string{"ageSeconds", "backend", "createdIso", "engine", "entry", "error", "expiresIso", "hash", "image", "inUse",
+		"lastUsedBy", "lastUsedIso", "name", "note", "ports", "supersededBy", "ttlFrom", "ttlSeconds", "udpPorts", "unseen"}
+	kaTopKeys = []string{"backend", "cacheDir", "endpoint", "engineError", "keepAlive", "registryError", "ttlError"}
 )
 
 // cmdKajson checks the output of the last `rightsize ls --keep-alive
@@ -432,6 +434,35 @@ func sortedKeys(m map[string]json.RawMessage) []string {
 // sandbox.
 //
 //	uselock NAME
+//
+// cmdNextsecond waits until the second after the one the engine lists
+// keep-alive NAME as created in: the engine tells creation times to the
+// second, and a keep-alive made from then on is later than NAME.
+//
+//	nextsecond NAME
+func cmdNextsecond(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: nextsecond NAME")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), backend.ResolveTimeout)
+	defer cancel()
+	d, err := docker.Open(ctx)
+	ts.Check(err)
+	defer d.Close()
+	list, err := d.KeepAlives(ctx)
+	ts.Check(err)
+	i := slices.IndexFunc(list, func(k backend.Description) bool { return k.Name == args[0] })
+	if i < 0 {
+		ts.Fatalf("nextsecond: the engine lists no keep-alive %s", args[0])
+	}
+	after := list[i].Created.Truncate(time.Second).Add(time.Second)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(after); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			ts.Fatalf("nextsecond: the engine says %s was created at %s, more than 5s ahead of this clock", args[0], list[i].Created)
+		}
+	}
+}
+
 func cmdUselock(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: uselock NAME")

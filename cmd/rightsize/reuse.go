@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	iofs "io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -359,7 +358,7 @@ func (j *reuseJob) pruneGone() {
 			continue
 		}
 		if !e.mod.IsZero() && !e.mod.Before(j.v.listed) {
-			j.line('=', e.name, "registry entry kept: %v", errEntryRewritten)
+			j.line('=', e.name, "registry entry kept: %v", ledger.ErrReuseEntryRewritten)
 			continue
 		}
 		if j.dryRun {
@@ -416,34 +415,9 @@ func entriesWould(ents []regEntry) string {
 
 // deleteEntry deletes the registry entry e unless it was written again at
 // or after since (a sandbox created since then: the entry is the new
-// one's). When a rightsize-go process has made e's creation lock
-// (reuse/<hash>.lock), it is taken first: a process holds it while it
-// creates the sandbox and writes the entry.
+// one's).
 func (j *reuseJob) deleteEntry(e regEntry, since time.Time) error {
-	lp := filepath.Join(j.cache, ledger.ReuseDir, e.hash+".lock")
-	if _, err := os.Lstat(lp); err == nil {
-		lock := ledger.NewFileLock(lp)
-		ctx, cancel := context.WithTimeout(context.Background(), entryLockWait)
-		ok, err := lock.TryLockContext(ctx, 50*time.Millisecond)
-		cancel()
-		switch {
-		case errors.Is(err, ledger.ErrNotRegular):
-			return err
-		case err != nil || !ok:
-			return fmt.Errorf("a process is creating its sandbox (it holds %s)", lp)
-		}
-		// Deleted with the entry: a process that opened it before comes to
-		// lock a file no longer at the path, and opens it afresh.
-		defer lock.Remove()
-	}
-	fi, err := os.Lstat(ledger.ReusePath(j.cache, e.hash))
-	switch {
-	case errors.Is(err, iofs.ErrNotExist):
-		return nil // someone else deleted it
-	case err == nil && !fi.ModTime().Before(since):
-		return errEntryRewritten
-	}
-	return ledger.RemoveReuseEntry(j.cache, e.hash)
+	return ledger.DeleteReuseEntry(j.cache, e.hash, since, entryLockWait)
 }
 
 func shortHash(h string) string {

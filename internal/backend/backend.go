@@ -72,6 +72,12 @@ const (
 	LabelRunIDAlt = "dev.rightsize.run_id"
 	// LabelReuse marks a keep-alive sandbox, instead of the run labels.
 	LabelReuse = "dev.rightsize.reuse"
+	// LabelTest and LabelTestPlace name the test that asked for a
+	// sandbox (its t.Name()) and where in its code (file:line); a
+	// keep-alive sandbox carries them so that one of the same test, place
+	// and image repository made later supersedes it.
+	LabelTest      = "dev.rightsize.test"
+	LabelTestPlace = "dev.rightsize.test.place"
 )
 
 // Kind is what a ledger line names; one type with the ledger's and the
@@ -324,6 +330,9 @@ type Spec struct {
 	// sandbox's family identity cannot see (labels, customizers, file
 	// modes, a ReuseKey): a sandbox whose mark differs is another one.
 	KeepAliveExtra string
+	// Test and TestPlace are the test that asked for the sandbox and the
+	// place in its code (LabelTest, LabelTestPlace); empty when unknown.
+	Test, TestPlace string
 	// MemoryLimitMB limits the sandbox's memory; 0 means no limit.
 	MemoryLimitMB int
 	// Files are copied into the sandbox before it starts.
@@ -370,8 +379,11 @@ type Description struct {
 	Image, ImageID string
 	// KeepAlive and KeepAliveExtra are its keep-alive marks (Spec).
 	KeepAlive, KeepAliveExtra string
-	Created                   time.Time
-	Running                   bool
+	// Test and TestPlace are the test that asked for it (Spec), where
+	// the engine keeps them.
+	Test, TestPlace string
+	Created         time.Time
+	Running         bool
 }
 
 // Describer is a Sandbox that can say what it is.

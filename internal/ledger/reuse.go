@@ -75,7 +75,7 @@ func ReadReuseEntry(cache, hash string) (ReuseEntry, error) {
 	if !validHash(hash) {
 		return ReuseEntry{}, fmt.Errorf("reuse entry: %q is not a keep-alive hash", hash)
 	}
-	f, err := openNoFollow(ReusePath(cache, hash))
+	f, err := openNoATime(ReusePath(cache, hash))
 	if err != nil {
 		return ReuseEntry{}, err
 	}

@@ -68,3 +68,7 @@ func Reap(ctx context.Context, b backend.Backend, cache string, rf ledger.RunFil
 func WriteShareFate(cache string, f ledger.Fate, now time.Time) (string, error) {
 	return ledger.JoinFate(cache, f, now, joinShare(f))
 }
+
+// SetBeforeKeepAliveLock makes f run between the judgement that a
+// keep-alive expired and the taking of its use lock (nil: nothing).
+func SetBeforeKeepAliveLock(f func(name string)) { hookBeforeLock = f }

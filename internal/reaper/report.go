@@ -150,6 +150,13 @@ type Report struct {
 	// it owned. LapseProblem is why that could not be finished.
 	Lapsed       []string
 	LapseProblem string
+	// KeepAlives are the keep-alive sandboxes found idle past their
+	// time-to-live (RIGHTSIZE_REUSE_TTL, Spec.ReuseTTL): removed, kept
+	// (a process took it during the sweep; a removal failed), or that
+	// would be removed. KeepAliveProblem says why they could not all be
+	// judged.
+	KeepAlives       []Item
+	KeepAliveProblem string
 	// TempsRemoved counts temporary files of killed writers deleted.
 	TempsRemoved int
 	Took         time.Duration
@@ -215,6 +222,11 @@ func (r *Report) sortRuns() {
 // Clean reports whether nothing was kept back: every reapable run was
 // reaped completely, and the sweep finished.
 func (r *Report) Clean() bool {
+	for _, it := range r.KeepAlives {
+		if it.err != nil {
+			return false
+		}
+	}
 	return r.Count(Kept) == r.forMember && r.Unfinished == "" && r.LapseProblem == ""
 }
 
@@ -238,7 +250,8 @@ func (r *Report) Count(d Decision) int { return r.counts[d] }
 // Acted reports whether the sweep removed or kept anything (what a test
 // log should hear about); false when every run was left alone.
 func (r *Report) Acted() bool {
-	return r.Count(Reaped)+r.Count(Kept)+r.Count(WouldReap) > 0 || r.Unfinished != "" || len(r.Lapsed) > 0 || r.LapseProblem != ""
+	return r.Count(Reaped)+r.Count(Kept)+r.Count(WouldReap) > 0 || r.Unfinished != "" || len(r.Lapsed) > 0 || r.LapseProblem != "" ||
+		len(r.KeepAlives) > 0 || r.KeepAliveProblem != ""
 }
 
 // Run returns the report for run id, if the sweep holds it.
@@ -318,6 +331,22 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	}
 	if r.Omitted > 0 {
 		fmt.Fprintf(&b, "  … and %d more runs, counted above\n", r.Omitted)
+	}
+	if len(r.KeepAlives) > 0 {
+		b.WriteString("  keep-alive sandboxes idle past their time-to-live:\n")
+	}
+	for _, it := range r.KeepAlives {
+		mark := "-"
+		switch {
+		case it.err != nil:
+			mark = "!"
+		case it.Outcome == ledger.Kept:
+			mark = "="
+		}
+		fmt.Fprintf(&b, "      %s %s\n", mark, it)
+	}
+	if r.KeepAliveProblem != "" {
+		fmt.Fprintf(&b, "  ! keep-alive sandboxes: %s\n", termtext.Clean(r.KeepAliveProblem))
 	}
 	n, err := io.WriteString(w, b.String())
 	return int64(n), err

@@ -80,7 +80,9 @@ func OnlyRun(id string) Option { return optionFunc(func(c *config) { c.only = id
 // old: they are reported, and `rightsize sweep --run ID` removes one by
 // hand. A name leaves the ledger only when b removed it, found none, or
 // found it is not the run's; anything else keeps it, and the record, for a
-// later sweep. Sibling processes sweeping at the same moment each claim a
+// later sweep. Then, with a time-to-live (RIGHTSIZE_REUSE_TTL, or a
+// Spec.ReuseTTL recorded by a test process), the keep-alive sandboxes
+// idle past it (sweepKeepAlives). Sibling processes sweeping at the same moment each claim a
 // run with a lock before removing what it lists.
 //
 // Runs are read a few batches ahead of their judgement, in the order
@@ -186,6 +188,13 @@ func Sweep(ctx context.Context, b backend.Backend, opts ...Option) (*Report, err
 		if kerr := cfg.sweepKeepers(ctx, b, scan, rep); kerr != nil && ctx.Err() == nil {
 			rep.Unfinished = "the engine-side keepers could not be judged: " + kerr.Error()
 		} else if kerr != nil {
+			err = context.Cause(ctx)
+		}
+	}
+	if err == nil {
+		// Keep-alive sandboxes idle past their time-to-live.
+		cfg.sweepKeepAlives(ctx, b, rep)
+		if ctx.Err() != nil {
 			err = context.Cause(ctx)
 		}
 	}

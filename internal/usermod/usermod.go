@@ -43,6 +43,10 @@ const (
 	EnvNetwork   = "USER_NETWORK"
 	EnvInfo      = "USER_INFO"
 	EnvPass      = "USER_PASS"
+	// KeepAlive's (userkit.KeepAlive, the module's TestKeepAlive).
+	EnvKeepAlives = "USER_KEEPALIVES"
+	EnvReuseTTL   = "USER_REUSE_TTL"
+	EnvGo         = "USER_GO"
 )
 
 // CheckoutPlace is file:line of store's TestCheckout/eu's call of Hold,
@@ -189,7 +193,10 @@ func copyTree(src, dst string) error {
 type Info struct {
 	Network   string
 	Sandboxes []string
-	Blocked   bool
+	// KeepAlives are the keep-alive sandboxes it started or adopted:
+	// their container ids by name.
+	KeepAlives map[string]string
+	Blocked    bool
 }
 
 // ReadInfo reads the info file a user's test writes.
@@ -211,6 +218,12 @@ func ReadInfo(path string) (Info, error) {
 			in.Network = v
 		case "sandbox":
 			in.Sandboxes = append(in.Sandboxes, v)
+		case "keepalive":
+			name, id, _ := strings.Cut(v, " ")
+			if in.KeepAlives == nil {
+				in.KeepAlives = map[string]string{}
+			}
+			in.KeepAlives[name] = id
 		case "blocked":
 			in.Blocked = true
 		}

@@ -76,6 +76,11 @@ func (d *Driver) create(ctx context.Context, name string, spec backend.Spec) (*S
 	if req.Labels == nil {
 		req.Labels = map[string]string{}
 	}
+	for k, v := range map[string]string{backend.LabelTest: spec.Test, backend.LabelTestPlace: spec.TestPlace} {
+		if v != "" {
+			req.Labels[k] = v
+		}
+	}
 	if spec.KeepAlive != "" {
 		req.Labels[LabelReuse] = spec.KeepAlive
 		if spec.KeepAliveExtra != "" {

@@ -32,6 +32,7 @@ func (s *Sandbox) Describe(ctx context.Context) (backend.Description, error) {
 		d.Image = c.Config.Image
 		d.KeepAlive = c.Config.Labels[LabelReuse]
 		d.KeepAliveExtra = c.Config.Labels[LabelReuseExtra]
+		d.Test, d.TestPlace = c.Config.Labels[backend.LabelTest], c.Config.Labels[backend.LabelTestPlace]
 	}
 	if t, err := time.Parse(time.RFC3339Nano, c.Created); err == nil {
 		d.Created = t
@@ -69,6 +70,7 @@ func (d *Driver) KeepAlives(ctx context.Context) ([]backend.Description, error) 
 		out = append(out, backend.Description{
 			Name: name, Image: c.Image, ImageID: c.ImageID,
 			KeepAlive: c.Labels[LabelReuse], KeepAliveExtra: c.Labels[LabelReuseExtra],
+			Test: c.Labels[backend.LabelTest], TestPlace: c.Labels[backend.LabelTestPlace],
 			Created: time.Unix(c.Created, 0), Running: strings.EqualFold(string(c.State), "running"),
 		})
 	}
