@@ -396,4 +396,3 @@ func (g *Guard) madeBy() (test, place string) {
 	}
 	return tb.Name(), g.origin.Place
 }
-
