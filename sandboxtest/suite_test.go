@@ -87,14 +87,14 @@ func TestSuiteMainFixture(t *testing.T) {
 		mode:     "setupfail",
 		args:     []string{"-test.count=1"},
 		wantCode: 1,
-		wantOut:  []string{"sandboxtest: suite setup failed: start " + missingImage + ": "},
+		wantOut:  []string{"sandboxtest: suite setup failed: start " + missingImage + " (Setup (TestMain) at main_test.go:"},
 		reason:   "Main removes what setup started, prints one line naming the image and exits 1",
 	}, {
 		name:     "a test needs a sandbox that cannot start",
 		mode:     "testneeds",
 		args:     []string{"-test.count=1", "-test.v"},
 		wantCode: 1,
-		wantOut:  []string{"--- FAIL: TestOne", "sandboxtest: the suite's sandbox: start " + missingImage + ": ", "--- PASS: TestTwo", "--- PASS: TestThree"},
+		wantOut:  []string{"--- FAIL: TestOne", "sandboxtest: the suite's sandbox: start " + missingImage + " (Setup (TestMain) at main_test.go:", "--- PASS: TestTwo", "--- PASS: TestThree"},
 		reason:   "the suite's sandbox starts at its first use: its failure fails the test that needs it, with the cause, and no other",
 	}, {
 		name:          "no test runs",

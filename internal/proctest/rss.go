@@ -45,24 +45,39 @@ func CPUTicks(pid int) (int, error) {
 }
 
 // WaitingOnStdin reports whether a process sleeps reading its stdin, as
-// Linux's /proc/<pid>/syscall shows it: in read(0, …), or in poll(2) with
-// no timeout (busybox's read builtin polls first). known is false where
-// the architecture's syscall numbers are not known here.
+// Linux's /proc/<pid>/task/<tid>/syscall shows it: one of its threads in
+// read(0, …) (a Go program reads on whichever thread its goroutine runs),
+// or in poll(2) with no timeout (busybox's read builtin polls first).
+// known is false where the architecture's syscall numbers are not known
+// here.
 func WaitingOnStdin(pid int) (waiting, known bool) {
 	known = runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64"
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", pid))
-	if err != nil || !known {
+	if !known {
 		return false, known
 	}
-	f := strings.Fields(string(b))
-	if len(f) < 4 {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
 		return false, known
 	}
-	switch runtime.GOARCH + " " + f[0] {
-	case "amd64 0", "arm64 63": // read
-		return f[1] == "0x0", known
-	case "amd64 7": // poll(fds, 1, -1)
-		return f[2] == "0x1" && f[3] == "0xffffffff", known
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/syscall", pid, task.Name()))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 4 {
+			continue
+		}
+		switch runtime.GOARCH + " " + f[0] {
+		case "amd64 0", "arm64 63": // read
+			if f[1] == "0x0" {
+				return true, known
+			}
+		case "amd64 7": // poll(fds, 1, -1)
+			if f[2] == "0x1" && f[3] == "0xffffffff" {
+				return true, known
+			}
+		}
 	}
 	return false, known
 }

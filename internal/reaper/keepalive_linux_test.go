@@ -41,7 +41,11 @@ func TestKeepAliveAdoptedDuringSweep(t *testing.T) {
 	d := openDocker(t)
 	img := testimage.Busybox(t)
 	cache, tmp := t.TempDir(), t.TempDir()
-	const ttl = time.Second
+	// Longer than an adopter takes from letting the keep-alive go (its
+	// last use) to its exit, when the sweep judges again: on a loaded
+	// machine that took more than a second, and the keep-alive was then
+	// rightly idle past a time-to-live of one.
+	const ttl = 4 * time.Second
 	t.Setenv("TMPDIR", tmp) // this sweep's use locks: the test's own
 	t.Setenv(reaper.EnvReuseTTL, ttl.String())
 	user := func(t *testing.T, n string) *proctest.Helper {
