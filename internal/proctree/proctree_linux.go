@@ -448,7 +448,11 @@ func End(s Scope, grace time.Duration, byHand bool) Result {
 		for _, pid := range order {
 			pr := proven[pid]
 			k := key{pid, pr.st.StartTicks}
-			if seen[k] || pr.st.Zombie() {
+			if seen[k] {
+				continue
+			}
+			delete(unread, k) // settled here, or put back below
+			if pr.st.Zombie() {
 				continue
 			}
 			seen[k] = true
@@ -470,7 +474,6 @@ func End(s Scope, grace time.Duration, byHand bool) Result {
 				unread[k] = pr
 				continue
 			}
-			delete(unread, k)
 			if err != nil {
 				continue // gone already
 			}
