@@ -752,6 +752,7 @@ var helperRoles = map[string]func(*testing.T){
 	"bench-suite":   helperBenchSuite,
 	"first-start":   helperFirstStart,
 	"process-alone": helperProcessAlone,
+	"process-execs": helperProcessExecs,
 	"volume-owner":  helperVolumeOwner,
 }
 

@@ -30,3 +30,28 @@ func helperProcessAlone(t *testing.T) {
 	proctest.Say("pid", strconv.Itoa(p.Pid()))
 	proctest.Block()
 }
+
+// helperProcessExecs starts a local process tree whose every process execs
+// itself over and over (the script in RZ_TEST_REEXEC), where no engine
+// answers; says the run once most of the tree is up, and blocks.
+func helperProcessExecs(t *testing.T) {
+	reexec := os.Getenv("RZ_TEST_REEXEC")
+	tree := "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25; do /bin/sh " + reexec + " 1000000 & done; exec /bin/sh " + reexec + " 1000000"
+	p := sandboxtest.StartProcess(t, exec.Command("/bin/sh", "-c", tree))
+	// The run is the first field of the command's mark (no engine
+	// answers Session here); a read that falls in an exec is empty.
+	var run string
+	proctest.WaitUntil(t, time.Minute, "the command's mark", func() bool {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(p.Pid()) + "/environ")
+		for kv := range strings.SplitSeq(string(b), "\x00") {
+			if m, ok := strings.CutPrefix(kv, proctree.EnvMark+"="); ok {
+				run, _, _ = strings.Cut(m, ".")
+			}
+		}
+		return run != ""
+	})
+	// Some reads of a mark fall in an exec: most of the tree is enough.
+	proctest.WaitUntil(t, time.Minute, "the tree", func() bool { return len(proctree.Live(proctree.OfRun(run))) >= 20 })
+	proctest.Say("run", run)
+	proctest.Block()
+}

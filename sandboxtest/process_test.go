@@ -229,3 +229,37 @@ func TestStartProcessWithoutAnEngine(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Processes caught in an exec when their owner is SIGKILLed are ended by
+// its watchdog all the same, and the run's lines go only once they are:
+// while a process execs, its environment (and its mark) reads empty for a
+// moment, and a watchdog that took such a process for gone said the run
+// was clean, deleted its lines, and left it running with nothing to find
+// it again (`sh -c 'sleep 1000 & exec sleep 1000'`, once in a few
+// thousand deaths). Here the whole tree execs over and over, so that each
+// death catches some of it in one.
+func TestStartProcessExecsWhenItsOwnerIsKilled(t *testing.T) {
+	reexec := filepath.Join(t.TempDir(), "reexec.sh")
+	require.NoError(t, os.WriteFile(reexec, []byte("[ \"$1\" -gt 0 ] && exec /bin/sh \"$0\" $(($1 - 1))\nexec sleep 1000\n"), 0o600))
+	for i := range 12 {
+		cache := t.TempDir()
+		h := startHelper(t, "process-execs", cache, "DOCKER_HOST=unix://"+filepath.Join(cache, "no-engine.sock"), "RIGHTSIZE_BACKEND=", "RZ_TEST_REEXEC="+reexec)
+		run := h.Expect("run")
+		t.Cleanup(func() { proctree.End(proctree.Scope{Marks: proctree.OfRun(run)}, 0, true) })
+		h.KillAndWait()
+		// The watchdog deletes the run's lines last, once it has ended
+		// every process: then none may be left.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			left, _ := filepath.Glob(filepath.Join(cache, "runs", run+"*"))
+			if len(left) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("death %d: the watchdog left %q 30 s after the owner was killed (live: %v)", i, left, proctree.Live(proctree.OfRun(run)))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		require.Empty(t, proctree.Live(proctree.OfRun(run)), "death %d: processes of the run outlived its watchdog, which deleted its lines", i)
+	}
+}

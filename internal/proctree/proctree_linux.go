@@ -358,6 +358,12 @@ type pinned struct {
 	why string // the proof's, for a process without the mark
 }
 
+// errMarkUnread: a process proven by its mark did not show it when
+// pinned. While a process execs, its environment reads empty for a moment
+// (its memory is swapped and the new one not yet laid out), so this is not
+// proof that it is gone: End looks at it again.
+var errMarkUnread = errors.New("its mark, read when it was found, did not read back when it was pinned (an exec under way, or its pid passed to another process within the same clock tick)")
+
 // pin opens a pidfd on pr and checks, after opening, that the process with
 // that pid is alive and still the one proven (same start, and the same
 // mark when the mark proved it): the fd is then that process's, and a
@@ -368,9 +374,13 @@ func pin(pr proof) (pinned, error) {
 		return pinned{}, err
 	}
 	st, err := ReadStat(pr.pid)
-	if err != nil || st.Zombie() || st.StartTicks != pr.st.StartTicks || pr.byMark && markOf(pr.pid) != pr.mark {
+	if err != nil || st.Zombie() || st.StartTicks != pr.st.StartTicks {
 		unix.Close(fd)
 		return pinned{}, errors.New("it ended, or its pid changed hands, while it was being pinned")
+	}
+	if pr.byMark && markOf(pr.pid) != pr.mark {
+		unix.Close(fd)
+		return pinned{}, errMarkUnread
 	}
 	return pinned{marked: pr.marked, fd: fd, why: pr.why}, nil
 }
@@ -410,6 +420,10 @@ func End(s Scope, grace time.Duration, byHand bool) Result {
 	}
 	held := map[key]pinned{}
 	seen := map[key]bool{}
+	// unread: proven by a mark that did not read back when pinned; tried
+	// again each round (a snapshot taken in the middle of its exec would
+	// not prove it again) until pinned, gone, or the wait is over.
+	unread := map[key]proof{}
 	var notProven []marked
 	defer func() {
 		for _, p := range held {
@@ -423,11 +437,22 @@ func End(s Scope, grace time.Duration, byHand bool) Result {
 	// is gone, or at grace, when SIGKILL goes to what is left.
 	for round := 0; ; round++ {
 		proven, unproven := s.prove(snapshot(), pinnedUntil)
+		for k, pr := range unread {
+			if q, ok := proven[k.pid]; !ok {
+				proven[k.pid] = pr
+			} else if q.st.StartTicks != k.ticks {
+				delete(unread, k) // its pid is another process's now
+			}
+		}
 		order := slices.Sorted(maps.Keys(proven))
 		for _, pid := range order {
 			pr := proven[pid]
 			k := key{pid, pr.st.StartTicks}
-			if seen[k] || pr.st.Zombie() {
+			if seen[k] {
+				continue
+			}
+			delete(unread, k) // settled here, or put back below
+			if pr.st.Zombie() {
 				continue
 			}
 			seen[k] = true
@@ -444,6 +469,11 @@ func End(s Scope, grace time.Duration, byHand bool) Result {
 				continue
 			}
 			p, err := pin(pr)
+			if errors.Is(err, errMarkUnread) {
+				delete(seen, k)
+				unread[k] = pr
+				continue
+			}
 			if err != nil {
 				continue // gone already
 			}
@@ -462,7 +492,7 @@ func End(s Scope, grace time.Duration, byHand bool) Result {
 				delete(held, k)
 			}
 		}
-		if len(held) == 0 && round > 0 {
+		if len(held) == 0 && len(unread) == 0 && round > 0 {
 			break
 		}
 		now := time.Now()
@@ -475,6 +505,9 @@ func End(s Scope, grace time.Duration, byHand bool) Result {
 		} else if killed && now.After(deadline) {
 			for k, p := range held {
 				res.Left = append(res.Left, Proc{PID: k.pid, Command: p.st.Comm, Why: "still there a second after SIGKILL (uninterruptible sleep?)"})
+			}
+			for k, pr := range unread {
+				res.Left = append(res.Left, Proc{PID: k.pid, Command: pr.st.Comm, Why: errMarkUnread.Error() + ": not signalled", Marked: true})
 			}
 			break
 		}

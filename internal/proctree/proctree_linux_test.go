@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -519,5 +520,29 @@ func TestParseLine(t *testing.T) {
 	for _, bad := range []string{"", "p3", "p3.42.4567", "p3.42.1.890", "x3.42", "p3.-1", "p3.42.4567.+8", "p.42", "p3.42.4567.890.1"} {
 		_, ok := proctree.ParseLine("abc", bad)
 		require.False(t, ok, bad)
+	}
+}
+
+// Marked processes caught in an exec are ended all the same. While a
+// process execs, its environment reads empty for a moment (the kernel has
+// swapped its memory and not yet laid out the new one's): a process proven
+// by its mark, then found without it when pinned, is looked at again in a
+// later round rather than taken for gone. Here a tree of processes exec
+// themselves over and over, as `sh -c '… & exec sleep 1000'` does once,
+// while End ends them.
+func TestEndMarkedWhileTheyExec(t *testing.T) {
+	dir := t.TempDir()
+	reexec := filepath.Join(dir, "reexec.sh")
+	require.NoError(t, os.WriteFile(reexec, []byte("[ \"$1\" -gt 0 ] && exec /bin/sh \"$0\" $(($1 - 1))\nexec sleep 1000\n"), 0o600))
+	tree := fmt.Sprintf("for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do /bin/sh %[1]s 100000 & done; exec /bin/sh %[1]s 100000", reexec)
+	for i := range 25 {
+		m := mark(t, 100+i)
+		start(t, m, true, "/bin/sh", "-c", tree)
+		waitFor(t, "the tree", func() bool { return len(proctree.Live(proctree.OfMarks(m))) >= 10 })
+		res := proctree.End(proctree.Scope{Marks: proctree.OfMarks(m)}, time.Second, false)
+		if live := proctree.Live(proctree.OfMarks(m)); len(live) > 0 {
+			t.Fatalf("round %d: End left %v, and said %+v", i, live, res)
+		}
+		require.True(t, res.Clean(), "%+v", res)
 	}
 }
