@@ -81,7 +81,8 @@ func (rf RunFiles) HasLines() bool {
 
 // RemoveFiles deletes the run's files that the folder listed: the line
 // files first, then the records. (A dead run writes no new file; deleting
-// only what is known is what keeps a sweep of many runs fast.)
+// only what is known is what keeps a sweep of many runs fast.) A line file
+// that is there now but was not listed keeps the records: ErrLinesSince.
 func (rf RunFiles) RemoveFiles() error {
 	var errs []error
 	for _, k := range Kinds {
@@ -95,6 +96,13 @@ func (rf RunFiles) RemoveFiles() error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	// The run may have been alive at the listing and dead when judged: a
+	// line written in between keeps the record, never lines without one.
+	for _, p := range runPaths(rf.Dir, rf.ID)[firstLine:] {
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s: %w", filepath.Base(p), ErrLinesSince)
+		}
+	}
 	if rf.has[familyRecord] {
 		if err := removeIfExists(RecordPath(rf.Dir, rf.ID)); err != nil {
 			return err
@@ -105,6 +113,11 @@ func (rf RunFiles) RemoveFiles() error {
 	}
 	return nil
 }
+
+// ErrLinesSince: a run's owner wrote a line file after the folder was
+// listed (alive then, dead when judged), so its records stay with the
+// lines for the next sweep, which reads them.
+var ErrLinesSince = errors.New("a line file was written since the folder was listed: the run's record stays for the next sweep")
 
 // Lists is what a run's line files hold.
 type Lists struct {

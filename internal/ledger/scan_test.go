@@ -380,3 +380,44 @@ func TestListRunsOwnRecord(t *testing.T) {
 		t.Errorf("RemoveFiles left %d files, the records of both kinds included", len(left))
 	}
 }
+
+// A sweep lists the folder, then judges each run: an owner alive at the
+// listing, between its record and its first line, may write the line and
+// die before its run is judged. The run's files as listed are then a
+// record only, and deleting them must not leave the line without it (a
+// run with no record is never reaped by age).
+func TestRemoveFilesKeepsTheRecordOfLinesWrittenSinceTheListing(t *testing.T) {
+	for _, o := range []ledger.Owner{{Backend: "local"}, {Backend: "docker", DefaultEngine: true}} {
+		t.Run(o.Backend, func(t *testing.T) {
+			r, cache := newRun(t, o)
+			if err := r.Add(ledger.SandboxKind, "rz-1"); err != nil {
+				t.Fatal(err)
+			}
+			// The owner between its record and its first line.
+			if err := os.Remove(ledger.LinePath(r.RunsDir(), r.ID(), ledger.SandboxKind)); err != nil {
+				t.Fatal(err)
+			}
+			rf, err := ledger.ReadRun(cache, r.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rf.HasLines() || !rf.HasRecord() {
+				t.Fatalf("listed: lines %v, record %v; want a record only", rf.HasLines(), rf.HasRecord())
+			}
+			// Its next line, then its death.
+			if err := r.Add(ledger.NetworkKind, "rz-net-1"); err != nil {
+				t.Fatal(err)
+			}
+			if err := rf.RemoveFiles(); !errors.Is(err, ledger.ErrLinesSince) {
+				t.Errorf("RemoveFiles = %v, want ErrLinesSince", err)
+			}
+			now, err := ledger.ReadRun(cache, r.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !now.HasRecord() || now.RecordErr != nil || !now.Has(ledger.NetworkKind) {
+				t.Errorf("after RemoveFiles: record %v (%v), networks %v; want both, for the next sweep", now.HasRecord(), now.RecordErr, now.Has(ledger.NetworkKind))
+			}
+		})
+	}
+}

@@ -276,7 +276,14 @@ func filesOnly(rf ledger.RunFiles) bool {
 // twice is harmless: no claim. (A lock file is two metadata writes, create
 // and unlink: most of the time of a sweep of many such runs.)
 func (c *config) removeFilesOnly(rf ledger.RunFiles, rr RunReport) RunReport {
-	if err := rf.RemoveFiles(); err != nil {
+	if err := rf.RemoveFiles(); errors.Is(err, ledger.ErrLinesSince) {
+		// Its owner wrote a line after the listing, then died: the
+		// next sweep reads the run whole and reaps it. Nothing was
+		// removed.
+		rr.Decision = LeftAlone
+		rr.Reason += "; " + err.Error()
+		return rr
+	} else if err != nil {
 		rr.Problems = append(rr.Problems, "delete files: "+err.Error())
 		rr.Decision = Kept
 		return rr
