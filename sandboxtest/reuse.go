@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
-	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/reaper"
+	"github.com/rightsize/rightsize-go/ledger"
 )
 
 // envReuse enables keep-alive reuse when "true" or "1": a Spec must also
@@ -83,7 +83,7 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 	hash := reuseIdentity(g.spec).Hash()
 	mark, extra := hash[:12], reuseExtra(g.spec)
 	g.name, g.keepAlive = ledger.ReuseName(hash), true
-	dir, err := ledger.EnsureSubdir(g.s.CacheDir(), ledger.ReuseDir)
+	lock, err := g.s.KeepAliveCreationLock(hash)
 	if err != nil {
 		return "", err
 	}
@@ -113,8 +113,7 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 			}
 		}()
 	}
-	lock := ledger.NewFileLock(filepath.Join(dir, hash+".lock"))
-	ok, err := lock.TryLockContext(lctx, 20*time.Millisecond)
+	ok, err := lock.Lock(lctx)
 	if err != nil || !ok {
 		return "", fmt.Errorf("keep-alive %s: lock %s: %v", g.name, lock.Path(), err)
 	}
@@ -278,7 +277,7 @@ func shortImage(id string) string {
 // writeRegistry records the created keep-alive sandbox in the family's
 // registry, reuse/<hash>.json.
 func (g *Guard) writeRegistry(ctx context.Context, hash string, sbx backend.Sandbox, ka backend.KeepAliver) {
-	entry := ledger.ReuseEntry{Name: g.name, Image: g.spec.Image, Backend: g.s.Driver().Name(), Ports: map[string]int{}}
+	entry := reaper.KeepAliveEntry{Name: g.name, Image: g.spec.Image}
 	for _, p := range g.spec.Ports {
 		hp, err := sbx.MappedPort(ctx, p)
 		if err != nil {
@@ -288,20 +287,12 @@ func (g *Guard) writeRegistry(ctx context.Context, hash string, sbx backend.Sand
 		if _, err := fmt.Sscan(hp, &n); err != nil {
 			continue
 		}
-		key, udp := ledger.PortKey(p)
-		if udp {
-			if entry.UDPPorts == nil {
-				entry.UDPPorts = map[string]int{}
-			}
-			entry.UDPPorts[key] = n
-		} else {
-			entry.Ports[key] = n
-		}
+		entry.Ports = append(entry.Ports, reaper.KeepAlivePort{Port: p, Host: n})
 	}
 	if ka != nil {
 		entry.ImageID, _ = ka.ImageID(ctx, g.spec.Image)
 	}
-	if err := ledger.WriteReuseEntry(g.s.CacheDir(), hash, entry); err != nil {
+	if err := g.s.WriteKeepAliveEntry(hash, entry); err != nil {
 		warnf("sandboxtest: keep-alive %s: registry: %v", g.name, err)
 	}
 }

@@ -110,3 +110,67 @@ func (s *Session) TouchKeepAliveUse(name string, now time.Time) {
 		}
 	}
 }
+
+// CreationLock is the creation lock of a keep-alive in the session's cache
+// dir (ledger.ReuseLockPath): a process holds it while it creates the
+// sandbox and writes its registry entry, so that two sharing the cache dir
+// never create it twice.
+type CreationLock struct{ l *ledger.FileLock }
+
+// KeepAliveCreationLock is the creation lock of the keep-alive of identity
+// hash, its folder made (the registry folder, where the use records of
+// the cache dir are written too); not yet taken.
+func (s *Session) KeepAliveCreationLock(hash string) (*CreationLock, error) {
+	if _, err := ledger.EnsureSubdir(s.cache, ledger.ReuseDir); err != nil {
+		return nil, err
+	}
+	return &CreationLock{l: ledger.NewFileLock(ledger.ReuseLockPath(s.cache, hash))}, nil
+}
+
+// Lock takes it, waiting while another process holds it until ctx ends;
+// false when it did not.
+func (c *CreationLock) Lock(ctx context.Context) (bool, error) {
+	return c.l.TryLockContext(ctx, useRetry)
+}
+
+// Unlock lets it go.
+func (c *CreationLock) Unlock() error { return c.l.Unlock() }
+
+// Path is the lock file's.
+func (c *CreationLock) Path() string { return c.l.Path() }
+
+// KeepAliveEntry is what the family's registry says of a keep-alive this
+// process created.
+type KeepAliveEntry struct {
+	Name, Image string
+	// ImageID is the engine's id of the image it was created from; "" when
+	// not known.
+	ImageID string
+	// Ports are its ports as its Spec gives them, in the Spec's order.
+	Ports []KeepAlivePort
+}
+
+// KeepAlivePort is a port as a Spec gives it ("8080/tcp", "53/udp") and
+// the host port it is reached at.
+type KeepAlivePort struct {
+	Port string
+	Host int
+}
+
+// WriteKeepAliveEntry writes e, the created keep-alive of identity hash,
+// in the family's registry of the session's cache dir, reuse/<hash>.json.
+func (s *Session) WriteKeepAliveEntry(hash string, e KeepAliveEntry) error {
+	entry := ledger.ReuseEntry{Name: e.Name, Image: e.Image, ImageID: e.ImageID, Backend: s.drv.Name(), Ports: map[string]int{}}
+	for _, p := range e.Ports {
+		key, udp := ledger.PortKey(p.Port)
+		if udp {
+			if entry.UDPPorts == nil {
+				entry.UDPPorts = map[string]int{}
+			}
+			entry.UDPPorts[key] = p.Host
+		} else {
+			entry.Ports[key] = p.Host
+		}
+	}
+	return ledger.WriteReuseEntry(s.cache, hash, entry)
+}
