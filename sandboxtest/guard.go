@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/testcontainers/testcontainers-go"
 
@@ -297,7 +298,7 @@ func (g *Guard) Stop(ctx context.Context) error {
 	}
 	g.execs.stopAll(ctx)
 	if g.keepAlive && g.sbx != nil {
-		g.touchUse()
+		g.s.TouchKeepAliveUse(g.name, time.Now())
 	}
 	if g.keepAlive || g.view || g.s == nil || g.name == "" {
 		g.stopped = true

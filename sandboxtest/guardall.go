@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
-	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/names"
 	"github.com/rightsize/rightsize-go/internal/origin"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 )
 
 // GuardAll makes Main guard every container and network the test binary
@@ -143,8 +143,7 @@ func liveRun(cache, own, id string) bool {
 	if id == own {
 		return true
 	}
-	rf, err := ledger.ReadRun(cache, id)
-	return err == nil && rf.RecordErr == nil && ledger.Judge(rf.Record).State == ledger.Alive
+	return reaper.RunAlive(cache, id)
 }
 
 // guardDirPrefix names the private folders of GuardAll's proxy sockets,

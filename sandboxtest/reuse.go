@@ -7,14 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
-	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/reaper"
+	"github.com/rightsize/rightsize-go/ledger"
 )
 
 // envReuse enables keep-alive reuse when "true" or "1": a Spec must also
@@ -76,35 +75,6 @@ const (
 	reuseStartWait = 30 * time.Second
 )
 
-// uses holds, for each keep-alive sandbox this process has adopted or
-// created, a shared hold on its use lock (ledger.KeepAliveUseLock) for the
-// life of the process: while any process on the host holds one, neither
-// `rightsize reuse prune` nor a process replacing it for a stale image
-// removes the sandbox under it, whatever cache dir each one uses.
-var (
-	usesMu sync.Mutex
-	uses   = map[string]*ledger.FileLock{}
-)
-
-// useLock is the use lock of keep-alive name on drv's engine.
-func useLock(drv backend.Driver, name string) (*ledger.FileLock, error) {
-	usesMu.Lock()
-	defer usesMu.Unlock()
-	dir, err := ledger.UseDir("")
-	if err != nil {
-		return nil, err
-	}
-	l, err := ledger.KeepAliveUseLock(dir, drv.Name(), drv.Endpoint(), name)
-	if err != nil {
-		return nil, err
-	}
-	if held := uses[l.Path()]; held != nil {
-		return held, nil
-	}
-	uses[l.Path()] = l
-	return l, nil
-}
-
 // startReuse adopts the running keep-alive sandbox of this identity, or
 // creates it. Creation happens under a file lock, so two processes never
 // create it twice. It is never listed in the ledger and carries no run
@@ -113,7 +83,7 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 	hash := reuseIdentity(g.spec).Hash()
 	mark, extra := hash[:12], reuseExtra(g.spec)
 	g.name, g.keepAlive = ledger.ReuseName(hash), true
-	dir, err := ledger.EnsureSubdir(g.s.CacheDir(), ledger.ReuseDir)
+	lock, err := g.s.KeepAliveCreationLock(hash)
 	if err != nil {
 		return "", err
 	}
@@ -123,16 +93,18 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 	// removes the sandbox before this process can adopt it, and none can
 	// remove it once this process might. Taken before the creation lock,
 	// which a prune takes while it holds the use lock.
-	use, err := useLock(g.s.Driver(), g.name)
+	use, err := g.s.UseLock(g.name)
 	if err != nil {
 		return "", fmt.Errorf("keep-alive %s: %w", g.name, err)
 	}
 	held := use.Held()
-	if ok, err := use.TryRLockContext(lctx, 20*time.Millisecond); err != nil || !ok {
+	if ok, err := use.Share(lctx); err != nil || !ok {
 		return "", fmt.Errorf("keep-alive %s: use lock %s: %v", g.name, use.Path(), err)
 	}
 	// Recorded under the lock: a sweep that takes it next judges this use.
-	g.recordUse(hash)
+	if err := g.s.RecordKeepAliveUse(g.name, hash, g.spec.ReuseTTL); err != nil {
+		warnf("sandboxtest: keep-alive %s: its use is not recorded (%v): a sweep with a time-to-live may judge it idle since an earlier use", g.name, err)
+	}
 	adopted := false
 	if !held {
 		defer func() {
@@ -141,8 +113,7 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 			}
 		}()
 	}
-	lock := ledger.NewFileLock(filepath.Join(dir, hash+".lock"))
-	ok, err := lock.TryLockContext(lctx, 20*time.Millisecond)
+	ok, err := lock.Lock(lctx)
 	if err != nil || !ok {
 		return "", fmt.Errorf("keep-alive %s: lock %s: %v", g.name, lock.Path(), err)
 	}
@@ -168,7 +139,7 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 			if !replace {
 				break
 			}
-			if !tryExclusive(lctx, use) {
+			if !use.TryExclusive(lctx) {
 				notes = append(notes, fmt.Sprintf("sandboxtest: keep-alive %s: %s, but another process is using it: adopted as it is", g.name, why))
 				break
 			}
@@ -178,7 +149,7 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 			if rerr != nil && !errors.Is(rerr, backend.ErrNotFound) {
 				return "", fmt.Errorf("keep-alive %s: remove it to replace it: %w", g.name, rerr)
 			}
-			if ok, err := use.TryRLockContext(lctx, 20*time.Millisecond); err != nil || !ok {
+			if ok, err := use.Share(lctx); err != nil || !ok {
 				return "", fmt.Errorf("keep-alive %s: use lock %s: %v", g.name, use.Path(), err)
 			}
 			sbx = nil
@@ -303,23 +274,10 @@ func shortImage(id string) string {
 	return id
 }
 
-// tryExclusive takes the use lock exclusively when no other process holds
-// it, giving up this process's own shared hold for the attempt; false when
-// another process uses the sandbox (and this process's hold is back).
-func tryExclusive(ctx context.Context, use *ledger.FileLock) bool {
-	_ = use.Unlock()
-	ok, err := use.TryLock()
-	if err != nil || !ok {
-		_, _ = use.TryRLockContext(ctx, 20*time.Millisecond)
-		return false
-	}
-	return true
-}
-
 // writeRegistry records the created keep-alive sandbox in the family's
 // registry, reuse/<hash>.json.
 func (g *Guard) writeRegistry(ctx context.Context, hash string, sbx backend.Sandbox, ka backend.KeepAliver) {
-	entry := ledger.ReuseEntry{Name: g.name, Image: g.spec.Image, Backend: g.s.Driver().Name(), Ports: map[string]int{}}
+	entry := reaper.KeepAliveEntry{Name: g.name, Image: g.spec.Image}
 	for _, p := range g.spec.Ports {
 		hp, err := sbx.MappedPort(ctx, p)
 		if err != nil {
@@ -329,59 +287,13 @@ func (g *Guard) writeRegistry(ctx context.Context, hash string, sbx backend.Sand
 		if _, err := fmt.Sscan(hp, &n); err != nil {
 			continue
 		}
-		key, udp := ledger.PortKey(p)
-		if udp {
-			if entry.UDPPorts == nil {
-				entry.UDPPorts = map[string]int{}
-			}
-			entry.UDPPorts[key] = n
-		} else {
-			entry.Ports[key] = n
-		}
+		entry.Ports = append(entry.Ports, reaper.KeepAlivePort{Port: p, Host: n})
 	}
 	if ka != nil {
 		entry.ImageID, _ = ka.ImageID(ctx, g.spec.Image)
 	}
-	if err := ledger.WriteReuseEntry(g.s.CacheDir(), hash, entry); err != nil {
+	if err := g.s.WriteKeepAliveEntry(hash, entry); err != nil {
 		warnf("sandboxtest: keep-alive %s: registry: %v", g.name, err)
-	}
-}
-
-// recordUse writes this process's use of the keep-alive (hash's) in its
-// use records, with the time-to-live its spec asks for: in the use dir,
-// which every sweep of the host's reads, and in the registry folder of
-// the cache dir, which outlives a temporary folder the system empties.
-func (g *Guard) recordUse(hash string) {
-	drv := g.s.Driver()
-	u := ledger.KeepAliveUse{Name: g.name, Backend: drv.Name(), Endpoint: drv.Endpoint(), Hash: hash}
-	if g.spec.ReuseTTL > 0 {
-		u.TTL = g.spec.ReuseTTL.String()
-	}
-	var errs []error
-	if dir, err := ledger.UseDir(""); err != nil {
-		errs = append(errs, err)
-	} else {
-		errs = append(errs, ledger.WriteKeepAliveUse(dir, u))
-	}
-	errs = append(errs, ledger.WriteKeepAliveUse(filepath.Join(g.s.CacheDir(), ledger.ReuseDir), u))
-	if err := errors.Join(errs...); err != nil {
-		warnf("sandboxtest: keep-alive %s: its use is not recorded (%v): a sweep with a time-to-live may judge it idle since an earlier use", g.name, err)
-	}
-}
-
-// touchUse marks the keep-alive used now in its use records: its test is
-// done with it.
-func (g *Guard) touchUse() {
-	drv := g.s.Driver()
-	now := time.Now()
-	dirs := []string{filepath.Join(g.s.CacheDir(), ledger.ReuseDir)}
-	if dir, err := ledger.UseDir(""); err == nil {
-		dirs = append(dirs, dir)
-	}
-	for _, dir := range dirs {
-		if path, err := ledger.KeepAliveUsePath(dir, drv.Name(), drv.Endpoint(), g.name); err == nil {
-			_ = ledger.TouchKeepAliveUse(path, now)
-		}
 	}
 }
 

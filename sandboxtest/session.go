@@ -11,7 +11,6 @@ import (
 	_ "github.com/rightsize/rightsize-go/internal/backend/docker" // registers the docker backend
 	_ "github.com/rightsize/rightsize-go/internal/backend/memory" // registers the memory backend
 	_ "github.com/rightsize/rightsize-go/internal/backend/msb"    // registers the msb backend
-	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/names"
 	"github.com/rightsize/rightsize-go/internal/probe"
 	"github.com/rightsize/rightsize-go/internal/reaper"
@@ -70,7 +69,7 @@ func getSession(ctx context.Context) (*reaper.Session, error) {
 	if sess != nil || sessErr != nil {
 		return sess, sessErr
 	}
-	ledger.TellEmptyCacheDir(stderr())
+	reaper.TellEmptyCacheDir(stderr())
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sessionTimeout)
 	defer cancel()
 	drv, err := backend.Resolve(ctx)
@@ -91,7 +90,7 @@ func getSession(ctx context.Context) (*reaper.Session, error) {
 	if _, set := os.LookupEnv(envHostOverride); !set && drv.Name() == backend.Docker && drv.Host() != "" {
 		os.Setenv(envHostOverride, drv.Host())
 	}
-	if n, ok := drv.(interface{ Note() string }); ok && n.Note() != "" && ledger.TellNote(s.CacheDir(), n.Note(), time.Now()) {
+	if n, ok := drv.(interface{ Note() string }); ok && n.Note() != "" && s.TellNote(n.Note(), time.Now()) {
 		// Once a day per host, not once per test binary of `go test ./...`.
 		warnf("sandboxtest: %s", n.Note())
 	}

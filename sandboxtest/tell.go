@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/reaper"
 )
 
@@ -28,7 +27,7 @@ const envStepSummary = "GITHUB_STEP_SUMMARY"
 // package passes: Main marks them told when the package failed.
 var (
 	shownMu sync.Mutex
-	shown   []ledger.FateFile
+	shown   []reaper.Fate
 )
 
 // tellFates tells the fates of runs that ended since one was last seen.
@@ -47,7 +46,7 @@ func tellFates(cache, own string) {
 	tty := openTTY()
 	var summary *os.File
 	if p := os.Getenv(envStepSummary); p != "" {
-		f, err := ledger.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+		f, err := reaper.OpenSummary(p)
 		if err != nil {
 			warnf("rightsize: the fates could not be added to the job's summary (%s): %v", envStepSummary, err)
 		} else {

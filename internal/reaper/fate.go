@@ -2,6 +2,7 @@ package reaper
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -108,6 +109,33 @@ func OwnerInfo(backend string) ledger.FateOwner {
 		args = append(args, a)
 	}
 	return ledger.FateOwner{PID: os.Getpid(), Writer: "go", Command: strings.Join(args, " "), Backend: backend}
+}
+
+// Fate is one run's fate as its file holds it, told or not.
+type Fate = ledger.FateFile
+
+// OpenSummary opens path, where a CI job's summary is kept, to add fates
+// to it: as every file of the cache dir is opened (never through a link
+// or into a FIFO that would hold the open for ever).
+func OpenSummary(path string) (*os.File, error) {
+	return ledger.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+}
+
+// TellEmptyCacheDir tells w, once per process, that RIGHTSIZE_CACHE_DIR is
+// set but empty (ledger.EmptyCacheDirNote).
+func TellEmptyCacheDir(w io.Writer) { ledger.TellEmptyCacheDir(w) }
+
+// TellNote reports whether note is to be told now: not when a process
+// using the session's cache dir told it within ledger.NoteAgainAfter.
+func (s *Session) TellNote(note string, now time.Time) bool {
+	return ledger.TellNote(s.cache, note, now)
+}
+
+// RunAlive reports whether id is a run of the ledger in cache whose record
+// names an owner that is alive.
+func RunAlive(cache, id string) bool {
+	rf, err := ledger.ReadRun(cache, id)
+	return err == nil && rf.RecordErr == nil && ledger.Judge(rf.Record).State == ledger.Alive
 }
 
 // maxToldFates is how many fates a process tells one by one; the rest
