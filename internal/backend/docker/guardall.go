@@ -231,7 +231,7 @@ type admit struct {
 }
 
 func newProxyHook(h backend.GuardHook, cli *client.Client) *proxyHook {
-	return &proxyHook{h: h, cli: cli, objs: map[string]map[string]*admit{apiproxy.KindContainer: {}, apiproxy.KindNetwork: {}}}
+	return &proxyHook{h: h, cli: cli, objs: map[string]map[string]*admit{apiproxy.KindContainer: {}, apiproxy.KindNetwork: {}, apiproxy.KindVolume: {}, apiproxy.KindImage: {}}}
 }
 
 // checkTimeout bounds the engine calls that check what a removal left.
@@ -243,7 +243,7 @@ func (p *proxyHook) Admit(ctx context.Context, kind, name string, labels map[str
 	} else if why != "" {
 		return nil, "", fmt.Errorf("rightsize: the %s %s is not created: its name is a keep-alive sandbox's, which no run removes, and it carries no %s label, which every keep-alive sandbox has (without it no rightsize command removes it either): choose another name", kind, name, LabelReuse)
 	}
-	for _, k := range []string{LabelRunID, LabelRunIDAlt} {
+	for _, k := range []string{LabelRunID, LabelRunIDAlt, backend.LabelImageRun} {
 		if v := labels[k]; v != "" && p.h.Live(v) {
 			return nil, "", nil
 		}
@@ -252,7 +252,7 @@ func (p *proxyHook) Admit(ctx context.Context, kind, name string, labels map[str
 	defer p.mu.Unlock()
 	if a := p.objs[kind][name]; name != "" && a != nil {
 		a.pending++ // listed already
-		return p.h.Labels(p.runID), "", nil
+		return p.labels(kind, p.runID, name), "", nil
 	}
 	runID, useName, err := p.h.Admit(ctx, proxyKind(kind), name)
 	if err != nil {
@@ -264,8 +264,23 @@ func (p *proxyHook) Admit(ctx context.Context, kind, name string, labels map[str
 	}
 	if name != "" {
 		p.objs[kind][name] = &admit{pending: 1}
+		if kind == apiproxy.KindImage {
+			// A build is never answered as a create: its line stays
+			// until the run removes, or the client prunes, what it built.
+			p.objs[kind][name].pending = 0
+		}
 	}
-	return p.h.Labels(runID), useName, nil
+	return p.labels(kind, runID, name), useName, nil
+}
+
+// labels are what a create of kind admitted as name into run runID
+// carries: the run's, or, on an image, the run's image marks (its
+// containers inherit its labels, and must not carry the run's for that).
+func (p *proxyHook) labels(kind, runID, name string) map[string]string {
+	if kind == apiproxy.KindImage {
+		return map[string]string{backend.LabelImageRun: runID, backend.LabelImage: name}
+	}
+	return p.h.Labels(runID)
 }
 
 // Created tells the hook of the creates it admitted.
@@ -338,7 +353,24 @@ func (p *proxyHook) forgetGone(kind, name string, a *admit) {
 	var realName string
 	var labels map[string]string
 	var err error
-	if kind == apiproxy.KindNetwork {
+	if kind == apiproxy.KindImage {
+		// Gone when no image carries its line's mark and the run's.
+		var il client.ImageListResult
+		if il, err = p.cli.ImageList(ctx, client.ImageListOptions{All: true, Filters: client.Filters{}.Add("label", backend.LabelImage+"="+name)}); err != nil {
+			return
+		}
+		for _, im := range il.Items {
+			if im.Labels[backend.LabelImage] == name && backend.ImageNotOwnedWhy(runID, im.Labels) == "" {
+				return
+			}
+		}
+		err = fmt.Errorf("image %s: %w", name, backend.ErrNotFound)
+	} else if kind == apiproxy.KindVolume {
+		var res client.VolumeInspectResult
+		if res, err = p.cli.VolumeInspect(ctx, ref, client.VolumeInspectOptions{}); err == nil {
+			realName, labels = res.Volume.Name, res.Volume.Labels
+		}
+	} else if kind == apiproxy.KindNetwork {
 		var res client.NetworkInspectResult
 		if res, err = p.cli.NetworkInspect(ctx, ref, client.NetworkInspectOptions{}); err == nil {
 			realName, labels = res.Network.Name, res.Network.Labels
@@ -353,7 +385,7 @@ func (p *proxyHook) forgetGone(kind, name string, a *admit) {
 		}
 	}
 	switch {
-	case err != nil && !errors.Is(classify("inspect", err), backend.ErrNotFound):
+	case err != nil && !errors.Is(err, backend.ErrNotFound) && !errors.Is(classify("inspect", err), backend.ErrNotFound):
 		return // it may be there: the run keeps it
 	case err == nil && (id != "" || backend.NotOwnedWhy(runID, realName, labels) == ""):
 		return
@@ -368,8 +400,13 @@ func (p *proxyHook) forgetGone(kind, name string, a *admit) {
 }
 
 func proxyKind(kind string) backend.Kind {
-	if kind == apiproxy.KindNetwork {
+	switch kind {
+	case apiproxy.KindNetwork:
 		return backend.NetworkKind
+	case apiproxy.KindVolume:
+		return backend.VolumeKind
+	case apiproxy.KindImage:
+		return backend.ImageKind
 	}
 	return backend.SandboxKind
 }
