@@ -77,6 +77,10 @@ const (
 	// from the image inherits its labels, and must not look like the run's.
 	LabelImageRun = "dev.rightsize.image.runId"
 	LabelImage    = "dev.rightsize.image"
+	// LabelImageSince is when the run's first build began, by the
+	// engine's clock (RFC 3339): the untagged parents its builds made,
+	// made since, go with the image.
+	LabelImageSince = "dev.rightsize.image.since"
 )
 
 // Kind is what a ledger line names; one type with the ledger's and the

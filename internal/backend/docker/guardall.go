@@ -220,6 +220,9 @@ type proxyHook struct {
 	// its watchdog), so that they come in the order the engine saw.
 	mu    sync.Mutex
 	runID string                       // the run's, from its first Admit
+	// buildSince is when the run's first build began, by the engine's
+	// clock (backend.LabelImageSince).
+	buildSince string
 	objs  map[string]map[string]*admit // by apiproxy kind, then name
 }
 
@@ -278,7 +281,22 @@ func (p *proxyHook) Admit(ctx context.Context, kind, name string, labels map[str
 // containers inherit its labels, and must not carry the run's for that).
 func (p *proxyHook) labels(kind, runID, name string) map[string]string {
 	if kind == apiproxy.KindImage {
-		return map[string]string{backend.LabelImageRun: runID, backend.LabelImage: name}
+		l := map[string]string{backend.LabelImageRun: runID, backend.LabelImage: name}
+		if p.buildSince == "" {
+			ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+			if info, err := p.cli.Info(ctx, client.InfoOptions{}); err == nil {
+				p.buildSince = info.Info.SystemTime
+			}
+			cancel()
+		}
+		if p.buildSince != "" {
+			// When the run's first build began, by the engine's clock,
+			// which stamps the images: a later build's cache shares the
+			// parents an earlier one made. Without it, the build's
+			// parents stay (never one from before the run's builds).
+			l[backend.LabelImageSince] = p.buildSince
+		}
+		return l
 	}
 	return p.h.Labels(runID)
 }

@@ -1,11 +1,14 @@
 package docker
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -117,11 +120,58 @@ func (d *Driver) removeVolume(ctx context.Context, name string) error {
 	return classifyHeld("remove volume "+name, err)
 }
 
-// removeImage removes an image by its id, never forced, and without its
-// untagged parents (one may be an image the run did not make).
+// removeImage removes an image by its id, never forced; then the
+// parents the run's builds made (the classic builder's intermediate images,
+// which hold its layers): untagged, made since the run's first build began
+// (backend.LabelImageSince, by the engine's clock), and used by nothing
+// else. The engine's own pruning of parents is not asked for: it would
+// remove an untagged parent that was there before the build (an image
+// whose tag the build took, built FROM).
 func (d *Driver) removeImage(ctx context.Context, id string) error {
-	_, err := d.cli.ImageRemove(ctx, "sha256:"+imageID(id), client.ImageRemoveOptions{PruneChildren: false})
-	return classifyHeld("remove image "+shortID(imageID(id)), err)
+	self, _ := d.imageNode(ctx, id)
+	_, err := d.cli.ImageRemove(ctx, "sha256:"+imageID(id), client.ImageRemoveOptions{})
+	if err = classifyHeld("remove image "+shortID(imageID(id)), err); err != nil {
+		return err
+	}
+	since, perr := time.Parse(time.RFC3339Nano, self.since)
+	for parent := self.Parent; perr == nil && parent != ""; {
+		p, err := d.imageNode(ctx, parent)
+		created, cerr := time.Parse(time.RFC3339Nano, p.Created)
+		if err != nil || cerr != nil || len(p.RepoTags) > 0 || created.Before(since) {
+			break
+		}
+		// Refused (another child, a container of it): it stays, and so
+		// do its parents.
+		if _, err := d.cli.ImageRemove(ctx, parent, client.ImageRemoveOptions{}); err != nil {
+			break
+		}
+		parent = p.Parent
+	}
+	return nil
+}
+
+// imageNode is what removeImage needs of an image: its parent (which the
+// API's types no longer hold, and the engine still says), tags, creation
+// and the build's start.
+type imageNode struct {
+	Parent   string
+	RepoTags []string
+	Created  string
+	Config   struct{ Labels map[string]string }
+	since    string
+}
+
+func (d *Driver) imageNode(ctx context.Context, id string) (imageNode, error) {
+	var raw bytes.Buffer
+	var n imageNode
+	if _, err := d.cli.ImageInspect(ctx, id, client.ImageInspectWithRawResponse(&raw)); err != nil {
+		return n, err
+	}
+	if err := json.Unmarshal(raw.Bytes(), &n); err != nil {
+		return n, err
+	}
+	n.since = n.Config.Labels[backend.LabelImageSince]
+	return n, nil
 }
 
 // findHeld is findRun for volumes (labelled with the run, by name) and

@@ -1,0 +1,201 @@
+//go:build linux
+
+package e2e_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"io"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/rightsize/rightsize-go/e2e/internal/harness"
+	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/reaper"
+)
+
+// A GuardAll binary builds two images with testcontainers-go's
+// FromDockerfile (the first over the tag of an image that was there
+// before) and creates two named volumes, each listed in its ledger before
+// the engine makes it; then it is SIGKILLed. Its watchdog removes both
+// volumes and the first image; the image that was there before keeps
+// its id; the second image, which a container of another process uses,
+// is kept, with that container, until the next sweep after the container
+// went.
+func TestGuardAllBuildAndVolume(t *testing.T) {
+	t.Parallel()
+	r := newBareRig(t)
+	bin := buildGuardFixture(t)
+	cli := r.eng.Client()
+	ctx := t.Context()
+	tag := nonceHex(t)
+	imgTag := "rz-guardfixture-" + tag + ":built"
+
+	// The image that had the tag before the test.
+	before := buildImage(t, cli, "FROM "+r.img+"\nLABEL dev.rightsize.test.before="+tag+"\n", imgTag)
+	var leftIDs []string
+	var holder string
+	t.Cleanup(func() {
+		ctx := context.Background() // t.Context() has ended by now
+		if holder != "" {
+			cli.ContainerRemove(ctx, holder, client.ContainerRemoveOptions{Force: true})
+		}
+		removeTagged(t, cli, tag)
+		for _, id := range append(append(leftIDs, before), builtImages(t, cli, tag)...) {
+			cli.ImageRemove(ctx, id, client.ImageRemoveOptions{Force: true})
+		}
+	})
+
+	f := startGuardFixtureTest(t, bin, "TestBuildAndVolume", r.cache, r.img, tag, "guard", "block", "RZ_FIXTURE_IMAGE_TAG="+imgTag)
+	run, images, volumes := f.get("run"), f.get("image"), f.get("volume")
+	leftIDs = images
+	t.Cleanup(func() {
+		for _, v := range volumes {
+			cli.VolumeRemove(context.Background(), v, client.VolumeRemoveOptions{Force: true})
+		}
+	})
+	if len(run) != 1 || len(images) != 2 || len(volumes) != 2 {
+		t.Fatalf("the fixture said run %q, images %q, volumes %q:\n%s", run, images, volumes, f.output())
+	}
+	if images[0] == before || images[1] == before {
+		t.Fatalf("a build gave the image that was there before (%s): the test proves nothing", before)
+	}
+	rf, err := ledger.ReadRun(r.cache, run[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := rf.ReadLists()
+	if len(l.Images) != 2 || !slices.Equal(l.Volumes, volumes) {
+		t.Errorf("the run's ledger lists images %q and volumes %q; want 2 images and the volumes %q", l.Images, l.Volumes, volumes)
+	}
+
+	// Another process's container of the second image, made past the guard.
+	c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Image: images[1], Config: &container.Config{Cmd: []string{"/server", "8080"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder = c.ID
+
+	if err := f.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	exists := func(kind, ref string) bool {
+		var err error
+		switch kind {
+		case "image":
+			_, err = cli.ImageInspect(ctx, ref)
+		case "volume":
+			_, err = cli.VolumeInspect(ctx, ref, client.VolumeInspectOptions{})
+		default:
+			_, err = cli.ContainerInspect(ctx, ref, client.ContainerInspectOptions{})
+		}
+		if err != nil && !harness.NotFound(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	poll(t, goneWithin, "the killed binary's first image and volumes to be gone", func() (bool, string) {
+		var left []string
+		for _, v := range volumes {
+			if exists("volume", v) {
+				left = append(left, "volume "+v)
+			}
+		}
+		if exists("image", images[0]) {
+			left = append(left, "image "+short(images[0]))
+		}
+		for _, id := range f.get("container") {
+			if exists("container", id) {
+				left = append(left, "container "+short(id))
+			}
+		}
+		return len(left) == 0, fmtList(left)
+	})
+	if !exists("image", before) {
+		t.Errorf("the image that had the tag %s before the test (%s) is gone", imgTag, short(before))
+	}
+	if !exists("image", images[1]) {
+		t.Errorf("the second image (%s), which another process's container uses, is gone", short(images[1]))
+	}
+	if !exists("container", holder) {
+		t.Errorf("the other process's container %s of the run's image is gone", short(holder))
+	}
+
+	// Once that container went, the next sweep removes the image.
+	if _, err := cli.ContainerRemove(ctx, holder, client.ContainerRemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	holder = ""
+	rep, err := reaper.Sweep(ctx, mustOpenHost(t, r), reaper.WithCacheDir(r.cache))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exists("image", images[1]) {
+		t.Errorf("the next sweep left the run's second image %s: %+v", short(images[1]), rep)
+	}
+	if ledger.HasFiles(filepath.Join(r.cache, ledger.RunsDir), run[0]) {
+		t.Errorf("the run's ledger files remain after the sweep")
+	}
+	if !exists("image", before) {
+		t.Errorf("the sweep removed the image that was there before (%s)", short(before))
+	}
+	// The builds' intermediate images (the classic builder's) went with
+	// them: every image of the builds carries the Dockerfile's label.
+	if left := builtImages(t, cli, tag); len(left) > 0 {
+		t.Errorf("images of the builds are left: %q", left)
+	}
+}
+
+// builtImages lists the images, intermediate ones included, that carry
+// the fixture's label with value tag.
+func builtImages(t *testing.T, cli *client.Client, tag string) []string {
+	t.Helper()
+	il, err := cli.ImageList(context.Background(), client.ImageListOptions{All: true, Filters: client.Filters{}.Add("label", "dev.rightsize.test.guardall="+tag)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, im := range il.Items {
+		out = append(out, im.ID)
+	}
+	return out
+}
+
+// buildImage builds an image of dockerfile, past any guard, tagged tag,
+// and returns its id.
+func buildImage(t *testing.T, cli *client.Client, dockerfile, tag string) string {
+	t.Helper()
+	var ctxTar bytes.Buffer
+	tw := tar.NewWriter(&ctxTar)
+	tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(dockerfile))})
+	tw.Write([]byte(dockerfile))
+	tw.Close()
+	res, err := cli.ImageBuild(t.Context(), &ctxTar, client.ImageBuildOptions{Tags: []string{tag}, Remove: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	in, err := cli.ImageInspect(t.Context(), tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in.ID
+}
+
+func fmtList(l []string) string {
+	var b bytes.Buffer
+	for i, s := range l {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(s)
+	}
+	return b.String()
+}
