@@ -199,3 +199,43 @@ func fmtList(l []string) string {
 	}
 	return b.String()
 }
+
+// A GuardAll binary that ends normally leaves none of its builds or
+// named volumes, nor their ledger lines.
+func TestGuardAllBuildAndVolumeEnded(t *testing.T) {
+	t.Parallel()
+	r := newBareRig(t)
+	bin := buildGuardFixture(t)
+	cli := r.eng.Client()
+	ctx := t.Context()
+	tag := nonceHex(t)
+	f := startGuardFixtureTest(t, bin, "TestBuildAndVolume", r.cache, r.img, tag, "guard", "block", "RZ_FIXTURE_IMAGE_TAG=rz-guardfixture-"+tag+":built")
+	run, images, volumes := f.get("run"), f.get("image"), f.get("volume")
+	t.Cleanup(func() {
+		removeTagged(t, cli, tag)
+		for _, v := range volumes {
+			cli.VolumeRemove(context.Background(), v, client.VolumeRemoveOptions{Force: true})
+		}
+		for _, id := range append(images, builtImages(t, cli, tag)...) {
+			cli.ImageRemove(context.Background(), id, client.ImageRemoveOptions{Force: true})
+		}
+	})
+	if len(run) != 1 || len(images) != 2 || len(volumes) != 2 {
+		t.Fatalf("the fixture said run %q, images %q, volumes %q:\n%s", run, images, volumes, f.output())
+	}
+	f.stdin.Close()
+	if err := <-f.done; err != nil {
+		t.Fatalf("the fixture failed: %v\n%s", err, f.output())
+	}
+	for _, v := range volumes {
+		if _, err := cli.VolumeInspect(ctx, v, client.VolumeInspectOptions{}); !harness.NotFound(err) {
+			t.Errorf("volume %s after the binary ended: %v, want gone", v, err)
+		}
+	}
+	if left := builtImages(t, cli, tag); len(left) > 0 {
+		t.Errorf("images of the builds are left after the binary ended: %q", left)
+	}
+	if ledger.HasFiles(filepath.Join(r.cache, ledger.RunsDir), run[0]) {
+		t.Errorf("the run's ledger files remain after the binary ended")
+	}
+}

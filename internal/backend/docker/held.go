@@ -11,6 +11,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/image"
 	"github.com/moby/moby/client"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
@@ -73,7 +74,7 @@ func (d *Driver) removeHeld(ctx context.Context, k backend.Kind, runID, name str
 	}
 	var errs, others []error
 	found := 0
-	for _, im := range il.Items {
+	for _, im := range tips(il.Items) {
 		if im.Labels[backend.LabelImage] != name {
 			continue
 		}
@@ -133,11 +134,16 @@ func (d *Driver) removeImage(ctx context.Context, id string) error {
 	if err = classifyHeld("remove image "+shortID(imageID(id)), err); err != nil {
 		return err
 	}
-	since, perr := time.Parse(time.RFC3339Nano, self.since)
-	for parent := self.Parent; perr == nil && parent != ""; {
+	since, serr := time.Parse(time.RFC3339Nano, self.since)
+	for parent := self.Parent; parent != ""; {
 		p, err := d.imageNode(ctx, parent)
-		created, cerr := time.Parse(time.RFC3339Nano, p.Created)
-		if err != nil || cerr != nil || len(p.RepoTags) > 0 || created.Before(since) {
+		if err != nil || len(p.RepoTags) > 0 {
+			break
+		}
+		// The build's own label steps carry its mark; the steps before,
+		// only their time.
+		ours := self.mark != "" && p.mark == self.mark
+		if created, cerr := time.Parse(time.RFC3339Nano, p.Created); !ours && (serr != nil || cerr != nil || created.Before(since)) {
 			break
 		}
 		// Refused (another child, a container of it): it stays, and so
@@ -159,6 +165,7 @@ type imageNode struct {
 	Created  string
 	Config   struct{ Labels map[string]string }
 	since    string
+	mark     string // its backend.LabelImage
 }
 
 func (d *Driver) imageNode(ctx context.Context, id string) (imageNode, error) {
@@ -170,7 +177,7 @@ func (d *Driver) imageNode(ctx context.Context, id string) (imageNode, error) {
 	if err := json.Unmarshal(raw.Bytes(), &n); err != nil {
 		return n, err
 	}
-	n.since = n.Config.Labels[backend.LabelImageSince]
+	n.since, n.mark = n.Config.Labels[backend.LabelImageSince], n.Config.Labels[backend.LabelImage]
 	return n, nil
 }
 
@@ -183,7 +190,7 @@ func (d *Driver) findHeld(ctx context.Context, k backend.Kind, runID string) ([]
 		if err != nil {
 			return nil, classify("list images", err)
 		}
-		for _, im := range il.Items {
+		for _, im := range tips(il.Items) {
 			if backend.ImageNotOwnedWhy(runID, im.Labels) == "" {
 				found = append(found, backend.Found{ID: imageID(im.ID), Name: cmpOr(im.Labels[backend.LabelImage], imageID(im.ID))})
 			}
@@ -203,6 +210,20 @@ func (d *Driver) findHeld(ctx context.Context, k backend.Kind, runID string) ([]
 	}
 	slices.SortFunc(found, func(a, b backend.Found) int { return strings.Compare(a.ID, b.ID) })
 	return found, nil
+}
+
+// tips are, of images, those that are no other's parent: a build's
+// labels come as its last steps, so the classic builder's intermediate
+// images carry some of them too, and go with the image they lead to
+// (removeImage).
+func tips(images []image.Summary) []image.Summary {
+	var out []image.Summary
+	for _, im := range images {
+		if !slices.ContainsFunc(images, func(c image.Summary) bool { return c.ParentID == im.ID }) {
+			out = append(out, im)
+		}
+	}
+	return out
 }
 
 func cmpOr(a, b string) string {
