@@ -219,11 +219,11 @@ type proxyHook struct {
 	// mu is held across the hook's calls that change the run (its ledger,
 	// its watchdog), so that they come in the order the engine saw.
 	mu    sync.Mutex
-	runID string                       // the run's, from its first Admit
+	runID string // the run's, from its first Admit
 	// buildSince is when the run's first build began, by the engine's
 	// clock (backend.LabelImageSince).
 	buildSince string
-	objs  map[string]map[string]*admit // by apiproxy kind, then name
+	objs       map[string]map[string]*admit // by apiproxy kind, then name
 }
 
 // admit is a name the run admitted: listed in its ledger once, whatever
