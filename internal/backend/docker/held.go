@@ -130,6 +130,9 @@ func (d *Driver) removeVolume(ctx context.Context, name string) error {
 // whose tag the build took, built FROM).
 func (d *Driver) removeImage(ctx context.Context, id string) error {
 	self, _ := d.imageNode(ctx, id)
+	if err := d.imageUnused(ctx, id); err != nil {
+		return err
+	}
 	_, err := d.cli.ImageRemove(ctx, "sha256:"+imageID(id), client.ImageRemoveOptions{})
 	if err = classifyHeld("remove image "+shortID(imageID(id)), err); err != nil {
 		return err
@@ -148,10 +151,28 @@ func (d *Driver) removeImage(ctx context.Context, id string) error {
 		}
 		// Refused (another child, a container of it): it stays, and so
 		// do its parents.
+		if d.imageUnused(ctx, parent) != nil {
+			break
+		}
 		if _, err := d.cli.ImageRemove(ctx, parent, client.ImageRemoveOptions{}); err != nil {
 			break
 		}
 		parent = p.Parent
+	}
+	return nil
+}
+
+// imageUnused is ErrInUse when a container, running or not, is of image
+// id (or of an image built on it): asked first, not left to the engine's
+// refusal alone (Podman 4.3's Docker API removed, in a test here, an
+// image that a created container was of).
+func (d *Driver) imageUnused(ctx context.Context, id string) error {
+	cl, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("ancestor", "sha256:"+imageID(id))})
+	if err != nil {
+		return classify("list the containers of image "+shortID(imageID(id)), err)
+	}
+	if len(cl.Items) > 0 {
+		return fmt.Errorf("remove image %s: %w: %d container(s) of it, such as %s", shortID(imageID(id)), backend.ErrInUse, len(cl.Items), shortID(cl.Items[0].ID))
 	}
 	return nil
 }
