@@ -29,7 +29,11 @@ import (
 // is written to the run's ledger and labelled with the run before the
 // engine sees it; the watchdog is told its id; at the end of Main, or when
 // the binary dies, it goes like any other sandbox of the run. What the
-// engine removes through it is forgotten by the run. Everything else
+// engine removes through it is forgotten by the run. Named volumes and
+// image builds (testcontainers-go's FromDockerfile) through Docker's API
+// are listed and labelled the same way before the engine sees them, and
+// removed with the run; one still in use is kept for the next sweep, and
+// an image that had a build's tag before is never touched. Everything else
 // (logs, exec and attach, copies, events) passes through unchanged. A
 // create passes as it came only when its run label names a live run of
 // this ledger, or it carries the keep-alive label. Refused, with a reason:

@@ -301,7 +301,7 @@ func (h *harness) checkLedger() {
 			if _, perr := ledger.ParseRecord(b); err != nil || perr != nil {
 				bad = append(bad, fmt.Sprintf("runs/%s does not parse: %v %v: %q", name, err, perr, clip(b)))
 			}
-		case ledger.SandboxesExt, ledger.NetworksExt, ledger.ProcessesExt:
+		case ledger.SandboxesExt, ledger.NetworksExt, ledger.ProcessesExt, ledger.VolumesExt, ledger.ImagesExt:
 			lf, err := ledger.ReadLines(p)
 			if errors.Is(err, fs.ErrNotExist) {
 				continue

@@ -304,3 +304,62 @@ func TestCreateThenRemove(t *testing.T) {
 		io.Copy(io.Discard, bufio.NewReader(os.Stdin))
 	}
 }
+
+// envImageTag is the tag the fixture's first build takes (repo:tag),
+// which the test outside gave an image of its own first.
+const envImageTag = "RZ_FIXTURE_IMAGE_TAG"
+
+// TestBuildAndVolume builds two images with testcontainers-go's
+// FromDockerfile (FROM the test image: nothing is pulled), the first
+// under envImageTag's tag, the second under a tag testcontainers-go
+// chooses, each with a container made of it (not started), and creates
+// two named volumes through the Docker client, one named and one not;
+// says each, then blocks until stdin closes.
+func TestBuildAndVolume(t *testing.T) {
+	img, tag, imgTag := os.Getenv(envImage), os.Getenv(envTag), os.Getenv(envImageTag)
+	if os.Getenv(envFixture) == "" || img == "" || imgTag == "" {
+		t.Skip(envFixture + " is not set: this fixture is run by e2e")
+	}
+	ctx := context.Background()
+	sess, err := probe.Session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	say("run", sess.RunID())
+	dir := t.TempDir()
+	if err := os.WriteFile(dir+"/Dockerfile", []byte("FROM "+img+"\nLABEL "+tagLabel+"="+tag+"\nRUN echo built > /built\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	repo, ver, _ := strings.Cut(imgTag, ":")
+	for i, fd := range []testcontainers.FromDockerfile{
+		{Context: dir, Repo: repo, Tag: ver, KeepImage: true},
+		{Context: dir, KeepImage: true},
+	} {
+		c, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{
+			ContainerRequest: testcontainers.ContainerRequest{FromDockerfile: fd, Cmd: []string{"/server", "8080"}, Labels: map[string]string{tagLabel: tag}},
+		})
+		if err != nil {
+			t.Fatalf("build %d: %v", i, err)
+		}
+		res, err := cli.ContainerInspect(ctx, c.GetContainerID(), client.ContainerInspectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		say("container", c.GetContainerID())
+		say("image", res.Container.Image)
+	}
+	for _, name := range []string{"rzvol-" + tag, ""} {
+		v, err := cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Labels: map[string]string{tagLabel: tag}})
+		if err != nil {
+			t.Fatalf("volume create %q: %v", name, err)
+		}
+		say("volume", v.Volume.Name)
+	}
+	say("ready", "1")
+	io.Copy(io.Discard, os.Stdin)
+}

@@ -104,6 +104,8 @@ func (c *conn) serve() {
 		switch rt := routeOf(req); rt.op {
 		case opCreate:
 			next, ok = c.create(req, head, rt)
+		case opBuild:
+			next, ok = c.build(req, head, rt)
 		case opRefuse:
 			c.reply(http.StatusForbidden, "rightsize: "+rt.why, true)
 		default:

@@ -44,6 +44,15 @@
 //     up to 1 MiB is held) so that Hook.Created hears the id before the
 //     client does; then it is forwarded as it came. Any other outcome is
 //     Hook.Failed, with the status.
+//   - A named volume's create, POST [/v{version}]/volumes/create, is a
+//     create as above (its name in the body). An image build, POST
+//     [/v{version}]/build, is shown to Hook.Admit with the labels of its
+//     query's "labels" parameter, which is then set to those merged with
+//     the hook's; its body (the build context) and its answer (the
+//     build's progress) stream as they came, so Created is never called
+//     for it. Podman's own volume create and build are forwarded as they
+//     came. A DELETE of a volume or an image, and their prunes, are
+//     removals as below.
 //   - What creates containers the hook cannot label — a Podman pod
 //     (libpod/pods/create), play kube, a restore from a checkpoint — is
 //     refused with a 403 that says why, and never reaches the engine.
@@ -53,8 +62,8 @@
 //     answer's body (its head is forwarded at once: a wait's client waits
 //     for it before it starts the container).
 //
-// What it must never do: alter a request other than those creates
-// (nor their answers, nor any answer); buffer a body other than a create's
+// What it must never do: alter a request other than those creates and
+// a build's query (nor their answers, nor any answer); buffer a body other than a create's
 // without bound; log, print or keep a request's or an answer's body (they
 // carry environment variables, credentials, registry auth); retry a
 // request the engine may have seen (a connection the engine closed

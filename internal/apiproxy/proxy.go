@@ -80,6 +80,13 @@ type Hook interface {
 const (
 	KindContainer = "container"
 	KindNetwork   = "network"
+	// KindVolume is a named volume's create (POST /volumes/create, its
+	// name in the body), KindImage an image build (POST /build), whose
+	// name is the hook's own (Admit's useName: a build names no object,
+	// and its labels go in the query) and whose Created never comes: the
+	// build's answer streams to the client as it comes.
+	KindVolume = "volume"
+	KindImage  = "image"
 )
 
 // Proxy is a running proxy of the Docker Engine API. Its methods are safe

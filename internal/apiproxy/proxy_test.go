@@ -939,7 +939,10 @@ func TestRouteOf(t *testing.T) {
 		{"POST /v1.41/containers/x/create", route{}},
 		{"POST /vx/containers/create", route{}},
 		{"POST /v/containers/create", route{}},
-		{"POST /v1.41/volumes/create", route{}},
+		{"POST /v1.41/volumes/create", create(KindVolume, true, 201)},
+		{"POST /v4.0.0/libpod/volumes/create", route{}}, // its labels are spelt otherwise: not guarded
+		{"POST /v1.41/build?t=a", route{op: opBuild, kinds: []string{KindImage}}},
+		{"POST /v4.0.0/libpod/build", route{}},
 		{"POST /v1.41/containers/createx", route{}},
 		{"POST /v1.41//containers/create", route{}},
 		{"POST /libpod/containers/create", route{}}, // Podman's own API is versioned only
@@ -966,7 +969,11 @@ func TestRouteOf(t *testing.T) {
 		{"DELETE /v4.0.0/libpod/pods/p1", remove("", KindContainer, KindNetwork)},
 		{"DELETE /v4.0.0/libpod/play/kube", remove("", KindContainer, KindNetwork)},
 		{"DELETE /v1.41/containers/a/b", route{}},
-		{"DELETE /v1.41/images/abc", route{}},
+		{"DELETE /v1.41/images/abc", remove("", KindImage)},
+		{"DELETE /v1.41/images/reg/repo:tag", remove("", KindImage)},
+		{"DELETE /v1.41/volumes/v1", remove("v1", KindVolume)},
+		{"POST /v1.41/volumes/prune", remove("", KindVolume)},
+		{"POST /v1.41/images/prune", remove("", KindImage)},
 
 		{"POST /v4.0.0/libpod/pods/create", route{op: opRefuse, why: refusePod}},
 		{"POST /v4.0.0/libpod/play/kube", route{op: opRefuse, why: refuseKube}},

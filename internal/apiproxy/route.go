@@ -25,6 +25,9 @@ const (
 	// play kube, a restore from a checkpoint): answered here, never
 	// forwarded.
 	opRefuse
+	// opBuild: an image build, shown to the hook, its labels set in the
+	// query; its body (the build context) streams as it came.
+	opBuild
 )
 
 // route is what routeOf made of a request.
@@ -47,6 +50,8 @@ type route struct {
 var (
 	containers = []string{KindContainer}
 	networks   = []string{KindNetwork}
+	volumes    = []string{KindVolume}
+	images     = []string{KindImage}
 	both       = []string{KindContainer, KindNetwork}
 )
 
@@ -96,6 +101,14 @@ func routeOf(req *http.Request) route {
 				created = http.StatusOK
 			}
 			return route{op: opCreate, kinds: networks, nameInBody: true, created: created}
+		case is("volumes", "create") && !libpod:
+			return route{op: opCreate, kinds: volumes, nameInBody: true, created: http.StatusCreated}
+		case is("build") && !libpod:
+			return route{op: opBuild, kinds: images}
+		case is("volumes", "prune"):
+			return route{op: opRemove, kinds: volumes}
+		case is("images", "prune"):
+			return route{op: opRemove, kinds: images}
 		case is("containers", "*", "attach"), is("exec", "*", "start"):
 			return route{op: opHijack}
 		case is("containers", "*", "wait"):
@@ -123,6 +136,12 @@ func routeOf(req *http.Request) route {
 			return route{op: opRemove, kinds: containers, ref: seg[1]}
 		case is("networks", "*"):
 			return route{op: opRemove, kinds: networks, ref: seg[1]}
+		case is("volumes", "*"):
+			return route{op: opRemove, kinds: volumes, ref: seg[1]}
+		case len(seg) >= 2 && seg[0] == "images":
+			// An image is removed by a name that may hold slashes, or an
+			// id: any of the run's may have gone.
+			return route{op: opRemove, kinds: images}
 		case libpod && (is("pods", "*") || is("play", "kube") || is("kube", "play")):
 			return route{op: opRemove, kinds: both}
 		}

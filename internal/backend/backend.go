@@ -78,17 +78,47 @@ const (
 	// and image repository made later supersedes it.
 	LabelTest      = "dev.rightsize.test"
 	LabelTestPlace = "dev.rightsize.test.place"
+	// LabelImageRun marks an image a run built, with the run's id, and
+	// LabelImage with the ledger line that names it (written before the
+	// build, when no id is known). Not the run labels: a container made
+	// from the image inherits its labels, and must not look like the run's.
+	LabelImageRun = "dev.rightsize.image.runId"
+	LabelImage    = "dev.rightsize.image"
+	// LabelImageSince is when the run's first build began, by the
+	// engine's clock (RFC 3339): the untagged parents its builds made,
+	// made since, go with the image.
+	LabelImageSince = "dev.rightsize.image.since"
 )
 
 // Kind is what a ledger line names; one type with the ledger's and the
 // reaper's (internal/names).
 type Kind = names.Kind
 
-// The kinds a backend removes.
+// The kinds a backend removes. Volumes and images only where the backend
+// says so (KindsRemover).
 const (
 	SandboxKind = names.SandboxKind
 	NetworkKind = names.NetworkKind
+	VolumeKind  = names.VolumeKind
+	ImageKind   = names.ImageKind
 )
+
+// KindsRemover is a Backend whose engine holds more kinds than sandboxes
+// and networks (Docker's named volumes and images).
+type KindsRemover interface {
+	Backend
+	// Kinds are the kinds it removes, in the order a run is reaped.
+	Kinds() []Kind
+}
+
+// EngineKinds are the kinds b removes, in the order a run is reaped:
+// sandboxes and networks, and what else it says (KindsRemover).
+func EngineKinds(b Backend) []Kind {
+	if kr, ok := b.(KindsRemover); ok {
+		return kr.Kinds()
+	}
+	return []Kind{SandboxKind, NetworkKind}
+}
 
 // Canonical returns the name a recorded backend stands for: "microsandbox"
 // (written by the Rust member of the family) is the same backend as "msb".

@@ -61,3 +61,17 @@ func firstNonEmpty(s ...string) string {
 	}
 	return ""
 }
+
+// ImageNotOwnedWhy is NotOwnedWhy for an image (LabelImageRun): why it is
+// not run runID's to remove, or "" when it is.
+func ImageNotOwnedWhy(runID string, labels map[string]string) string {
+	v, ok := labels[LabelImageRun]
+	switch {
+	case ok && v == runID:
+		return ""
+	case ok:
+		return fmt.Sprintf("it was built by run %s", v)
+	default:
+		return UnlabelledWhy
+	}
+}

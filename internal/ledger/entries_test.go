@@ -117,8 +117,8 @@ func TestScanUnknownFiles(t *testing.T) {
 		writeFile(t, filepath.Join(runs, name), []byte(`{"pid":1,"startedIso":"2026-11-29T20:36:06.950Z","backend":"docker"}`))
 	}
 	for _, name := range []string{
-		"1a2b3c4d.json", "1a2b3c4d.volumes", "1a2b3c4d.lock", "1a2b3c4d.json.tmp", ".1a2b3c4d.jsonl.77.0.tmp",
-		"1a2b3c4e.json", "1a2b3c4d.x.volumes",
+		"1a2b3c4d.json", "1a2b3c4d.snapshots", "1a2b3c4d.lock", "1a2b3c4d.json.tmp", ".1a2b3c4d.jsonl.77.0.tmp",
+		"1a2b3c4e.json", "1a2b3c4d.x.snapshots",
 	} {
 		put(name)
 	}
@@ -130,11 +130,11 @@ func TestScanUnknownFiles(t *testing.T) {
 	if err := s.Each(func(rf ledger.RunFiles) error { got[rf.ID] = rf.Unknown; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"1a2b3c4d.volumes"}; !slices.Equal(got["1a2b3c4d"], want) || len(got["1a2b3c4e"]) != 0 {
+	if want := []string{"1a2b3c4d.snapshots"}; !slices.Equal(got["1a2b3c4d"], want) || len(got["1a2b3c4e"]) != 0 {
 		t.Errorf("unknown files %q; want %q for 1a2b3c4d, none for 1a2b3c4e", got, want)
 	}
 	rf, err := ledger.ReadRun(cache, "1a2b3c4d")
-	if err != nil || !slices.Equal(rf.Unknown, []string{"1a2b3c4d.volumes"}) {
+	if err != nil || !slices.Equal(rf.Unknown, []string{"1a2b3c4d.snapshots"}) {
 		t.Errorf("ReadRun: unknown %q, %v", rf.Unknown, err)
 	}
 }

@@ -23,9 +23,15 @@ const (
 	// ProcessKind lines are rightsize-go's own: local processes a test
 	// started, in runs/<id>.processes, a file the other members never read.
 	ProcessKind = names.ProcessKind
+	// VolumeKind and ImageKind lines are rightsize-go's own too: named
+	// volumes (by name) and images (by the build's mark, or by id) that a
+	// test made through the engine's API, in runs/<id>.volumes and
+	// runs/<id>.images.
+	VolumeKind = names.VolumeKind
+	ImageKind  = names.ImageKind
 )
 
-// Kinds lists every kind, sandboxes first.
+// Kinds lists every kind, in the order a run is reaped.
 var Kinds = names.Kinds
 
 // File name suffixes of a run's files in the runs folder. The family's are
@@ -40,6 +46,8 @@ var Kinds = names.Kinds
 //     owned from a pid namespace other than the host's, one on a host with
 //     no ps) has this record only, so they never see it.
 //   - .processes: the lines of local processes (Process kind).
+//   - .volumes, .images: named volumes and built images (Volume and
+//     Image kinds), removed with the run's containers and networks.
 //   - .lock: a sweeper's claim on the run.
 //
 // One more member, @systemfsoftware/rightsize, writes the family's record
@@ -57,6 +65,8 @@ const (
 	SandboxesExt = ".sandboxes"
 	NetworksExt  = ".networks"
 	ProcessesExt = ".processes"
+	VolumesExt   = ".volumes"
+	ImagesExt    = ".images"
 	LockExt      = ".lock"
 	EntriesExt   = ".jsonl"
 )
@@ -82,13 +92,15 @@ func Paths(runsDir, id string) (record, sandboxes, networks string) {
 func EntriesPath(runsDir, id string) string { return filepath.Join(runsDir, id+EntriesExt) }
 
 // runPaths lists the family record's path, Go's own record's, each kind's
-// line file's, then the entries file's: the order of RunFiles.has.
+// line file's (by the kind's value, not its reaping order), then the
+// entries file's: the order of RunFiles.has.
 func runPaths(runsDir, id string) []string {
-	out := []string{RecordPath(runsDir, id), OwnRecordPath(runsDir, id)}
+	out := make([]string, entriesFile+1)
+	out[familyRecord], out[ownRecord], out[entriesFile] = RecordPath(runsDir, id), OwnRecordPath(runsDir, id), EntriesPath(runsDir, id)
 	for _, k := range Kinds {
-		out = append(out, LinePath(runsDir, id, k))
+		out[firstLine+int(k)] = LinePath(runsDir, id, k)
 	}
-	return append(out, EntriesPath(runsDir, id))
+	return out
 }
 
 // HasFiles reports whether runsDir holds a record or a line file of run

@@ -123,8 +123,11 @@ var ErrLinesSince = errors.New("a line file was written since the folder was lis
 type Lists struct {
 	Sandboxes []string
 	Networks  []string
-	// Processes are the lines of local processes (rightsize-go only).
+	// Processes are the lines of local processes; Volumes and Images those
+	// of named volumes and built images (rightsize-go only).
 	Processes []string
+	Volumes   []string
+	Images    []string
 	// Rejected lines are not valid names: never acted on. Only the first
 	// few of each file are kept; RejectedCount counts them all.
 	Rejected      []Rejected
@@ -156,13 +159,19 @@ func (l Lists) Of(k Kind) []string {
 		return l.Networks
 	case ProcessKind:
 		return l.Processes
+	case VolumeKind:
+		return l.Volumes
+	case ImageKind:
+		return l.Images
 	default:
 		return l.Sandboxes
 	}
 }
 
 // Len is how many names the lists hold.
-func (l Lists) Len() int { return len(l.Sandboxes) + len(l.Networks) + len(l.Processes) }
+func (l Lists) Len() int {
+	return len(l.Sandboxes) + len(l.Networks) + len(l.Processes) + len(l.Volumes) + len(l.Images)
+}
 
 // Scan is one reading of the runs folder: the names of its files, sorted,
 // and nothing else. Runs are read one at a time from it (Each), so that
@@ -612,6 +621,7 @@ func (rf RunFiles) ReadLists() Lists {
 	l.Sandboxes = union(l.plain[SandboxKind], l.entry[SandboxKind])
 	l.Networks = union(l.plain[NetworkKind], l.entry[NetworkKind])
 	l.Processes = l.plain[ProcessKind]
+	l.Volumes, l.Images = l.plain[VolumeKind], l.plain[ImageKind]
 	return l
 }
 

@@ -89,15 +89,7 @@ func fateItem(it Item, origins ledger.Origins) ledger.FateItem {
 	return ledger.FateItem{Kind: fateKind(it.Kind), ID: it.ID, Name: it.Name, Outcome: it.Outcome, Note: it.Note, Origin: origins.Of(it.Kind, it.Name)}
 }
 
-func fateKind(k names.Kind) string {
-	switch k {
-	case names.NetworkKind:
-		return "network"
-	case names.ProcessKind:
-		return "process"
-	}
-	return "sandbox"
-}
+func fateKind(k names.Kind) string { return k.String() }
 
 // OwnerInfo is what this process's fate would say of its owner.
 func OwnerInfo(backend string) ledger.FateOwner {
@@ -445,7 +437,7 @@ func countKinds(c map[string]int) string {
 
 // fateKinds are the kinds of a fate's items, in the order a line counts
 // them.
-var fateKinds = []string{"sandbox", "network", "exec", "process"}
+var fateKinds = []string{"sandbox", "volume", "network", "image", "exec", "process"}
 
 func plural(n int, k string) string {
 	if k == "exec" {

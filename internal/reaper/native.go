@@ -193,7 +193,7 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, mode 
 	if mode != processesOnly {
 		logger.Printf("owner gone (stdin closed): reaping run %s in %s", runID, runsDir)
 		_, labelled := b.(backend.RunLister)
-		for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind} {
+		for _, k := range names.EngineKinds {
 			if labelled {
 				t.told[k] = told.ids(k)
 			} else {
@@ -223,7 +223,7 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, mode 
 	// last. A share that is not clean leaves its files to a later sweep.
 	var done []names.Kind
 	if mode != processesOnly && res.engineClean() {
-		done = append(done, names.SandboxKind, names.NetworkKind)
+		done = append(done, names.EngineKinds[:]...)
 	}
 	if mode != engineOnly && res.procs.Clean() {
 		done = append(done, names.ProcessKind)
@@ -365,6 +365,10 @@ func readTold(in io.Reader, run string) *toldSet {
 			k = names.NetworkKind
 		case 'p':
 			k = names.ProcessKind
+		case 'v':
+			k = names.VolumeKind
+		case 'i':
+			k = names.ImageKind
 		default:
 			continue
 		}

@@ -92,7 +92,15 @@ func reapRun(ctx context.Context, b backend.Backend, t target) *reaped {
 		go func() { procs <- proctree.End(*t.procs, t.grace, t.byHand) }()
 	}
 	lister, _ := b.(backend.RunLister)
-	engineKinds := []names.Kind{names.SandboxKind, names.NetworkKind}
+	engineKinds := backend.EngineKinds(b)
+	for _, k := range names.EngineKinds {
+		if !slices.Contains(engineKinds, k) { // listed by a backend that has them, swept by one that does not
+			for _, n := range t.listed[k] {
+				r.items = append(r.items, Item{Kind: k, Name: n, Outcome: ledger.Kept, Note: "the " + b.Name() + " backend cannot remove " + k.Plural()})
+				r.kept[k] = append(r.kept[k], n)
+			}
+		}
+	}
 
 	// What a watchdog was told, by id, at once.
 	var retry [len(names.Kinds)][]string
@@ -228,11 +236,13 @@ func (r *reaped) onEngine(other *reaped) {
 		}
 	}
 	r.items = items
-	r.kept[names.SandboxKind], r.kept[names.NetworkKind] = other.kept[names.SandboxKind], other.kept[names.NetworkKind]
+	for _, k := range names.EngineKinds {
+		r.kept[k] = other.kept[k]
+	}
 	r.asIs, r.here, r.hung = other.asIs, other.here, other.hung
 }
 
-// forget makes every sandbox and network the engine had none of
+// forget makes everything of the engine's that it had none of
 // Forgotten, with note.
 func (r *reaped) forget(note string) {
 	for i, it := range r.items {

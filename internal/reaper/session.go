@@ -358,7 +358,7 @@ func (s *Session) Close(ctx context.Context) error {
 	var errs []error
 	if s.run != nil {
 		t := target{run: s.runID}
-		for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind} {
+		for _, k := range names.EngineKinds {
 			t.listed[k] = s.run.Names(k)
 		}
 		// Local processes still listed (their Stop failed, or was never

@@ -376,7 +376,7 @@ func (c *config) preview(ctx context.Context, b backend.Backend, rf ledger.RunFi
 	l := rf.ReadLists()
 	checker, _ := b.(backend.OwnershipChecker)
 	byAge, _ := unlabelled(rf, l)
-	for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind, names.ProcessKind} {
+	for _, k := range names.Kinds {
 		ns := l.Of(k)
 		var errs []error
 		if checker != nil && k != names.ProcessKind && len(ns) > 0 {
@@ -492,7 +492,7 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 	// run forgets its lines without signalling anything; any other sweep
 	// keeps them.
 	t := target{run: rf.ID, byLabel: true, byHand: byHand, judge: func(k names.Kind, n string, err error) Item { return judge(rf, k, n, err) }}
-	for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind} {
+	for _, k := range names.EngineKinds {
 		t.listed[k] = l.Of(k)
 	}
 	t.unlabelled, t.since = unlabelled(rf, l)
@@ -523,7 +523,7 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 	}
 	fileItems(&rr, res.items)
 	kept := map[names.Kind][]string{}
-	for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind} {
+	for _, k := range names.EngineKinds {
 		if len(res.kept[k]) > 0 {
 			kept[k] = res.kept[k]
 		}
@@ -557,7 +557,7 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 	if len(l.Problems) == 0 && !asIs {
 		// Rewrite only what was read: a file that could not be read keeps
 		// whatever it holds. Each file keeps what it listed.
-		for _, k := range []names.Kind{names.SandboxKind, names.NetworkKind, names.ProcessKind} {
+		for _, k := range names.Kinds {
 			if err := ledger.WriteLines(ledger.LinePath(rf.Dir, rf.ID, k), keptOf(kept[k], l.Plain(k))); err != nil {
 				rr.Problems = append(rr.Problems, err.Error())
 			}

@@ -177,7 +177,7 @@ func TestSweepKeepsWhatItCannotRead(t *testing.T) {
 		wantEntries string // what its entries file holds after
 	}{
 		{name: "an entries line of a kind not known here", line: volume, wantEntries: volume + "\n"},
-		{name: "a file not known here", extra: ".volumes"},
+		{name: "a file not known here", extra: ".snapshots"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cache := t.TempDir()

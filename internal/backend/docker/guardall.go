@@ -226,8 +226,11 @@ type proxyHook struct {
 	// mu is held across the hook's calls that change the run (its ledger,
 	// its watchdog), so that they come in the order the engine saw.
 	mu    sync.Mutex
-	runID string                       // the run's, from its first Admit
-	objs  map[string]map[string]*admit // by apiproxy kind, then name
+	runID string // the run's, from its first Admit
+	// buildSince is when the run's first build began, by the engine's
+	// clock (backend.LabelImageSince).
+	buildSince string
+	objs       map[string]map[string]*admit // by apiproxy kind, then name
 }
 
 // admit is a name the run admitted: listed in its ledger once, whatever
@@ -239,7 +242,7 @@ type admit struct {
 }
 
 func newProxyHook(h backend.GuardHook, cli *client.Client) *proxyHook {
-	return &proxyHook{h: h, cli: cli, objs: map[string]map[string]*admit{apiproxy.KindContainer: {}, apiproxy.KindNetwork: {}}}
+	return &proxyHook{h: h, cli: cli, objs: map[string]map[string]*admit{apiproxy.KindContainer: {}, apiproxy.KindNetwork: {}, apiproxy.KindVolume: {}, apiproxy.KindImage: {}}}
 }
 
 // checkTimeout bounds the engine calls that check what a removal left.
@@ -251,7 +254,7 @@ func (p *proxyHook) Admit(ctx context.Context, kind, name string, labels map[str
 	} else if why != "" {
 		return nil, "", fmt.Errorf("rightsize: the %s %s is not created: its name is a keep-alive sandbox's, which no run removes, and it carries no %s label, which every keep-alive sandbox has (without it no rightsize command removes it either): choose another name", kind, name, LabelReuse)
 	}
-	for _, k := range []string{LabelRunID, LabelRunIDAlt} {
+	for _, k := range []string{LabelRunID, LabelRunIDAlt, backend.LabelImageRun} {
 		if v := labels[k]; v != "" && p.h.Live(v) {
 			return nil, "", nil
 		}
@@ -260,7 +263,7 @@ func (p *proxyHook) Admit(ctx context.Context, kind, name string, labels map[str
 	defer p.mu.Unlock()
 	if a := p.objs[kind][name]; name != "" && a != nil {
 		a.pending++ // listed already
-		return a.origin.AddLabels(p.h.Labels(p.runID)), "", nil
+		return p.labels(kind, p.runID, name, a.origin), "", nil
 	}
 	runID, useName, o, err := p.h.Admit(ctx, proxyKind(kind), name)
 	if err != nil {
@@ -272,8 +275,39 @@ func (p *proxyHook) Admit(ctx context.Context, kind, name string, labels map[str
 	}
 	if name != "" {
 		p.objs[kind][name] = &admit{pending: 1, origin: o}
+		if kind == apiproxy.KindImage {
+			// A build is never answered as a create: its line stays
+			// until the run removes, or the client prunes, what it built.
+			p.objs[kind][name].pending = 0
+		}
 	}
-	return o.AddLabels(p.h.Labels(runID)), useName, nil
+	return p.labels(kind, runID, name, o), useName, nil
+}
+
+// labels are what a create of kind admitted as name into run runID, by
+// the test o, carries: the run's and the test's, or, on an image, the
+// run's image marks alone (its containers inherit its labels, and must
+// not carry the run's, nor a test's, for that).
+func (p *proxyHook) labels(kind, runID, name string, o origin.Origin) map[string]string {
+	if kind == apiproxy.KindImage {
+		l := map[string]string{backend.LabelImageRun: runID, backend.LabelImage: name}
+		if p.buildSince == "" {
+			ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+			if info, err := p.cli.Info(ctx, client.InfoOptions{}); err == nil {
+				p.buildSince = info.Info.SystemTime
+			}
+			cancel()
+		}
+		if p.buildSince != "" {
+			// When the run's first build began, by the engine's clock,
+			// which stamps the images: a later build's cache shares the
+			// parents an earlier one made. Without it, the build's
+			// parents stay (never one from before the run's builds).
+			l[backend.LabelImageSince] = p.buildSince
+		}
+		return l
+	}
+	return o.AddLabels(p.h.Labels(runID))
 }
 
 // Created tells the hook of the creates it admitted.
@@ -346,7 +380,24 @@ func (p *proxyHook) forgetGone(kind, name string, a *admit) {
 	var realName string
 	var labels map[string]string
 	var err error
-	if kind == apiproxy.KindNetwork {
+	if kind == apiproxy.KindImage {
+		// Gone when no image carries its line's mark and the run's.
+		var il client.ImageListResult
+		if il, err = p.cli.ImageList(ctx, client.ImageListOptions{All: true, Filters: client.Filters{}.Add("label", backend.LabelImage+"="+name)}); err != nil {
+			return
+		}
+		for _, im := range il.Items {
+			if im.Labels[backend.LabelImage] == name && backend.ImageNotOwnedWhy(runID, im.Labels) == "" {
+				return
+			}
+		}
+		err = fmt.Errorf("image %s: %w", name, backend.ErrNotFound)
+	} else if kind == apiproxy.KindVolume {
+		var res client.VolumeInspectResult
+		if res, err = p.cli.VolumeInspect(ctx, ref, client.VolumeInspectOptions{}); err == nil {
+			realName, labels = res.Volume.Name, res.Volume.Labels
+		}
+	} else if kind == apiproxy.KindNetwork {
 		var res client.NetworkInspectResult
 		if res, err = p.cli.NetworkInspect(ctx, ref, client.NetworkInspectOptions{}); err == nil {
 			realName, labels = res.Network.Name, res.Network.Labels
@@ -361,7 +412,7 @@ func (p *proxyHook) forgetGone(kind, name string, a *admit) {
 		}
 	}
 	switch {
-	case err != nil && !errors.Is(classify("inspect", err), backend.ErrNotFound):
+	case err != nil && !errors.Is(err, backend.ErrNotFound) && !errors.Is(classify("inspect", err), backend.ErrNotFound):
 		return // it may be there: the run keeps it
 	case err == nil && (id != "" || backend.NotOwnedWhy(runID, realName, labels) == ""):
 		return
@@ -376,8 +427,13 @@ func (p *proxyHook) forgetGone(kind, name string, a *admit) {
 }
 
 func proxyKind(kind string) backend.Kind {
-	if kind == apiproxy.KindNetwork {
+	switch kind {
+	case apiproxy.KindNetwork:
 		return backend.NetworkKind
+	case apiproxy.KindVolume:
+		return backend.VolumeKind
+	case apiproxy.KindImage:
+		return backend.ImageKind
 	}
 	return backend.SandboxKind
 }

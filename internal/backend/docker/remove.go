@@ -39,6 +39,9 @@ func (d *Driver) Remove(ctx context.Context, k backend.Kind, runID string, names
 		}
 		return errs
 	}
+	if k == backend.VolumeKind || k == backend.ImageKind {
+		return forEach(names, d.removeParallel(), func(n string) error { return d.removeHeld(ctx, k, runID, n, true) })
+	}
 	return forEach(names, d.removeParallel(), func(n string) error {
 		id, attached, err := d.owned(ctx, k, runID, n)
 		if k == backend.NetworkKind && ambiguous.says(err) {
@@ -59,6 +62,9 @@ func (d *Driver) Remove(ctx context.Context, k backend.Kind, runID string, names
 func (d *Driver) CheckOwned(ctx context.Context, k backend.Kind, runID string, names []string) []error {
 	if runID == "" {
 		return d.Remove(ctx, k, runID, names) // every name: no run id to check against
+	}
+	if k == backend.VolumeKind || k == backend.ImageKind {
+		return forEach(names, d.removeParallel(), func(n string) error { return d.removeHeld(ctx, k, runID, n, false) })
 	}
 	return forEach(names, d.removeParallel(), func(n string) error {
 		_, _, err := d.owned(ctx, k, runID, n)
@@ -200,12 +206,18 @@ func shortID(id string) string {
 	return id
 }
 
-// removeID removes a container (forcefully, with its anonymous volumes) or
-// a network by id; label is how messages name it. This is every removal
+// removeID removes a container (forcefully, with its anonymous volumes), a
+// network, a volume (by name) or an image by id; label is how messages name it. This is every removal
 // of a run's container: the watchdog's, a sweep's, Main's at the end.
 func (d *Driver) removeID(ctx context.Context, k backend.Kind, id, label string) error {
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
+	switch k {
+	case backend.VolumeKind:
+		return d.removeVolume(ctx, id)
+	case backend.ImageKind:
+		return d.removeImage(ctx, id)
+	}
 	if k == backend.NetworkKind {
 		res, err := d.cli.NetworkInspect(ctx, id, client.NetworkInspectOptions{})
 		if err != nil {
@@ -332,6 +344,9 @@ func (d *Driver) FindRun(ctx context.Context, k backend.Kind, runID string) ([]b
 func (d *Driver) findRun(ctx context.Context, k backend.Kind, runID string, leaving bool) ([]backend.Found, error) {
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
+	if k == backend.VolumeKind || k == backend.ImageKind {
+		return d.findHeld(ctx, k, runID)
+	}
 	var found []backend.Found
 	add := func(f backend.Found, labels map[string]string) {
 		if backend.NotOwnedWhy(runID, f.Name, labels) == "" && !slices.ContainsFunc(found, func(g backend.Found) bool { return g.ID == f.ID }) {
@@ -388,12 +403,13 @@ func (d *Driver) leaving(ctx context.Context, id string, state container.Contain
 	return res.Container.HostConfig != nil && res.Container.HostConfig.AutoRemove
 }
 
-// CloseRun removes every container, then every network, labelled with run
-// id (either spelling), whether or not the ledger lists them: what the end
-// of a TestMain calls. It returns what it removed.
+// CloseRun removes every container, volume, network and image labelled
+// with run id, whether or not the ledger lists them: what the end of a
+// TestMain calls. It returns what it removed. A volume or image still in
+// use is kept, and said.
 func (d *Driver) CloseRun(ctx context.Context, runID string) (removed []string, err error) {
 	var errs []error
-	for _, k := range []backend.Kind{backend.SandboxKind, backend.NetworkKind} {
+	for _, k := range d.Kinds() {
 		ids, err := d.ListRun(ctx, k, runID)
 		if err != nil {
 			errs = append(errs, err)

@@ -1,0 +1,262 @@
+//go:build linux
+
+package e2e_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/rightsize/rightsize-go/e2e/internal/harness"
+	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/reaper"
+)
+
+// A GuardAll binary builds two images with testcontainers-go's
+// FromDockerfile (the first over the tag of an image that was there
+// before) and creates two named volumes, each listed in its ledger before
+// the engine makes it; then it is SIGKILLed. Its watchdog removes both
+// volumes and the first image; the image that was there before keeps
+// its id; the second image, which a container of another process uses,
+// is kept, with that container, until the next sweep after the container
+// went.
+func TestGuardAllBuildAndVolume(t *testing.T) {
+	t.Parallel()
+	r := newBareRig(t)
+	bin := buildGuardFixture(t)
+	cli := r.eng.Client()
+	ctx := t.Context()
+	tag := nonceHex(t)
+	imgTag := "rz-guardfixture-" + tag + ":built"
+
+	// The image that had the tag before the test.
+	before := buildImage(t, cli, "FROM "+r.img+"\nLABEL dev.rightsize.test.before="+tag+"\n", imgTag)
+	var leftIDs []string
+	var holder string
+	t.Cleanup(func() {
+		ctx := context.Background() // t.Context() has ended by now
+		if holder != "" {
+			cli.ContainerRemove(ctx, holder, client.ContainerRemoveOptions{Force: true})
+		}
+		removeTagged(t, cli, tag)
+		removeImages(cli, tag, append(leftIDs, before)...)
+	})
+
+	f := startGuardFixtureTest(t, bin, "TestBuildAndVolume", r.cache, r.img, tag, "guard", "block", "RZ_FIXTURE_IMAGE_TAG="+imgTag)
+	run, images, volumes := f.get("run"), f.get("image"), f.get("volume")
+	leftIDs = images
+	t.Cleanup(func() {
+		for _, v := range volumes {
+			cli.VolumeRemove(context.Background(), v, client.VolumeRemoveOptions{Force: true})
+		}
+	})
+	if len(run) != 1 || len(images) != 2 || len(volumes) != 2 {
+		t.Fatalf("the fixture said run %q, images %q, volumes %q:\n%s", run, images, volumes, f.output())
+	}
+	if images[0] == before || images[1] == before {
+		t.Fatalf("a build gave the image that was there before (%s): the test proves nothing", before)
+	}
+	rf, err := ledger.ReadRun(r.cache, run[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := rf.ReadLists()
+	if len(l.Images) != 2 || !slices.Equal(l.Volumes, volumes) {
+		t.Errorf("the run's ledger lists images %q and volumes %q; want 2 images and the volumes %q", l.Images, l.Volumes, volumes)
+	}
+
+	// Another process's container of the second image, made past the guard.
+	c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Image: images[1], Config: &container.Config{Cmd: []string{"/server", "8080"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder = c.ID
+
+	if err := f.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	exists := func(kind, ref string) bool {
+		var err error
+		switch kind {
+		case "image":
+			_, err = cli.ImageInspect(ctx, ref)
+		case "volume":
+			_, err = cli.VolumeInspect(ctx, ref, client.VolumeInspectOptions{})
+		default:
+			_, err = cli.ContainerInspect(ctx, ref, client.ContainerInspectOptions{})
+		}
+		// Podman 4.3 answers an inspect that races the image's removal
+		// with a 500 that says "image not known".
+		if err != nil && !harness.NotFound(err) && !strings.Contains(err.Error(), "image not known") {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	poll(t, goneWithin, "the killed binary's first image and volumes to be gone", func() (bool, string) {
+		var left []string
+		for _, v := range volumes {
+			if exists("volume", v) {
+				left = append(left, "volume "+v)
+			}
+		}
+		if exists("image", images[0]) {
+			left = append(left, "image "+short(images[0]))
+		}
+		for _, id := range f.get("container") {
+			if exists("container", id) {
+				left = append(left, "container "+short(id))
+			}
+		}
+		return len(left) == 0, fmtList(left)
+	})
+	if !exists("image", before) {
+		t.Errorf("the image that had the tag %s before the test (%s) is gone", imgTag, short(before))
+	}
+	if !exists("image", images[1]) {
+		t.Errorf("the second image (%s), which another process's container uses, is gone", short(images[1]))
+	}
+	if !exists("container", holder) {
+		t.Errorf("the other process's container %s of the run's image is gone", short(holder))
+	}
+
+	// Once that container went, the next sweep removes the image.
+	if _, err := cli.ContainerRemove(ctx, holder, client.ContainerRemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	holder = ""
+	// The watchdog may still be at work (it looks by label once more): a
+	// sweep leaves the run to it until it is done.
+	drv := mustOpenHost(t, r)
+	poll(t, goneWithin, "a sweep to remove the run's second image", func() (bool, string) {
+		rep, err := reaper.Sweep(ctx, drv, reaper.WithCacheDir(r.cache))
+		if err != nil {
+			return false, err.Error()
+		}
+		return !exists("image", images[1]), fmt.Sprintf("%+v", rep.Runs)
+	})
+	if ledger.HasFiles(filepath.Join(r.cache, ledger.RunsDir), run[0]) {
+		t.Errorf("the run's ledger files remain after the sweep")
+	}
+	if !exists("image", before) {
+		t.Errorf("the sweep removed the image that was there before (%s)", short(before))
+	}
+	// The builds' intermediate images (the classic builder's) went with
+	// them: every image of the builds carries the Dockerfile's label.
+	if left := builtImages(t, cli, tag); len(left) > 0 {
+		t.Errorf("images of the builds are left: %q", left)
+	}
+}
+
+// removeImages removes ids and the images carrying the fixture's label
+// tag, children before parents (a parent with children cannot go, forced
+// or not): the test's cleanup.
+func removeImages(cli *client.Client, tag string, ids ...string) {
+	for _, id := range ids {
+		cli.ImageRemove(context.Background(), id, client.ImageRemoveOptions{Force: true})
+	}
+	for range 20 {
+		il, err := cli.ImageList(context.Background(), client.ImageListOptions{All: true, Filters: client.Filters{}.Add("label", "dev.rightsize.test.guardall="+tag)})
+		if err != nil || len(il.Items) == 0 {
+			return
+		}
+		for _, im := range il.Items {
+			cli.ImageRemove(context.Background(), im.ID, client.ImageRemoveOptions{Force: true})
+		}
+	}
+}
+
+// builtImages lists the images, intermediate ones included, that carry
+// the fixture's label with value tag.
+func builtImages(t *testing.T, cli *client.Client, tag string) []string {
+	t.Helper()
+	il, err := cli.ImageList(context.Background(), client.ImageListOptions{All: true, Filters: client.Filters{}.Add("label", "dev.rightsize.test.guardall="+tag)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, im := range il.Items {
+		out = append(out, im.ID)
+	}
+	return out
+}
+
+// buildImage builds an image of dockerfile, past any guard, tagged tag,
+// and returns its id.
+func buildImage(t *testing.T, cli *client.Client, dockerfile, tag string) string {
+	t.Helper()
+	var ctxTar bytes.Buffer
+	tw := tar.NewWriter(&ctxTar)
+	tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(dockerfile))})
+	tw.Write([]byte(dockerfile))
+	tw.Close()
+	res, err := cli.ImageBuild(t.Context(), &ctxTar, client.ImageBuildOptions{Tags: []string{tag}, Remove: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	in, err := cli.ImageInspect(t.Context(), tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in.ID
+}
+
+func fmtList(l []string) string {
+	var b bytes.Buffer
+	for i, s := range l {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+// A GuardAll binary that ends normally leaves none of its builds or
+// named volumes, nor their ledger lines.
+func TestGuardAllBuildAndVolumeEnded(t *testing.T) {
+	t.Parallel()
+	r := newBareRig(t)
+	bin := buildGuardFixture(t)
+	cli := r.eng.Client()
+	ctx := t.Context()
+	tag := nonceHex(t)
+	f := startGuardFixtureTest(t, bin, "TestBuildAndVolume", r.cache, r.img, tag, "guard", "block", "RZ_FIXTURE_IMAGE_TAG=rz-guardfixture-"+tag+":built")
+	run, images, volumes := f.get("run"), f.get("image"), f.get("volume")
+	t.Cleanup(func() {
+		removeTagged(t, cli, tag)
+		for _, v := range volumes {
+			cli.VolumeRemove(context.Background(), v, client.VolumeRemoveOptions{Force: true})
+		}
+		removeImages(cli, tag, images...)
+	})
+	if len(run) != 1 || len(images) != 2 || len(volumes) != 2 {
+		t.Fatalf("the fixture said run %q, images %q, volumes %q:\n%s", run, images, volumes, f.output())
+	}
+	f.stdin.Close()
+	if err := <-f.done; err != nil {
+		t.Fatalf("the fixture failed: %v\n%s", err, f.output())
+	}
+	for _, v := range volumes {
+		if _, err := cli.VolumeInspect(ctx, v, client.VolumeInspectOptions{}); !harness.NotFound(err) {
+			t.Errorf("volume %s after the binary ended: %v, want gone", v, err)
+		}
+	}
+	if left := builtImages(t, cli, tag); len(left) > 0 {
+		t.Errorf("images of the builds are left after the binary ended: %q", left)
+	}
+	if ledger.HasFiles(filepath.Join(r.cache, ledger.RunsDir), run[0]) {
+		t.Errorf("the run's ledger files remain after the binary ended")
+	}
+}
