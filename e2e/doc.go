@@ -41,6 +41,9 @@
 //	lease TestUserModuleLeaseDeleted     on Kubernetes (backend/kubernetes, in the kube gate), a user's test binary holds a pod while its
 //	                                     run's Lease is deleted: the run recovers (a new Lease owns its next pod, which the collector
 //	                                     leaves), the loss is said once, the stop of the lost pod fails the test, its end leaves nothing
+//	build TestGuardAllBuildAndVolume     GuardAll: images built and named volumes made through the proxy, SIGKILL: gone with the run,
+//	                                     an image there before the test and one another process's container uses kept
+//	      TestGuardAllBuildAndVolumeTimeout  the same, ended by its -test.timeout alarm
 //	pkill TestRowPkillTestBinaries      SIGKILL, with `pkill -f '\.test$'` run throughout: no watchdog looks like a test binary
 //
 // The engine-side keeper's rows on the local engine (RIGHTSIZE_WATCHDOG=

@@ -63,7 +63,14 @@ func startGuardFixture(t *testing.T, bin, cache, img, tag, mode, then string) *g
 // with env added.
 func startGuardFixtureTest(t *testing.T, bin, test, cache, img, tag, mode, then string, env ...string) *guardFixture {
 	t.Helper()
-	cmd := exec.Command(bin, "-test.v", "-test.run=^"+test+"$", "-test.timeout=5m")
+	return startGuardFixtureTimeout(t, bin, test, "5m", cache, img, tag, mode, then, env...)
+}
+
+// startGuardFixtureTimeout is startGuardFixtureTest with the binary's
+// -test.timeout.
+func startGuardFixtureTimeout(t *testing.T, bin, test, timeout, cache, img, tag, mode, then string, env ...string) *guardFixture {
+	t.Helper()
+	cmd := exec.Command(bin, "-test.v", "-test.run=^"+test+"$", "-test.timeout="+timeout)
 	cmd.Env = append(os.Environ(),
 		"RZ_GUARDALL_FIXTURE="+mode, "RZ_FIXTURE_IMAGE="+img, "RZ_FIXTURE_TAG="+tag, "RZ_FIXTURE_THEN="+then,
 		"RIGHTSIZE_CACHE_DIR="+cache, "RIGHTSIZE_REAPER_DEBUG=1",

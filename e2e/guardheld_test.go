@@ -3,16 +3,15 @@
 package e2e_test
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
@@ -20,6 +19,7 @@ import (
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/reaper"
+	"github.com/rightsize/rightsize-go/internal/testimage"
 )
 
 // A GuardAll binary builds two images with testcontainers-go's
@@ -194,22 +194,11 @@ func builtImages(t *testing.T, cli *client.Client, tag string) []string {
 // and returns its id.
 func buildImage(t *testing.T, cli *client.Client, dockerfile, tag string) string {
 	t.Helper()
-	var ctxTar bytes.Buffer
-	tw := tar.NewWriter(&ctxTar)
-	tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(dockerfile))})
-	tw.Write([]byte(dockerfile))
-	tw.Close()
-	res, err := cli.ImageBuild(t.Context(), &ctxTar, client.ImageBuildOptions{Tags: []string{tag}, Remove: true})
+	id, err := testimage.BuildDockerfile(t.Context(), cli, dockerfile, tag, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	in, err := cli.ImageInspect(t.Context(), tag)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return in.ID
+	return id
 }
 
 func fmtList(l []string) string {
@@ -259,4 +248,57 @@ func TestGuardAllBuildAndVolumeEnded(t *testing.T) {
 	if ledger.HasFiles(filepath.Join(r.cache, ledger.RunsDir), run[0]) {
 		t.Errorf("the run's ledger files remain after the binary ended")
 	}
+}
+
+// A GuardAll binary whose own -test.timeout alarm ends it (the test
+// blocks past it) leaves none of its builds or named volumes: its
+// watchdog removes them, and the run's ledger files with them.
+func TestGuardAllBuildAndVolumeTimeout(t *testing.T) {
+	t.Parallel()
+	r := newBareRig(t)
+	bin := buildGuardFixture(t)
+	cli := r.eng.Client()
+	tag := nonceHex(t)
+	// Long enough for the builds on a loaded machine; the test blocks
+	// until the alarm ends it.
+	f := startGuardFixtureTimeout(t, bin, "TestBuildAndVolume", "45s", r.cache, r.img, tag, "guard", "block", "RZ_FIXTURE_IMAGE_TAG=rz-guardfixture-"+tag+":built")
+	run, images, volumes := f.get("run"), f.get("image"), f.get("volume")
+	t.Cleanup(func() {
+		removeTagged(t, cli, tag)
+		for _, v := range volumes {
+			cli.VolumeRemove(context.Background(), v, client.VolumeRemoveOptions{Force: true})
+		}
+		removeImages(cli, tag, images...)
+	})
+	if len(run) != 1 || len(images) != 2 || len(volumes) != 2 {
+		t.Fatalf("the fixture said run %q, images %q, volumes %q:\n%s", run, images, volumes, f.output())
+	}
+	var err error
+	select {
+	case err = <-f.done:
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("the fixture's -test.timeout alarm did not end it:\n%s", f.output())
+	}
+	if err == nil || !strings.Contains(f.output(), "test timed out after 45s") {
+		t.Fatalf("the fixture ended (%v) but not by its -test.timeout alarm:\n%s", err, f.output())
+	}
+	ctx := t.Context()
+	poll(t, goneWithin, "the timed-out binary's images, volumes and ledger files to be gone", func() (bool, string) {
+		var left []string
+		for _, v := range volumes {
+			if _, err := cli.VolumeInspect(ctx, v, client.VolumeInspectOptions{}); !harness.NotFound(err) {
+				left = append(left, fmt.Sprintf("volume %s (%v)", v, err))
+			}
+		}
+		for _, im := range images {
+			if _, err := cli.ImageInspect(ctx, im); !harness.NotFound(err) && (err == nil || !strings.Contains(err.Error(), "image not known")) {
+				left = append(left, fmt.Sprintf("image %s (%v)", short(im), err))
+			}
+		}
+		left = append(left, builtImages(t, cli, tag)...)
+		if ledger.HasFiles(filepath.Join(r.cache, ledger.RunsDir), run[0]) {
+			left = append(left, "the run's ledger files")
+		}
+		return len(left) == 0, fmtList(left)
+	})
 }

@@ -32,6 +32,12 @@
 //     (RIGHTSIZE_WATCHDOG=engine) against testcontainers-go with Ryuk (or
 //     the stand-in), each side's freeze to its last destroy, or nothing
 //     within -freeze-wait;
+//   - image: an image a GuardAll test binary built through the proxy,
+//     the binary SIGKILLed, to the image's delete event, for each kind
+//     of watchdog, paired with the floor: `docker rmi -f ID` of the same
+//     build made directly, from just before the command starts to the
+//     same event (run from the module's root: it builds the e2e guard
+//     fixture);
 //   - sweep: reaper.Sweep over K dead runs whose one sandbox is already
 //     gone (the engine answers "not found"), over K dead runs listing
 //     none, and over an empty ledger.
@@ -67,7 +73,8 @@ var (
 	runs       = flag.Int("runs", 20, "crash-to-clean: paired runs per container count")
 	counts     = flag.String("n", "1,5,20", "container counts, comma-separated")
 	watchdogs  = flag.String("watchdog", "script,native", "crash-to-clean: the kinds of watchdog to measure (RIGHTSIZE_WATCHDOG), comma-separated: script, native")
-	figures    = flag.String("figures", "crash,sweep,ryuk", "figures to measure, comma-separated: crash (with eof-to-removal), sweep, ryuk, freeze")
+	figures    = flag.String("figures", "crash,sweep,ryuk", "figures to measure, comma-separated: crash (with eof-to-removal), sweep, ryuk, freeze, image")
+	imageRuns  = flag.Int("image-runs", 20, "image: paired runs")
 	freezeWait = flag.Duration("freeze-wait", 30*time.Second, "freeze: how long to wait for a frozen side's containers to go")
 	freezeRuns = flag.Int("freeze-runs", 3, "freeze: runs per container count and side")
 	ryukMode   = flag.String("ryuk", "auto", "the reaper of testcontainers-go's side: real (testcontainers/ryuk:0.14.0, which must be on the engine), standin (the bench's stand-in, not Ryuk), or auto (real when present, else the stand-in)")
@@ -185,6 +192,11 @@ func run() error {
 	if want["ryuk"] {
 		if err := b.ryuk(ctx, rns, *ryukRuns, *ryukMode); err != nil {
 			fail("crash-to-clean/testcontainers-ryuk", err)
+		}
+	}
+	if want["image"] {
+		if err := b.image(ctx, *imageRuns, kinds); err != nil {
+			fail("image", err)
 		}
 	}
 	if want["freeze"] {

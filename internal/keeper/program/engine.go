@@ -241,8 +241,12 @@ type engineInfo struct {
 
 // filterQuery is the filters parameter that selects what carries label
 // key=value.
-func filterQuery(key, value string) string {
-	b, _ := json.Marshal(map[string][]string{"label": {key + "=" + value}})
+func filterQuery(key, value string) string { return filtersParam("label", key+"="+value) }
+
+// filtersParam is the filters parameter of one filter (label, ancestor)
+// with one value.
+func filtersParam(filter, value string) string {
+	b, _ := json.Marshal(map[string][]string{filter: {value}})
 	return "filters=" + url.QueryEscape(string(b))
 }
 

@@ -42,7 +42,8 @@ func owned(run, name string, labels map[string]string) bool {
 	return labels[labelRun] == run || labels[labelRunAlt] == run
 }
 
-// reaper removes a run's containers, then its networks.
+// reaper removes a run's containers, then its networks, then its named
+// volumes and built images (passHeld).
 type reaper struct {
 	eng      *engine
 	run      string
@@ -143,7 +144,8 @@ func (r *reaper) pass() (removed int, left []string) {
 		log.Printf("run %s: removed network %s (%s)", r.run, n.name, short(n.id))
 		note(true, "")
 	}
-	return removed, left
+	n, more := r.passHeld()
+	return removed + n, append(left, more...)
 }
 
 // removeNetwork removes a network none of whose containers is left.
