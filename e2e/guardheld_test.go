@@ -4,6 +4,7 @@ package e2e_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -137,16 +138,16 @@ func TestGuardAllBuildAndVolume(t *testing.T) {
 	// The watchdog may still be at work (it looks by label once more): a
 	// sweep leaves the run to it until it is done.
 	drv := mustOpenHost(t, r)
-	poll(t, goneWithin, "a sweep to remove the run's second image", func() (bool, string) {
+	// (Its last look may remove the image itself, once the container
+	// went: the run's files, which it left for what it kept in its first
+	// pass, then go with the next sweep.)
+	poll(t, goneWithin, "a sweep to remove the run's second image and the run's files", func() (bool, string) {
 		rep, err := reaper.Sweep(ctx, drv, reaper.WithCacheDir(r.cache))
 		if err != nil {
 			return false, err.Error()
 		}
-		return !exists("image", images[1]), fmt.Sprintf("%+v", rep.Runs)
+		return !exists("image", images[1]) && !ledger.HasFiles(filepath.Join(r.cache, ledger.RunsDir), run[0]), fmt.Sprintf("%+v", rep.Runs)
 	})
-	if ledger.HasFiles(filepath.Join(r.cache, ledger.RunsDir), run[0]) {
-		t.Errorf("the run's ledger files remain after the sweep")
-	}
 	if !exists("image", before) {
 		t.Errorf("the sweep removed the image that was there before (%s)", short(before))
 	}
@@ -261,7 +262,8 @@ func TestGuardAllBuildAndVolumeTimeout(t *testing.T) {
 	tag := nonceHex(t)
 	// Long enough for the builds on a loaded machine; the test blocks
 	// until the alarm ends it.
-	f := startGuardFixtureTimeout(t, bin, "TestBuildAndVolume", "45s", r.cache, r.img, tag, "guard", "block", "RZ_FIXTURE_IMAGE_TAG=rz-guardfixture-"+tag+":built")
+	f := startGuardFixtureTimeout(t, bin, "TestBuildAndVolume", "45s", r.cache, r.img, tag, "guard", "block", "RZ_FIXTURE_IMAGE_TAG=rz-guardfixture-"+tag+":built",
+		"RIGHTSIZE_WATCHDOG_SETTLE=30")
 	run, images, volumes := f.get("run"), f.get("image"), f.get("volume")
 	t.Cleanup(func() {
 		removeTagged(t, cli, tag)
@@ -301,4 +303,26 @@ func TestGuardAllBuildAndVolumeTimeout(t *testing.T) {
 		}
 		return len(left) == 0, fmtList(left)
 	})
+	// The watchdog was told their names before the creates: it removed
+	// them in its first pass, not in its last look by the run's label
+	// (after a settle of 30 s here, which the poll above waits for).
+	fates, err := ledger.ReadFates(r.cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, f := range fates {
+		for _, it := range f.Items {
+			if f.Run != run[0] || (it.Kind != "volume" && it.Kind != "image") {
+				continue
+			}
+			seen++
+			if !it.Outcome.Gone() || it.Note == reaper.NoteNotListed {
+				t.Errorf("the watchdog's fate says of %s %s: %s (%s); want removed as told, in its first pass", it.Kind, cmp.Or(it.ID, it.Name), it.Outcome, it.Note)
+			}
+		}
+	}
+	if seen != 4 {
+		t.Errorf("the run's fates name %d volumes and images, want 4 (2 of each): %+v", seen, fates)
+	}
 }

@@ -194,10 +194,11 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, mode 
 		logger.Printf("owner gone (stdin closed): reaping run %s in %s", runID, runsDir)
 		_, labelled := b.(backend.RunLister)
 		for _, k := range names.EngineKinds {
-			if labelled {
+			if labelled && k != names.VolumeKind && k != names.ImageKind {
 				t.told[k] = told.ids(k)
 			} else {
-				// Told by name, before each create: removed by name.
+				// Told by name, before each create: removed by name (a
+				// volume's or an image's with its marks checked).
 				t.listed[k] = told.ids(k)
 			}
 		}

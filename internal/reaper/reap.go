@@ -174,7 +174,7 @@ func reapRun(ctx context.Context, b backend.Backend, t target) *reaped {
 			if len(r.removeIDs(ctx, lister, t, k, retry[k], "", false)) > 0 {
 				r.asIs = true
 			}
-			if len(r.removeIDs(ctx, lister, t, k, listedNow, "labelled with the run, not listed", true)) > 0 {
+			if len(r.removeIDs(ctx, lister, t, k, listedNow, NoteNotListed, true)) > 0 {
 				r.asIs = true
 			}
 		}
@@ -185,6 +185,10 @@ func reapRun(ctx context.Context, b backend.Backend, t target) *reaped {
 	}
 	return r
 }
+
+// NoteNotListed is the note on what a reaper found by the run's label
+// alone, in its last look: nothing the run listed or told named it.
+const NoteNotListed = "labelled with the run, not listed"
 
 // removeListed removes the listed names of kind k (Backend.Remove), those
 // of t.unlabelled by RemoveUnlabelled where the backend has it, with one

@@ -209,10 +209,13 @@ func (s *Session) AdmitFrom(k names.Kind, name string, o origin.Origin) (*Watchd
 	if err := s.run.AddFrom(k, name, o); err != nil {
 		return note, err
 	}
-	if !s.labelled {
+	if !s.labelled || k == names.VolumeKind || k == names.ImageKind {
 		// Without marks to find it by, the watchdog must know the name
 		// before the create: one the owner dies in the middle of is
-		// still removed.
+		// still removed. A named volume and an image are removed by name
+		// with their marks checked (a volume's name is the test's own; an
+		// image's id comes only at its build's end): told by name too,
+		// they go in the watchdog's first pass, not after its settle.
 		s.tell(k, name, name)
 	}
 	return note, nil
