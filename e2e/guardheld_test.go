@@ -262,8 +262,7 @@ func TestGuardAllBuildAndVolumeTimeout(t *testing.T) {
 	tag := nonceHex(t)
 	// Long enough for the builds on a loaded machine; the test blocks
 	// until the alarm ends it.
-	f := startGuardFixtureTimeout(t, bin, "TestBuildAndVolume", "45s", r.cache, r.img, tag, "guard", "block", "RZ_FIXTURE_IMAGE_TAG=rz-guardfixture-"+tag+":built",
-		"RIGHTSIZE_WATCHDOG_SETTLE=30")
+	f := startGuardFixtureTimeout(t, bin, "TestBuildAndVolume", "40s", r.cache, r.img, tag, "guard", "block", "RZ_FIXTURE_IMAGE_TAG=rz-guardfixture-"+tag+":built")
 	run, images, volumes := f.get("run"), f.get("image"), f.get("volume")
 	t.Cleanup(func() {
 		removeTagged(t, cli, tag)
@@ -281,7 +280,7 @@ func TestGuardAllBuildAndVolumeTimeout(t *testing.T) {
 	case <-time.After(3 * time.Minute):
 		t.Fatalf("the fixture's -test.timeout alarm did not end it:\n%s", f.output())
 	}
-	if err == nil || !strings.Contains(f.output(), "test timed out after 45s") {
+	if err == nil || !strings.Contains(f.output(), "test timed out after 40s") {
 		t.Fatalf("the fixture ended (%v) but not by its -test.timeout alarm:\n%s", err, f.output())
 	}
 	ctx := t.Context()
@@ -305,7 +304,7 @@ func TestGuardAllBuildAndVolumeTimeout(t *testing.T) {
 	})
 	// The watchdog was told their names before the creates: it removed
 	// them in its first pass, not in its last look by the run's label
-	// (after a settle of 30 s here, which the poll above waits for).
+	// (its fate says which).
 	fates, err := ledger.ReadFates(r.cache)
 	if err != nil {
 		t.Fatal(err)
