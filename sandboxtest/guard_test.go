@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -754,6 +755,19 @@ var helperRoles = map[string]func(*testing.T){
 	"process-alone": helperProcessAlone,
 	"process-execs": helperProcessExecs,
 	"volume-owner":  helperVolumeOwner,
+	"sleep":         helperSleep,
+}
+
+// helperSleep is a local process that runs until it is ended, on every
+// system (Windows has no sleep command): what a test hands StartProcess.
+func helperSleep(*testing.T) { time.Sleep(10 * time.Minute) }
+
+// sleeperCommand is a command of a process that runs until it is ended:
+// this test binary as the helper role "sleep".
+func sleeperCommand() *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestGuardHelper$", "-test.count=1", "-test.timeout=15m")
+	cmd.Env = proctest.Environ(func(k string) bool { return strings.HasPrefix(k, "RIGHTSIZE_") }, envHelperRole+"=sleep")
+	return cmd
 }
 
 // TestGuardHelper is the helper process's entry point; it does nothing in

@@ -1,7 +1,6 @@
 package sandboxtest_test
 
 import (
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -66,7 +65,7 @@ func TestOriginLabels(t *testing.T) {
 		check(t, r, in, g.Name(), origin.Origin{Test: "TestOriginLabels/eu/west_1", Place: at})
 	})
 	at = next()
-	sandboxtest.StartProcess(t, exec.Command("sleep", "600"))
+	sandboxtest.StartProcess(t, sleeperCommand())
 	proc := origin.Origin{Test: t.Name(), Place: at}
 
 	for name, o := range want {

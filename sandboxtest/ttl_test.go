@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -59,7 +60,7 @@ func (r *rig) ttlKeepAlive(img string) ttlKeepAlive {
 
 // env is the environment of a helper that makes or adopts k, in tmp.
 func (k ttlKeepAlive) env(tmp string, extra ...string) []string {
-	return append([]string{sandboxtest.EnvReuse + "=1", "RZ_TEST_REUSE_NONCE=" + k.nonce, "RZ_TEST_REUSE_IMAGE=" + k.img, "TMPDIR=" + tmp}, extra...)
+	return append([]string{sandboxtest.EnvReuse + "=1", "RZ_TEST_REUSE_NONCE=" + k.nonce, "RZ_TEST_REUSE_IMAGE=" + k.img}, append(tmpEnv(tmp), extra...)...)
 }
 
 // helperKeepAlive starts the keep-alive of RZ_TEST_REUSE_NONCE, from
@@ -101,7 +102,7 @@ func helperTTLSweeper(t *testing.T) {
 // returns it, ended.
 func sweepAt(t *testing.T, cache, tmp string, env ...string) *proctest.Helper {
 	t.Helper()
-	s := startHelper(t, "ttl-sweeper", cache, append([]string{"TMPDIR=" + tmp}, env...)...)
+	s := startHelper(t, "ttl-sweeper", cache, append(tmpEnv(tmp), env...)...)
 	s.Expect("swept")
 	s.Finish()
 	if p, _ := s.Value("problem"); p != "" {
@@ -278,4 +279,15 @@ func TestReuseTTLSpecAlone(t *testing.T) {
 	if _, ok := r.inspect(k.name); ok {
 		t.Errorf("%s is still there", k.name)
 	}
+}
+
+// tmpEnv makes tmp a child process's temporary folder (os.TempDir), and
+// so the folder of its keep-alive use locks and records: TMPDIR, and on
+// Windows TMP and TEMP, which it reads instead.
+func tmpEnv(tmp string) []string {
+	env := []string{"TMPDIR=" + tmp}
+	if runtime.GOOS == "windows" {
+		env = append(env, "TMP="+tmp, "TEMP="+tmp)
+	}
+	return env
 }

@@ -244,7 +244,6 @@ func TestJournal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	var got []string
 	n, err := memory.ReadJournal(f, func(e memory.Entry) {
 		if e.PID != os.Getpid() || e.ID == "" || time.Since(e.At) > time.Minute {
@@ -265,6 +264,9 @@ func TestJournal(t *testing.T) {
 	if fi, _ := f.Stat(); n != fi.Size() || strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("journal (%d of %d bytes read):\n%s\nwant:\n%s", n, fi.Size(), strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	// Closed before the file is removed below: Windows refuses to remove
+	// a file that is open (a sharing violation).
+	f.Close()
 
 	// A journal that cannot be written: the removal fails, the object stays.
 	if _, err := d.Create(c, "box-d", backend.Spec{Image: "i", RunID: "run1"}); err != nil {
