@@ -124,7 +124,9 @@ type imageInfo struct {
 // run's builds made, untagged, made since the run's first build began or
 // carrying the build's own mark, and used by nothing else. An image that
 // was there before the build (whose tag the build took, or that it was
-// built FROM) is older than the build and is never reached.
+// built FROM) is older than the build and is never reached: the engine's
+// own pruning of untagged parents, which would reach it, is turned off
+// (noprune).
 func (r *reaper) removeImage(id string) (kept bool, err error) {
 	var self imageInfo
 	if err := r.eng.call("GET", "/images/"+url.PathEscape(id)+"/json", &self); err != nil {
@@ -136,7 +138,7 @@ func (r *reaper) removeImage(id string) (kept bool, err error) {
 	if used, err := r.imageUsed(id); err != nil || used {
 		return used, err
 	}
-	if err := r.eng.call("DELETE", "/images/"+url.PathEscape(id), nil); err != nil {
+	if err := r.eng.call("DELETE", "/images/"+url.PathEscape(id)+"?noprune=1", nil); err != nil {
 		switch codeOf(err) {
 		case 404:
 			return false, nil
@@ -159,7 +161,7 @@ func (r *reaper) removeImage(id string) (kept bool, err error) {
 		if used, err := r.imageUsed(parent); err != nil || used {
 			break
 		}
-		if err := r.eng.call("DELETE", "/images/"+url.PathEscape(parent), nil); err != nil {
+		if err := r.eng.call("DELETE", "/images/"+url.PathEscape(parent)+"?noprune=1", nil); err != nil {
 			break
 		}
 		parent = p.Parent
