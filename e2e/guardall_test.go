@@ -33,6 +33,10 @@ type guardFixture struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	done  chan error
+	// read is closed once all the binary wrote has been read into out
+	// (after done, a little later: the reader may still be at the last
+	// lines when the process's end is known).
+	read chan struct{}
 
 	mu   sync.Mutex
 	said map[string][]string
@@ -84,11 +88,12 @@ func startGuardFixtureTimeout(t *testing.T, bin, test, timeout, cache, img, tag,
 	}
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
-	f := &guardFixture{t: t, cmd: cmd, stdin: stdin, done: make(chan error, 1), said: map[string][]string{}}
+	f := &guardFixture{t: t, cmd: cmd, stdin: stdin, done: make(chan error, 1), read: make(chan struct{}), said: map[string][]string{}}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
+		defer close(f.read)
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {

@@ -280,6 +280,7 @@ func TestGuardAllBuildAndVolumeTimeout(t *testing.T) {
 	case <-time.After(3 * time.Minute):
 		t.Fatalf("the fixture's -test.timeout alarm did not end it:\n%s", f.output())
 	}
+	<-f.read // its last lines, the alarm's among them
 	if err == nil || !strings.Contains(f.output(), "test timed out after 40s") {
 		t.Fatalf("the fixture ended (%v) but not by its -test.timeout alarm:\n%s", err, f.output())
 	}
