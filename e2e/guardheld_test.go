@@ -165,15 +165,7 @@ func removeImages(cli *client.Client, tag string, ids ...string) {
 	for _, id := range ids {
 		cli.ImageRemove(context.Background(), id, client.ImageRemoveOptions{Force: true})
 	}
-	for range 20 {
-		il, err := cli.ImageList(context.Background(), client.ImageListOptions{All: true, Filters: client.Filters{}.Add("label", "dev.rightsize.test.guardall="+tag)})
-		if err != nil || len(il.Items) == 0 {
-			return
-		}
-		for _, im := range il.Items {
-			cli.ImageRemove(context.Background(), im.ID, client.ImageRemoveOptions{Force: true})
-		}
-	}
+	testimage.RemoveBuilt(context.Background(), cli, "dev.rightsize.test.guardall="+tag)
 }
 
 // builtImages lists the images, intermediate ones included, that carry

@@ -246,7 +246,9 @@ rootless() {
 	local host
 	host=$("${as[@]}" bash "$(realpath "$0")" start)
 	local img
-	for img in $(podman images --format '{{.Repository}}:{{.Tag}}' --filter label=dev.rightsize.test-image=1 | sed 's,^localhost/,,'); do
+	# Tagged images only: an untagged one that inherited the label (a
+	# test's build FROM a test image) has no name to load it under.
+	for img in $(podman images --format '{{.Repository}}:{{.Tag}}' --filter label=dev.rightsize.test-image=1 | grep -v '<none>' | sed 's,^localhost/,,'); do
 		podman save "$img" | "${as[@]}" podman load -q >&2
 	done
 	say "rootless: running $* as $user (uid $uid) with DOCKER_HOST=$host"

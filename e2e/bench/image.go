@@ -232,12 +232,5 @@ func (w *imageWatch) wait(timeout time.Duration) (time.Time, error) {
 func (b *bench) removeBuilds(tag string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cli := b.eng.Client()
-	il, err := cli.ImageList(ctx, client.ImageListOptions{All: true, Filters: client.Filters{}.Add("label", imageLabel+"="+tag)})
-	if err != nil {
-		return
-	}
-	for _, im := range il.Items {
-		cli.ImageRemove(ctx, im.ID, client.ImageRemoveOptions{Force: true})
-	}
+	testimage.RemoveBuilt(ctx, b.eng.Client(), imageLabel+"="+tag)
 }

@@ -202,8 +202,8 @@ func (r *rig) start(run string, opts Options) *Keeper {
 	return k
 }
 
-// removeAll removes every container, then every network, carrying the
-// test's label, and every keeper of the runs the test used.
+// removeAll removes every container, then every network, then every
+// image, carrying the test's label, and every keeper of the runs the test used.
 func (r *rig) removeAll() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -225,7 +225,9 @@ func (r *rig) removeAll() {
 		}
 	} else {
 		r.t.Errorf("cleanup: list networks: %v", err)
-	}
+	} // The builds' images, their untagged steps included (their cleanup
+	// removed each build's tip; Podman keeps the steps).
+	testimage.RemoveBuilt(ctx, r.cli, testLabel+"="+r.id)
 }
 
 // podman reports whether the engine is Podman.

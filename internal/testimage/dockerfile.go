@@ -43,3 +43,20 @@ func BuildDockerfile(ctx context.Context, cli *client.Client, dockerfile, tag st
 	}
 	return in.ID, nil
 }
+
+// RemoveBuilt removes every image carrying label ("key=value"),
+// intermediate ones included, children before parents (a parent with
+// children cannot go, forced or not): a test's cleanup of its builds.
+// Untagged images a build left (Podman keeps a build's steps) carry the
+// Dockerfile's labels too, and go with it.
+func RemoveBuilt(ctx context.Context, cli *client.Client, label string) {
+	for range 20 {
+		il, err := cli.ImageList(ctx, client.ImageListOptions{All: true, Filters: client.Filters{}.Add("label", label)})
+		if err != nil || len(il.Items) == 0 {
+			return
+		}
+		for _, im := range il.Items {
+			cli.ImageRemove(ctx, im.ID, client.ImageRemoveOptions{Force: true})
+		}
+	}
+}
