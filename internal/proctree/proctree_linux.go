@@ -84,17 +84,26 @@ func Now() uint64 {
 // none, or its environment cannot be read: another user's, a kernel
 // thread, one a title was written over).
 func markOf(pid int) string {
+	m, _ := readMark(pid)
+	return m
+}
+
+// readMark is markOf, and whether the environment read blank (nothing,
+// or not at all): a process in the middle of an exec reads so for a
+// moment, as do kernel threads and a process started with no
+// environment.
+func readMark(pid int) (mark string, blank bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
-		return ""
+	if err != nil || len(b) == 0 {
+		return "", true
 	}
 	prefix := []byte(EnvMark + "=")
 	for kv := range bytes.SplitSeq(b, []byte{0}) {
 		if v, ok := bytes.CutPrefix(kv, prefix); ok {
-			return string(v)
+			return string(v), false
 		}
 	}
-	return ""
+	return "", false
 }
 
 // pids lists the processes /proc shows.
@@ -117,6 +126,9 @@ type marked struct {
 	pid  int
 	mark string
 	st   Stat
+	// blank: alive, and its environment read blank (readMark), so its
+	// mark is unknown rather than absent.
+	blank bool
 }
 
 // snapshot lists every process /proc shows but this one, zombies
@@ -132,11 +144,11 @@ func snapshot() []marked {
 		if err != nil {
 			continue
 		}
-		m := ""
+		m, blank := "", false
 		if !st.Zombie() {
-			m = markOf(pid)
+			m, blank = readMark(pid)
 		}
-		out = append(out, marked{pid, m, st})
+		out = append(out, marked{pid, m, st, blank})
 	}
 	return out
 }
@@ -435,8 +447,19 @@ func End(s Scope, grace time.Duration, byHand bool) Result {
 	// Rounds: a tree may start processes while it ends. Each round proves,
 	// pins and signals what is new; the wait ends when every held process
 	// is gone, or at grace, when SIGKILL goes to what is left.
+	// markSessions: the sessions of the processes proven by their mark.
+	// A process of one of them whose mark read blank may be of the scope,
+	// caught in an exec (a tree that execs as it ends): End looks again
+	// while one is there, up to the end of its wait.
+	markSessions := map[int]bool{}
 	for round := 0; ; round++ {
-		proven, unproven := s.prove(snapshot(), pinnedUntil)
+		snap := snapshot()
+		proven, unproven := s.prove(snap, pinnedUntil)
+		for _, pr := range proven {
+			if pr.byMark {
+				markSessions[pr.st.Session] = true
+			}
+		}
 		for k, pr := range unread {
 			if q, ok := proven[k.pid]; !ok {
 				proven[k.pid] = pr
@@ -492,7 +515,7 @@ func End(s Scope, grace time.Duration, byHand bool) Result {
 				delete(held, k)
 			}
 		}
-		if len(held) == 0 && len(unread) == 0 && round > 0 {
+		if len(held) == 0 && len(unread) == 0 && round > 0 && !blankIn(snap, markSessions) {
 			break
 		}
 		now := time.Now()
@@ -519,6 +542,17 @@ func End(s Scope, grace time.Duration, byHand bool) Result {
 	}
 	slices.SortFunc(res.Ended, func(a, b Proc) int { return a.PID - b.PID })
 	return res
+}
+
+// blankIn reports whether snap holds a live process of one of sessions
+// whose mark read blank (not a kernel thread: kthreadd's children).
+func blankIn(snap []marked, sessions map[int]bool) bool {
+	for _, m := range snap {
+		if m.blank && sessions[m.st.Session] && m.pid != 2 && m.st.Ppid != 2 {
+			return true
+		}
+	}
+	return false
 }
 
 // EndGroup ends process group pgid from the process whose unreaped child
