@@ -211,20 +211,7 @@ func TestMemorySweepAfterSIGKILL(t *testing.T) {
 	// Nothing is left to remove them until the next process starts.
 	checkMemoryAlive(t, o, d, cache)
 
-	s := startMemoryHelper(t, "sweeper", cache, "RZ_TEST_SWEPT_RUN="+o.run)
-	if got := s.Expect("decision"); got != string(reaper.Reaped) {
-		t.Errorf("the next process's sweep decided %q of the dead run, want %q: %s", got, reaper.Reaped, s.Expect("reason"))
-	}
-	if left := o.left(t, d, cache); len(left) > 0 {
-		t.Errorf("once the next process's first Start returned, the dead run still has %q", left)
-	}
-	swept := s.Expect("run")
-	s.Finish()
-	// The sweeper's own watchdog ends its run: not after the test has
-	// removed the folder it works in.
-	proctest.WaitUntil(t, 20*time.Second, "the sweeper's watchdog to finish", func() bool {
-		return ledger.LiveWatchdog(cache, swept) == 0
-	})
+	nextSweepReaps(t, o, d, cache)
 	ents, err := os.ReadDir(filepath.Join(cache, "memory"))
 	if err != nil {
 		t.Fatal(err)
@@ -238,6 +225,26 @@ func TestMemorySweepAfterSIGKILL(t *testing.T) {
 	if len(objs) > 0 {
 		t.Errorf("the sweeper ended cleanly and its memory folder still holds %q", slices.Clip(objs))
 	}
+}
+
+// nextSweepReaps starts the next process, a sweeper, and checks that its
+// first Start's sweep reaped o's dead run (its sandboxes looked up through d); it
+// returns once the sweeper's own watchdog has ended its run (not after
+// the test has removed the folder it works in).
+func nextSweepReaps(t *testing.T, o memoryOwned, d memoryDriver, cache string) {
+	t.Helper()
+	s := startMemoryHelper(t, "sweeper", cache, "RZ_TEST_SWEPT_RUN="+o.run)
+	if got := s.Expect("decision"); got != string(reaper.Reaped) {
+		t.Errorf("the next process's sweep decided %q of the dead run, want %q: %s", got, reaper.Reaped, s.Expect("reason"))
+	}
+	if left := o.left(t, d, cache); len(left) > 0 {
+		t.Errorf("once the next process's first Start returned, the dead run still has %q", left)
+	}
+	swept := s.Expect("run")
+	s.Finish()
+	proctest.WaitUntil(t, 20*time.Second, "the sweeper's watchdog to finish", func() bool {
+		return ledger.LiveWatchdog(cache, swept) == 0
+	})
 }
 
 // TestMemorySessionKilled: the owner and its watchdog both killed (a CI
@@ -271,18 +278,7 @@ func TestMemorySessionKilled(t *testing.T) {
 	// Nothing is left to remove them until the next process starts.
 	checkMemoryAlive(t, o, d, cache)
 
-	s := startMemoryHelper(t, "sweeper", cache, "RZ_TEST_SWEPT_RUN="+o.run)
-	if got := s.Expect("decision"); got != string(reaper.Reaped) {
-		t.Errorf("the next process's sweep decided %q of the dead run, want %q: %s", got, reaper.Reaped, s.Expect("reason"))
-	}
-	if left := o.left(t, d, cache); len(left) > 0 {
-		t.Errorf("once the next process's first Start returned, the dead run still has %q", left)
-	}
-	swept := s.Expect("run")
-	s.Finish()
-	proctest.WaitUntil(t, 20*time.Second, "the sweeper's watchdog to finish", func() bool {
-		return ledger.LiveWatchdog(cache, swept) == 0
-	})
+	nextSweepReaps(t, o, d, cache)
 }
 
 // TestMemoryGoTestTimeout: `go test -timeout` ends the owner, its test

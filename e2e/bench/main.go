@@ -54,7 +54,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -160,7 +159,7 @@ func run() error {
 	defer eng.Close()
 	img := *imageFlag
 	if img == "" {
-		if img, err = busyboxImage(); err != nil {
+		if img, err = testimage.BusyboxRef(); err != nil {
 			return err
 		}
 	}
@@ -222,43 +221,6 @@ func ints(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
-}
-
-// imageTB is the smallest testing.TB testimage.Busybox can be called
-// with outside a test: it records a failure and ends the goroutine.
-type imageTB struct {
-	testing.TB
-	err error
-}
-
-func (t *imageTB) Helper()             {}
-func (t *imageTB) Fatal(args ...any)   { t.err = errors.New(fmt.Sprint(args...)); runtime.Goexit() }
-func (t *imageTB) Skip(args ...any)    { t.err = errors.New(fmt.Sprint(args...)); runtime.Goexit() }
-func (t *imageTB) Logf(string, ...any) {}
-
-// busyboxImage is the e2e matrix's image, built on the engine if missing.
-func busyboxImage() (string, error) {
-	// testimage's gate asks testing.Short, which needs the testing flags
-	// registered (after this program's own are parsed: they stay out of
-	// its usage).
-	testing.Init()
-	tb := &imageTB{}
-	ref := ""
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer func() {
-			if r := recover(); r != nil {
-				tb.err = fmt.Errorf("testimage: %v", r)
-			}
-		}()
-		ref = testimage.Busybox(tb)
-	}()
-	<-done
-	if tb.err != nil {
-		return "", tb.err
-	}
-	return ref, nil
 }
 
 func logf(format string, args ...any) {

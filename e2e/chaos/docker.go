@@ -8,11 +8,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/moby/moby/api/types/events"
@@ -76,7 +74,7 @@ func (d *dockerSide) setup(ctx context.Context, h *harness, e *engine) error {
 		return fmt.Errorf("no engine answers at %s (make engine): %w", host, err)
 	}
 	d.cli, d.objs, d.seen = cli, map[string]*dockerObj{}, map[string]bool{}
-	img, err := busyboxImage()
+	img, err := testimage.BusyboxRef()
 	if err != nil {
 		return err
 	}
@@ -409,41 +407,6 @@ func (h *harness) runOfNetwork(name string) string {
 		}
 	}
 	return ""
-}
-
-// imageTB is the smallest testing.TB testimage.Busybox can be called
-// with outside a test: it records a failure and ends the goroutine.
-type imageTB struct {
-	testing.TB
-	err error
-}
-
-func (t *imageTB) Helper()             {}
-func (t *imageTB) Fatal(args ...any)   { t.err = errors.New(fmt.Sprint(args...)); runtime.Goexit() }
-func (t *imageTB) Skip(args ...any)    { t.err = errors.New(fmt.Sprint(args...)); runtime.Goexit() }
-func (t *imageTB) Logf(string, ...any) {}
-
-// busyboxImage is the crash matrix's image, built on the engine if
-// missing.
-func busyboxImage() (string, error) {
-	testing.Init()
-	tb := &imageTB{}
-	ref := ""
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer func() {
-			if r := recover(); r != nil {
-				tb.err = fmt.Errorf("testimage: %v", r)
-			}
-		}()
-		ref = testimage.Busybox(tb)
-	}()
-	<-done
-	if tb.err != nil {
-		return "", tb.err
-	}
-	return ref, nil
 }
 
 // escapedGuard: a container owner idx made with testcontainers-go under

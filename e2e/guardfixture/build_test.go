@@ -6,9 +6,6 @@ import (
 	"os"
 	"testing"
 
-	"github.com/moby/moby/client"
-
-	"github.com/rightsize/rightsize-go/internal/probe"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 )
 
@@ -24,16 +21,7 @@ func TestBuildOne(t *testing.T) {
 		t.Skip(envFixture + " is not set: this fixture is run by e2e/bench")
 	}
 	ctx := context.Background()
-	sess, err := probe.Session(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	say("run", sess.RunID())
-	cli, err := client.New(client.FromEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := openRun(t, ctx)
 	id, err := testimage.BuildDockerfile(ctx, cli, "FROM "+img+"\nLABEL "+tagLabel+"="+tag+"\n", imgTag, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -54,6 +54,24 @@ func TestMain(m *testing.M) {
 	}
 }
 
+// openRun opens this process's run (its session: the watchdog, the
+// record), says its id, and returns a Docker client from the environment
+// (under GuardAll, the proxy's), closed when the test ends.
+func openRun(t *testing.T, ctx context.Context) *client.Client {
+	t.Helper()
+	sess, err := probe.Session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	say("run", sess.RunID())
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
 // say prints a line the test outside reads.
 func say(k, v string) { fmt.Printf("fixture: %s=%s\n", k, v) }
 
@@ -209,16 +227,7 @@ func TestCreateThenRemove(t *testing.T) {
 		t.Skip(envFixture + " is not set: this fixture is run by e2e")
 	}
 	ctx := context.Background()
-	sess, err := probe.Session(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	say("run", sess.RunID())
-	cli, err := client.New(client.FromEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := openRun(t, ctx)
 	create := func(name string, labels map[string]string) (string, error) {
 		labels[tagLabel] = tag
 		res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
@@ -321,20 +330,11 @@ func TestBuildAndVolume(t *testing.T) {
 		t.Skip(envFixture + " is not set: this fixture is run by e2e")
 	}
 	ctx := context.Background()
-	sess, err := probe.Session(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	say("run", sess.RunID())
+	cli := openRun(t, ctx)
 	dir := t.TempDir()
 	if err := os.WriteFile(dir+"/Dockerfile", []byte("FROM "+img+"\nLABEL "+tagLabel+"="+tag+"\nRUN echo built > /built\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cli, err := client.New(client.FromEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
 	repo, ver, _ := strings.Cut(imgTag, ":")
 	for i, fd := range []testcontainers.FromDockerfile{
 		{Context: dir, Repo: repo, Tag: ver, KeepImage: true},

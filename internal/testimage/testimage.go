@@ -35,6 +35,13 @@ func Busybox(tb testing.TB) string {
 	return busybox.get(tb)
 }
 
+// BusyboxRef is Busybox for a program that is not a test (the benchmark,
+// the chaos harness): no gate, and the error returned.
+func BusyboxRef() (string, error) {
+	busybox.once.Do(func() { busybox.ref, busybox.err = ensure(busybox.kind) })
+	return busybox.ref, busybox.err
+}
+
 // Volume returns the reference of the busybox image with a VOLUME
 // (VolumePath): every container made of it gets an anonymous volume of its
 // own, as PostgreSQL's data folder does.
