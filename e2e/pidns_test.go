@@ -120,7 +120,7 @@ func TestRow10PidNamespace(t *testing.T) {
 		s := r.start("sweeper here ("+when+")", harness.Plan{Containers: 1}).ready()
 		d, why := s.sweepOf(o.run)
 		if d != decision || !strings.Contains(why, because) {
-			t.Errorf("%s: the sweep from here decided %q (%s), want %s (%s)", when, d, why, decision, because)
+			t.Errorf("%s: the sweep from here decided %q (%s), want %s (%s); it kept: %s", when, d, why, decision, because, s.get(harness.ReportKey("sweep.kept", o.run)))
 		} else {
 			t.Logf("%s: %s: %s", when, d, why)
 		}

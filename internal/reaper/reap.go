@@ -25,8 +25,8 @@ type target struct {
 	told      [len(names.Kinds)][]string
 	toldNames [len(names.Kinds)]map[string]string
 	// listed are the names the run's lists hold, removed by name where the
-	// engine shows them the run's (a network in use gets a second pass,
-	// after the rest).
+	// engine shows them the run's (a network in use is asked again:
+	// endpointSettle).
 	listed [len(names.Kinds)][]string
 	// byLabel: then whatever the engine shows carrying the run's label is
 	// removed too (backend.RunLister), with the told ids not yet removed.
@@ -112,14 +112,17 @@ func reapRun(ctx context.Context, b backend.Backend, t target) *reaped {
 	// What the lists name.
 	for _, k := range engineKinds {
 		pending := t.listed[k]
-		for pass := 0; pass < 2 && len(pending) > 0 && !r.hung; pass++ {
+		var settle endpointSettle
+		for pass := 0; len(pending) > 0 && !r.hung; pass++ {
+			settle.wait(ctx, pass)
 			errs := r.call(ctx, t, func(ctx context.Context) []error { return removeListed(ctx, b, t, k, pending) })
-			var again []string
+			again := k == names.NetworkKind && settle.more(ctx, pass, r.sandboxesGone())
+			var inUse []string
 			for i, n := range pending {
 				err := outcomeAt(errs, i)
 				r.here = r.here || err == nil || errors.Is(err, backend.ErrInUse)
-				if pass == 0 && k == names.NetworkKind && errors.Is(err, backend.ErrInUse) {
-					again = append(again, n)
+				if again && errors.Is(err, backend.ErrInUse) {
+					inUse = append(inUse, n)
 					continue
 				}
 				it := outcome(k, n, err)
@@ -133,7 +136,7 @@ func reapRun(ctx context.Context, b backend.Backend, t target) *reaped {
 				}
 				r.hung = r.hung || t.giveUp && errors.Is(err, backend.ErrUnreachable)
 			}
-			pending = again
+			pending = inUse
 		}
 		for _, n := range pending { // the engine stopped answering
 			r.items = append(r.items, Item{Kind: k, Name: n, Outcome: ledger.Kept, Note: "the engine did not answer an earlier call"})
@@ -184,6 +187,63 @@ func reapRun(ctx context.Context, b backend.Backend, t target) *reaped {
 		r.processes(t)
 	}
 	return r
+}
+
+// endpointSettle paces the passes over a run's networks that the engine
+// refused as in use. The second pass follows at once, after the rest of
+// the run went (a sandbox the lists named later than its network). Where
+// this reaping saw the run's sandboxes go, the engine may still hold
+// their endpoints for a moment after it answered their removal (seen on
+// Docker 20.10 under load, a run's network refused after both its
+// containers were gone, and gone a little later): later passes follow,
+// further and further apart, for up to endpointWait. A network held by a
+// sandbox that is not the run's (a keep-alive that joined it) is then
+// kept, as before, for a later sweep.
+type endpointSettle struct {
+	since time.Time
+}
+
+// endpointWait bounds how long a reaping waits for the endpoints of the
+// sandboxes it removed to be released.
+const endpointWait = 5 * time.Second
+
+// pause is the wait before pass (0 for the first two).
+func (endpointSettle) pause(pass int) time.Duration {
+	if pass < 2 {
+		return 0
+	}
+	return min(100*time.Millisecond<<(pass-2), time.Second)
+}
+
+// more reports whether a pass follows pass, for what it finds in use:
+// always after the first; after that, only while sandboxes of the run
+// went in this reaping, endpointWait is not spent and ctx is not done.
+func (s *endpointSettle) more(ctx context.Context, pass int, sandboxesGone bool) bool {
+	if pass == 0 {
+		s.since = time.Now()
+		return true
+	}
+	return sandboxesGone && ctx.Err() == nil && time.Since(s.since)+s.pause(pass+1) <= endpointWait
+}
+
+// wait waits before pass, or until ctx is done.
+func (s endpointSettle) wait(ctx context.Context, pass int) {
+	d := s.pause(pass)
+	if d == 0 {
+		return
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+	case <-tm.C:
+	}
+}
+
+// sandboxesGone reports whether this reaping saw a sandbox of the run go
+// (removed, or already gone).
+func (r *reaped) sandboxesGone() bool {
+	return slices.ContainsFunc(r.items, func(it Item) bool { return it.Kind == names.SandboxKind && it.Outcome.Gone() })
 }
 
 // NoteNotListed is the note on what a reaper found by the run's label

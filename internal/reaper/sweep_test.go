@@ -41,6 +41,9 @@ type fakeBackend struct {
 	asked   [2][]string
 	runIDs  []string
 	labeled map[string][]string // run id → ids carrying its label (RunLister)
+	// inUseFor: a name there is refused as in use that many more times
+	// before objs answers for it (an engine releasing endpoints late).
+	inUseFor map[string]int
 }
 
 func newFake(objs map[string]error) *fakeBackend {
@@ -71,6 +74,10 @@ func (f *fakeBackend) Remove(ctx context.Context, k backend.Kind, runID string, 
 		}
 		f.mu.Lock()
 		ans, ok := f.objs[n]
+		if f.inUseFor[n] > 0 {
+			f.inUseFor[n]--
+			ans = fmt.Errorf("%w: active endpoints", backend.ErrInUse)
+		}
 		switch {
 		case !ok:
 			errs[i] = fmt.Errorf("remove %s: %w", n, backend.ErrNotFound)
@@ -521,6 +528,20 @@ func TestSweepDecisions(t *testing.T) {
 					t.Errorf("second sweep: %s (%s), want reaped", rr.Decision, rr.Reason)
 				}
 			},
+		},
+		{
+			name: "endpoints released late",
+			reason: "the engine refuses the network of sandboxes it just removed for a moment: " +
+				"asked again, further apart, until it goes",
+			prepare: func(t *testing.T, s *sweepEnv, runs, id string) {
+				s.fake.objs["rz-x-1"], s.fake.objs["rz-net-1"] = nil, nil
+				s.fake.inUseFor = map[string]int{"rz-net-1": 4}
+				writeRun(t, runs, id, s.deadRecord(), []string{"rz-x-1"}, []string{"rz-net-1"})
+			},
+			decision: reaper.Reaped,
+			because:  []string{"dead"},
+			removed:  []string{"sandbox rz-x-1: removed", "network rz-net-1: removed"},
+			asked:    [2][]string{{"rz-x-1"}, {"rz-net-1", "rz-net-1", "rz-net-1", "rz-net-1", "rz-net-1"}},
 		},
 		{
 			name:   "labelled, not listed",
