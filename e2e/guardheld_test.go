@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,9 +19,12 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
+	"github.com/rightsize/rightsize-go/internal/backend"
 	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/reaper"
 	"github.com/rightsize/rightsize-go/internal/testimage"
+	"github.com/rightsize/rightsize-go/internal/usermod"
 )
 
 // A GuardAll binary builds two images with testcontainers-go's
@@ -317,4 +321,99 @@ func TestGuardAllBuildAndVolumeTimeout(t *testing.T) {
 	if seen != 4 {
 		t.Errorf("the run's fates name %d volumes and images, want 4 (2 of each): %+v", seen, fates)
 	}
+}
+
+// The user's path for what GuardAll guards beyond sandboxtest: the user's
+// module's guarded package (sandboxtest.Main with GuardAll in its own
+// TestMain; plain testcontainers-go and the Docker client in its test,
+// built with `go test -c` in a module of its own) builds an image, makes
+// a container of it and a named volume, and is SIGKILLed. Its watchdog
+// removes all three, and the run's ledger files with them.
+func TestUserModuleGuardAllBuildAndVolume(t *testing.T) {
+	t.Parallel()
+	r := newBareRig(t)
+	bin := usermod.Build(t, usermod.Guarded)
+	cli := r.eng.Client()
+	tag := nonceHex(t)
+	t.Cleanup(func() {
+		removeTagged(t, cli, tag)
+		cli.VolumeRemove(context.Background(), "userdata-"+tag, client.VolumeRemoveOptions{Force: true})
+		removeImages(cli, tag)
+	})
+	info := filepath.Join(t.TempDir(), "info")
+	proc, err := proctest.Start(proctest.Spec{
+		Name: "user's guarded test",
+		Argv: []string{bin, "-test.run=^TestBuildsAndVolumes$", "-test.count=1", "-test.timeout=20m"},
+		Env: harness.OwnerEnv(nil, r.cache, harness.Plan{}, r.ownerEnv(
+			usermod.EnvImage+"="+r.img, usermod.EnvInfo+"="+info, usermod.EnvTag+"="+tag,
+			// testcontainers-go's build reads the user's Docker config.
+			"HOME="+cmp.Or(os.Getenv("HOME"), t.TempDir()),
+			// GuardAll's proxy socket is in TMPDIR, whose path has a limit.
+			"TMPDIR="+shortDir(t))...),
+		Dir: filepath.Dir(bin),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proc.Kill(); proc.Wait(exitWithin) })
+	done := make(chan struct{})
+	go func() { proc.Wait(readyWithin + exitWithin); close(done) }()
+	in, err := usermod.WaitBlocked(info, done, readyWithin)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, proc.Output())
+	}
+	if len(in.Containers) != 1 || len(in.Images) != 1 || len(in.Volumes) != 1 {
+		t.Fatalf("the user's test said containers %q, images %q, volumes %q; want one of each\n%s", in.Containers, in.Images, in.Volumes, proc.Output())
+	}
+	ctx := t.Context()
+	run, err := r.eng.Label(ctx, in.Containers[0], backend.LabelRunID)
+	if err != nil || run == "" {
+		t.Fatalf("the run of the user's container %s: %q, %v", short(in.Containers[0]), run, err)
+	}
+	rf, err := ledger.ReadRun(r.cache, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := rf.ReadLists()
+	if len(l.Images) != 1 || !slices.Equal(l.Volumes, in.Volumes) {
+		t.Errorf("the run's ledger lists images %q and volumes %q; want the build and %q", l.Images, l.Volumes, in.Volumes)
+	}
+	if err := proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if !proc.Wait(exitWithin) {
+		t.Fatal("the user's test did not die of SIGKILL")
+	}
+	killed := time.Now()
+	exists := func(kind, ref string) bool {
+		var err error
+		switch kind {
+		case "image":
+			_, err = cli.ImageInspect(ctx, ref)
+		case "volume":
+			_, err = cli.VolumeInspect(ctx, ref, client.VolumeInspectOptions{})
+		default:
+			_, err = cli.ContainerInspect(ctx, ref, client.ContainerInspectOptions{})
+		}
+		if err != nil && !harness.NotFound(err) && !strings.Contains(err.Error(), "image not known") {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	took := poll(t, goneWithin, "the killed user's container, build and volume, and its run's files, to be gone", func() (bool, string) {
+		var left []string
+		for _, x := range [][2]string{{"container", in.Containers[0]}, {"image", in.Images[0]}, {"volume", in.Volumes[0]}} {
+			if exists(x[0], x[1]) {
+				left = append(left, x[0]+" "+short(x[1]))
+			}
+		}
+		if ledger.HasFiles(filepath.Join(r.cache, ledger.RunsDir), run) {
+			left = append(left, "the run's ledger files")
+		}
+		return len(left) == 0, fmtList(left)
+	})
+	if left := builtImages(t, cli, tag); len(left) > 0 {
+		t.Errorf("images of the build are left: %q", left)
+	}
+	t.Logf("SIGKILL of the user's GuardAll binary → its container, build and volume gone in %s (%s after the kill)", ms(took), ms(time.Since(killed)))
 }

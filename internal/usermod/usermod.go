@@ -9,7 +9,8 @@
 // The module's tests (package userkit) start what their environment asks
 // for, write what they started to an info file, and block until killed:
 // store's TestHolds, and TestCheckout/eu, a subtest whose place
-// (CheckoutPlace) is what rightsize says made what it started.
+// (CheckoutPlace) is what rightsize says made what it started; guarded's
+// TestBuildsAndVolumes makes what sandboxtest does not (GuardAll's).
 package usermod
 
 import (
@@ -29,10 +30,18 @@ import (
 
 // The module's packages: Store runs on the default backend (Docker, or
 // Podman through DOCKER_HOST); Pods links backend/kubernetes for its
-// effect, as docs/kubernetes.md says.
+// effect, as docs/kubernetes.md says; Guarded guards its whole binary.
 const (
 	Store = "store"
 	Pods  = "podstore"
+	// Guarded's TestMain is sandboxtest.Main with GuardAll; its
+	// TestBuildsAndVolumes builds an image, makes a container of it and
+	// a named volume with plain testcontainers-go and the Docker client,
+	// and says them (ReadInfo: Containers, Images, Volumes).
+	Guarded = "guarded"
+	// EnvTag is what Guarded labels what it makes with, and names its
+	// volume after.
+	EnvTag = "USER_TAG"
 )
 
 // The environment of the module's tests (userkit's).
@@ -193,6 +202,9 @@ func copyTree(src, dst string) error {
 type Info struct {
 	Network   string
 	Sandboxes []string
+	// Containers, Images and Volumes are what Guarded made past
+	// sandboxtest: container and image ids, volume names.
+	Containers, Images, Volumes []string
 	// KeepAlives are the keep-alive sandboxes it started or adopted:
 	// their container ids by name.
 	KeepAlives map[string]string
@@ -218,6 +230,12 @@ func ReadInfo(path string) (Info, error) {
 			in.Network = v
 		case "sandbox":
 			in.Sandboxes = append(in.Sandboxes, v)
+		case "container":
+			in.Containers = append(in.Containers, v)
+		case "image":
+			in.Images = append(in.Images, v)
+		case "volume":
+			in.Volumes = append(in.Volumes, v)
 		case "keepalive":
 			name, id, _ := strings.Cut(v, " ")
 			if in.KeepAlives == nil {
