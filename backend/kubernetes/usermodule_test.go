@@ -17,6 +17,7 @@ import (
 	"github.com/rightsize/rightsize-go/internal/backend"
 	"github.com/rightsize/rightsize-go/internal/envlist"
 	"github.com/rightsize/rightsize-go/internal/kubetest"
+	"github.com/rightsize/rightsize-go/internal/origin"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/usermod"
 )
@@ -29,7 +30,7 @@ import (
 // which Go runs before this package's backend has registered — deletes the
 // run's Lease, and the garbage collector the pods: every pod of the run is
 // being deleted or gone, and the Lease is gone, with no sweep run by
-// anyone.
+// anyone. Each pod says, in the cluster, which test made it.
 func TestUserModuleOnNode(t *testing.T) {
 	img := kubetest.Busybox(t)
 	cs := kubetest.Client(t)
@@ -87,6 +88,15 @@ func TestUserModuleOnNode(t *testing.T) {
 			run := pods.Items[0].Labels[backend.LabelRunID]
 			if run == "" {
 				t.Fatalf("pod %s has no run label: %v", pods.Items[0].Name, pods.Items[0].Labels)
+			}
+			// Which test made each pod, as the cluster keeps it: the whole
+			// origin in annotations, the test's name as a label too.
+			for _, pod := range pods.Items {
+				test, place := pod.Annotations[origin.LabelTest], pod.Annotations[origin.LabelPlace]
+				if test != "TestHolds" || !strings.HasPrefix(place, "pod_test.go:") || pod.Labels[origin.LabelTest] != "TestHolds" {
+					t.Errorf("pod %s says it was made by %q at %q (label %q); want TestHolds at pod_test.go:N, its call of the helper",
+						pod.Name, test, place, pod.Labels[origin.LabelTest])
+				}
 			}
 			var ended time.Time
 			switch {
