@@ -7,7 +7,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -346,8 +345,9 @@ func TestUserModuleGuardAllBuildAndVolume(t *testing.T) {
 		Argv: []string{bin, "-test.run=^TestBuildsAndVolumes$", "-test.count=1", "-test.timeout=20m"},
 		Env: harness.OwnerEnv(nil, r.cache, harness.Plan{}, r.ownerEnv(
 			usermod.EnvImage+"="+r.img, usermod.EnvInfo+"="+info, usermod.EnvTag+"="+tag,
-			// testcontainers-go's build reads the user's Docker config.
-			"HOME="+cmp.Or(os.Getenv("HOME"), t.TempDir()),
+			// testcontainers-go's build needs a home, and this one has no
+			// settings of the machine's in it.
+			"HOME="+t.TempDir(),
 			// GuardAll's proxy socket is in TMPDIR, whose path has a limit.
 			"TMPDIR="+shortDir(t))...),
 		Dir: filepath.Dir(bin),
@@ -355,7 +355,11 @@ func TestUserModuleGuardAllBuildAndVolume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { proc.Kill(); proc.Wait(exitWithin) })
+	// The rig's owner cleanup: the process, a watchdog still at work and
+	// whatever carries the run's label (once the run is known) go with
+	// the test.
+	o := &owner{Proc: proc, name: "user's guarded test", r: r, eng: r.eng}
+	t.Cleanup(o.cleanup)
 	done := make(chan struct{})
 	go func() { proc.Wait(readyWithin + exitWithin); close(done) }()
 	in, err := usermod.WaitBlocked(info, done, readyWithin)
@@ -370,6 +374,7 @@ func TestUserModuleGuardAllBuildAndVolume(t *testing.T) {
 	if err != nil || run == "" {
 		t.Fatalf("the run of the user's container %s: %q, %v", short(in.Containers[0]), run, err)
 	}
+	o.run, o.watchdog = run, ledger.LiveWatchdog(r.cache, run)
 	rf, err := ledger.ReadRun(r.cache, run)
 	if err != nil {
 		t.Fatal(err)

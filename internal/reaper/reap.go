@@ -116,7 +116,7 @@ func reapRun(ctx context.Context, b backend.Backend, t target) *reaped {
 		for pass := 0; len(pending) > 0 && !r.hung; pass++ {
 			settle.wait(ctx, pass)
 			errs := r.call(ctx, t, func(ctx context.Context) []error { return removeListed(ctx, b, t, k, pending) })
-			again := k == names.NetworkKind && settle.more(ctx, pass, r.sandboxesGone())
+			again := k == names.NetworkKind && settle.more(ctx, pass, r.sandboxesRemoved())
 			var inUse []string
 			for i, n := range pending {
 				err := outcomeAt(errs, i)
@@ -192,13 +192,15 @@ func reapRun(ctx context.Context, b backend.Backend, t target) *reaped {
 // endpointSettle paces the passes over a run's networks that the engine
 // refused as in use. The second pass follows at once, after the rest of
 // the run went (a sandbox the lists named later than its network). Where
-// this reaping saw the run's sandboxes go, the engine may still hold
+// this reaping removed the run's sandboxes, the engine may still hold
 // their endpoints for a moment after it answered their removal (seen on
 // Docker 20.10 under load, a run's network refused after both its
 // containers were gone, and gone a little later): later passes follow,
-// further and further apart, for up to endpointWait. A network held by a
-// sandbox that is not the run's (a keep-alive that joined it) is then
-// kept, as before, for a later sweep.
+// further and further apart, for up to endpointWait and within ctx's
+// deadline. A network held by a sandbox that is not the run's (a
+// keep-alive that joined it) is then kept, as before, for a later sweep.
+// (A watchdog removes what it was told by id, and asks again for what is
+// left in its last look, after its settle.)
 type endpointSettle struct {
 	since time.Time
 }
@@ -216,15 +218,25 @@ func (endpointSettle) pause(pass int) time.Duration {
 }
 
 // more reports whether a pass follows pass, for what it finds in use:
-// always after the first; after that, only while sandboxes of the run
-// went in this reaping, endpointWait is not spent and ctx is not done.
-func (s *endpointSettle) more(ctx context.Context, pass int, sandboxesGone bool) bool {
+// always after the first; after that, only while this reaping removed
+// sandboxes of the run, endpointWait is not spent and ctx leaves time for
+// the pause and a call after it (a sweep's budget is for every dead run,
+// not this one's network).
+func (s *endpointSettle) more(ctx context.Context, pass int, sandboxesRemoved bool) bool {
 	if pass == 0 {
 		s.since = time.Now()
 		return true
 	}
-	return sandboxesGone && ctx.Err() == nil && time.Since(s.since)+s.pause(pass+1) <= endpointWait
+	next := s.pause(pass + 1)
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < next+endpointCall {
+		return false
+	}
+	return sandboxesRemoved && ctx.Err() == nil && time.Since(s.since)+next <= endpointWait
 }
+
+// endpointCall is the time left for a call after a pause: a pass is not
+// begun that the caller's deadline would cut short.
+const endpointCall = time.Second
 
 // wait waits before pass, or until ctx is done.
 func (s endpointSettle) wait(ctx context.Context, pass int) {
@@ -240,10 +252,11 @@ func (s endpointSettle) wait(ctx context.Context, pass int) {
 	}
 }
 
-// sandboxesGone reports whether this reaping saw a sandbox of the run go
-// (removed, or already gone).
-func (r *reaped) sandboxesGone() bool {
-	return slices.ContainsFunc(r.items, func(it Item) bool { return it.Kind == names.SandboxKind && it.Outcome.Gone() })
+// sandboxesRemoved reports whether this reaping removed a sandbox of the
+// run: an engine that had them a moment ago may still hold their
+// endpoints. (One gone before says nothing of a network's holder now.)
+func (r *reaped) sandboxesRemoved() bool {
+	return slices.ContainsFunc(r.items, func(it Item) bool { return it.Kind == names.SandboxKind && it.Outcome == ledger.Removed })
 }
 
 // NoteNotListed is the note on what a reaper found by the run's label

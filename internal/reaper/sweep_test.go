@@ -781,6 +781,40 @@ func TestSweepBudget(t *testing.T) {
 	}
 }
 
+// A network that stays in use after its run's sandboxes were removed (a
+// sandbox that is not the run's joined it) is asked again only while the
+// sweep's budget leaves time for it: the sweep keeps it, saying it is in
+// use, and still reaches the next dead run.
+func TestSweepNetworkInUseWithinBudget(t *testing.T) {
+	cache := t.TempDir()
+	runs := runsDir(t, cache)
+	dead := deadProcess(t)
+	fake := newFake(map[string]error{"rz-x-1": nil, "rz-x-2": nil, "rz-net-1": fmt.Errorf("%w: active endpoints", backend.ErrInUse)})
+	first, second := "1"+randHex(t, 7), "2"+randHex(t, 7) // swept in this order
+	writeRun(t, runs, first, recordOf(dead, backend.Docker, fake.endpoint).Marshal(), []string{"rz-x-1"}, []string{"rz-net-1"})
+	writeRun(t, runs, second, recordOf(dead, backend.Docker, fake.endpoint).Marshal(), []string{"rz-x-2"}, nil)
+	rep, err := reaper.Sweep(context.Background(), fake, reaper.WithCacheDir(cache), reaper.WithBudget(1500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Unfinished != "" {
+		t.Errorf("the sweep stopped early (%s): the network's passes took the budget", rep.Unfinished)
+	}
+	got := map[string]reaper.RunReport{}
+	for _, rr := range rep.Runs {
+		got[rr.ID] = rr
+	}
+	if rr := got[first]; rr.Decision != reaper.Kept || len(rr.Kept) != 1 || !strings.Contains(rr.Kept[0].String(), "still in use") {
+		t.Errorf("the run whose network stays in use: %s, kept %v; want kept, the network still in use", rr.Decision, rr.Kept)
+	}
+	if rr := got[second]; rr.Decision != reaper.Reaped {
+		t.Errorf("the next dead run: %s (%s), want reaped", rr.Decision, rr.Reason)
+	}
+	if _, nets := fake.names(); len(nets) < 2 {
+		t.Errorf("the network was asked %d time(s), want again after the sandboxes went", len(nets))
+	}
+}
+
 // Temporary files any member's writer left when killed are deleted once an
 // hour old; a younger one may be being written and stays.
 func TestSweepDeletesStaleTemps(t *testing.T) {

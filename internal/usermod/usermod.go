@@ -88,7 +88,7 @@ func Module(t testing.TB) string {
 	return dir
 }
 
-// Build returns the path of pkg's test binary (Store or Pods), built in a
+// Build returns the path of pkg's test binary (Store, Pods or Guarded), built in a
 // fresh copy of the module. Go's build cache makes all but the first build
 // a link. A failure to build fails t.
 func Build(t testing.TB, pkg string) string {
