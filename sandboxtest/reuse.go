@@ -161,13 +161,24 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 			sbx = nil
 		case errors.Is(err, backend.ErrNotFound):
 			// None, a stopped one, or one left half-started by a process
-			// that died: the last two are in the way.
+			// that died: the last two are in the way. One that another
+			// live process holds (an engine restart stopped it under that
+			// process, or that process is still starting it) is that
+			// process's: never removed from under it.
 			if errors.Is(err, backend.ErrStopped) || errors.Is(err, backend.ErrStarting) {
 				if ka == nil {
 					return "", fmt.Errorf("keep-alive %s: one is there but not running, and this backend cannot remove it", g.name)
 				}
-				if err := ka.RemoveKeepAlive(ctx, g.name, mark); err != nil && !errors.Is(err, backend.ErrNotFound) {
-					return "", fmt.Errorf("keep-alive %s: remove the one not running: %w", g.name, err)
+				if !use.TryExclusive(lctx) {
+					return "", fmt.Errorf("keep-alive %s: one is there but not running (%v), and another process is using it: it is left to that process; once none is, the next test replaces it (or rightsize reuse rm %s)", g.name, err, g.name)
+				}
+				rerr := ka.RemoveKeepAlive(ctx, g.name, mark)
+				_ = use.Unlock()
+				if rerr != nil && !errors.Is(rerr, backend.ErrNotFound) {
+					return "", fmt.Errorf("keep-alive %s: remove the one not running: %w", g.name, rerr)
+				}
+				if ok, err := use.Share(lctx); err != nil || !ok {
+					return "", fmt.Errorf("keep-alive %s: use lock %s: %v", g.name, use.Path(), err)
 				}
 			}
 			bs := g.backendSpec("", mark, extra)

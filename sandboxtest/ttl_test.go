@@ -291,3 +291,42 @@ func tmpEnv(tmp string) []string {
 	}
 	return env
 }
+
+// TestReuseStoppedHeldKept: a keep-alive that stopped under a live test
+// process holding it (an engine restart stops containers) is that
+// process's. Another test asking for the same keep-alive fails, saying
+// so, and removes nothing; once no process holds it, the next test
+// replaces it.
+func TestReuseStoppedHeldKept(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	cache, tmp := t.TempDir(), t.TempDir()
+	k := r.ttlKeepAlive(r.ttlImage(t))
+
+	holder := startHelper(t, "keepalive", cache, k.env(tmp)...)
+	heldID := holder.Expect("id")
+	timeout := 0
+	if _, err := r.cli.ContainerStop(context.Background(), k.name, client.ContainerStopOptions{Timeout: &timeout}); err != nil {
+		t.Fatal(err)
+	}
+	other := startHelper(t, "keepalive", cache, k.env(tmp)...)
+	if !other.Wait(2 * time.Minute) {
+		t.Fatal("the second test did not end")
+	}
+	if _, err := other.Exited(); err == nil || !strings.Contains(other.Output(), "another process is using it") {
+		t.Errorf("the second test: %v; want it to fail, saying another process uses the stopped keep-alive\n%s", err, other.Output())
+	}
+	if c, ok := r.inspect(k.name); !ok || c.ID != heldID {
+		t.Fatalf("the stopped keep-alive %s (%s) a live process holds was removed or replaced", k.name, heldID)
+	}
+
+	holder.Finish()
+	next := startHelper(t, "keepalive", cache, k.env(tmp)...)
+	if id := next.Expect("id"); id == heldID {
+		t.Errorf("once no process held it, the stopped keep-alive %s was adopted, not replaced", k.name)
+	}
+	if c, ok := r.inspect(k.name); !ok || !c.State.Running {
+		t.Errorf("the keep-alive %s that replaced the stopped one is not running", k.name)
+	}
+	next.Finish()
+}
