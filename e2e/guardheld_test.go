@@ -89,23 +89,7 @@ func TestGuardAllBuildAndVolume(t *testing.T) {
 	if err := f.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	exists := func(kind, ref string) bool {
-		var err error
-		switch kind {
-		case "image":
-			_, err = cli.ImageInspect(ctx, ref)
-		case "volume":
-			_, err = cli.VolumeInspect(ctx, ref, client.VolumeInspectOptions{})
-		default:
-			_, err = cli.ContainerInspect(ctx, ref, client.ContainerInspectOptions{})
-		}
-		// Podman 4.3 answers an inspect that races the image's removal
-		// with a 500 that says "image not known".
-		if err != nil && !harness.NotFound(err) && !strings.Contains(err.Error(), "image not known") {
-			t.Fatal(err)
-		}
-		return err == nil
-	}
+	exists := func(kind, ref string) bool { return engineHas(t, cli, kind, ref) }
 	poll(t, goneWithin, "the killed binary's first image and volumes to be gone", func() (bool, string) {
 		var left []string
 		for _, v := range volumes {
@@ -169,6 +153,28 @@ func removeImages(cli *client.Client, tag string, ids ...string) {
 		cli.ImageRemove(context.Background(), id, client.ImageRemoveOptions{Force: true})
 	}
 	testimage.RemoveBuilt(context.Background(), cli, "dev.rightsize.test.guardall="+tag)
+}
+
+// engineHas reports whether the engine has the image, volume or
+// container ref; any answer but "not there" fails t.
+func engineHas(t *testing.T, cli *client.Client, kind, ref string) bool {
+	t.Helper()
+	ctx := context.Background()
+	var err error
+	switch kind {
+	case "image":
+		_, err = cli.ImageInspect(ctx, ref)
+	case "volume":
+		_, err = cli.VolumeInspect(ctx, ref, client.VolumeInspectOptions{})
+	default:
+		_, err = cli.ContainerInspect(ctx, ref, client.ContainerInspectOptions{})
+	}
+	// Podman 4.3 answers an inspect that races the image's removal with a
+	// 500 that says "image not known".
+	if err != nil && !harness.NotFound(err) && !strings.Contains(err.Error(), "image not known") {
+		t.Fatal(err)
+	}
+	return err == nil
 }
 
 // builtImages lists the images, intermediate ones included, that carry
@@ -390,21 +396,7 @@ func TestUserModuleGuardAllBuildAndVolume(t *testing.T) {
 		t.Fatal("the user's test did not die of SIGKILL")
 	}
 	killed := time.Now()
-	exists := func(kind, ref string) bool {
-		var err error
-		switch kind {
-		case "image":
-			_, err = cli.ImageInspect(ctx, ref)
-		case "volume":
-			_, err = cli.VolumeInspect(ctx, ref, client.VolumeInspectOptions{})
-		default:
-			_, err = cli.ContainerInspect(ctx, ref, client.ContainerInspectOptions{})
-		}
-		if err != nil && !harness.NotFound(err) && !strings.Contains(err.Error(), "image not known") {
-			t.Fatal(err)
-		}
-		return err == nil
-	}
+	exists := func(kind, ref string) bool { return engineHas(t, cli, kind, ref) }
 	took := poll(t, goneWithin, "the killed user's container, build and volume, and its run's files, to be gone", func() (bool, string) {
 		var left []string
 		for _, x := range [][2]string{{"container", in.Containers[0]}, {"image", in.Images[0]}, {"volume", in.Volumes[0]}} {

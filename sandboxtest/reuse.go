@@ -125,6 +125,23 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 	// The lock keeps processes sharing this cache dir apart; the name keeps
 	// apart those that do not (another cache dir, another user): a create
 	// that finds the name taken waits for that container instead.
+	// removeAlone removes the keep-alive while this process alone holds
+	// its use lock (taken alone, then shared again); false, and nothing
+	// removed, while another process holds it: it is that process's.
+	removeAlone := func(what string) (bool, error) {
+		if !use.TryExclusive(lctx) {
+			return false, nil
+		}
+		rerr := ka.RemoveKeepAlive(ctx, g.name, mark)
+		_ = use.Unlock()
+		if rerr != nil && !errors.Is(rerr, backend.ErrNotFound) {
+			return true, fmt.Errorf("keep-alive %s: %s: %w", g.name, what, rerr)
+		}
+		if ok, err := use.Share(lctx); err != nil || !ok {
+			return true, fmt.Errorf("keep-alive %s: use lock %s: %v", g.name, use.Path(), err)
+		}
+		return true, nil
+	}
 	var sbx backend.Sandbox
 	var startingSince time.Time
 	created := false
@@ -139,19 +156,15 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 			if !replace {
 				break
 			}
-			if !use.TryExclusive(lctx) {
+			alone, rerr := removeAlone("remove it to replace it")
+			if rerr != nil {
+				return "", rerr
+			}
+			if !alone {
 				notes = append(notes, fmt.Sprintf("sandboxtest: keep-alive %s: %s, but another process is using it: adopted as it is", g.name, why))
 				break
 			}
 			notes = append(notes, fmt.Sprintf("sandboxtest: keep-alive %s: %s: replaced", g.name, why))
-			rerr := ka.RemoveKeepAlive(ctx, g.name, mark)
-			_ = use.Unlock()
-			if rerr != nil && !errors.Is(rerr, backend.ErrNotFound) {
-				return "", fmt.Errorf("keep-alive %s: remove it to replace it: %w", g.name, rerr)
-			}
-			if ok, err := use.Share(lctx); err != nil || !ok {
-				return "", fmt.Errorf("keep-alive %s: use lock %s: %v", g.name, use.Path(), err)
-			}
 			sbx = nil
 		case errors.Is(err, backend.ErrStarting) && startingSince.IsZero():
 			startingSince = time.Now()
@@ -169,16 +182,12 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 				if ka == nil {
 					return "", fmt.Errorf("keep-alive %s: one is there but not running, and this backend cannot remove it", g.name)
 				}
-				if !use.TryExclusive(lctx) {
+				alone, rerr := removeAlone("remove the one not running")
+				if rerr != nil {
+					return "", rerr
+				}
+				if !alone {
 					return "", fmt.Errorf("keep-alive %s: one is there but not running (%v), and another process is using it: it is left to that process; once none is, the next test replaces it (or rightsize reuse rm %s)", g.name, err, g.name)
-				}
-				rerr := ka.RemoveKeepAlive(ctx, g.name, mark)
-				_ = use.Unlock()
-				if rerr != nil && !errors.Is(rerr, backend.ErrNotFound) {
-					return "", fmt.Errorf("keep-alive %s: remove the one not running: %w", g.name, rerr)
-				}
-				if ok, err := use.Share(lctx); err != nil || !ok {
-					return "", fmt.Errorf("keep-alive %s: use lock %s: %v", g.name, use.Path(), err)
 				}
 			}
 			bs := g.backendSpec("", mark, extra)

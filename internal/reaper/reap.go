@@ -26,7 +26,7 @@ type target struct {
 	toldNames [len(names.Kinds)]map[string]string
 	// listed are the names the run's lists hold, removed by name where the
 	// engine shows them the run's (a network in use is asked again:
-	// endpointSettle).
+	// endpointsMayGo).
 	listed [len(names.Kinds)][]string
 	// byLabel: then whatever the engine shows carrying the run's label is
 	// removed too (backend.RunLister), with the told ids not yet removed.
@@ -112,11 +112,11 @@ func reapRun(ctx context.Context, b backend.Backend, t target) *reaped {
 	// What the lists name.
 	for _, k := range engineKinds {
 		pending := t.listed[k]
-		var settle endpointSettle
+		start := time.Now()
 		for pass := 0; len(pending) > 0 && !r.hung; pass++ {
-			settle.wait(ctx, pass)
+			pauseCtx(ctx, endpointPause(pass))
 			errs := r.call(ctx, t, func(ctx context.Context) []error { return removeListed(ctx, b, t, k, pending) })
-			again := k == names.NetworkKind && settle.more(ctx, pass, r.sandboxesRemoved())
+			again := k == names.NetworkKind && (pass == 0 || endpointsMayGo(ctx, pass, start, r.sandboxesRemoved()))
 			var inUse []string
 			for i, n := range pending {
 				err := outcomeAt(errs, i)
@@ -189,59 +189,51 @@ func reapRun(ctx context.Context, b backend.Backend, t target) *reaped {
 	return r
 }
 
-// endpointSettle paces the passes over a run's networks that the engine
-// refused as in use. The second pass follows at once, after the rest of
-// the run went (a sandbox the lists named later than its network). Where
-// this reaping removed the run's sandboxes, the engine may still hold
-// their endpoints for a moment after it answered their removal (seen on
-// Docker 20.10 under load, a run's network refused after both its
+// A network the engine refused as in use is asked again at once, after
+// the rest of the run went (a sandbox the lists named later than its
+// network). Where this reaping removed the run's sandboxes, the engine may
+// still hold their endpoints for a moment after it answered their removal
+// (seen on Docker 20.10 under load: a run's network refused after both its
 // containers were gone, and gone a little later): later passes follow,
-// further and further apart, for up to endpointWait and within ctx's
-// deadline. A network held by a sandbox that is not the run's (a
-// keep-alive that joined it) is then kept, as before, for a later sweep.
-// (A watchdog removes what it was told by id, and asks again for what is
-// left in its last look, after its settle.)
-type endpointSettle struct {
-	since time.Time
-}
+// further and further apart (endpointPause), for up to endpointWait and
+// within ctx's deadline (endpointsMayGo). A network held by a sandbox that
+// is not the run's (a keep-alive that joined it) is then kept, as before,
+// for a later sweep. (A watchdog removes what it was told by id, and asks
+// again for what is left in its last look, after its settle.)
+const (
+	// endpointWait bounds how long a reaping waits for the endpoints of
+	// the sandboxes it removed to be released.
+	endpointWait = 5 * time.Second
+	// endpointCall is the time left for a call after a pause: a pass is
+	// not begun that the caller's deadline would cut short.
+	endpointCall = time.Second
+)
 
-// endpointWait bounds how long a reaping waits for the endpoints of the
-// sandboxes it removed to be released.
-const endpointWait = 5 * time.Second
-
-// pause is the wait before pass (0 for the first two).
-func (endpointSettle) pause(pass int) time.Duration {
+// endpointPause is the wait before pass over the networks in use (none
+// before the first two).
+func endpointPause(pass int) time.Duration {
 	if pass < 2 {
 		return 0
 	}
 	return min(100*time.Millisecond<<(pass-2), time.Second)
 }
 
-// more reports whether a pass follows pass, for what it finds in use:
-// always after the first; after that, only while this reaping removed
-// sandboxes of the run, endpointWait is not spent and ctx leaves time for
-// the pause and a call after it (a sweep's budget is for every dead run,
-// not this one's network).
-func (s *endpointSettle) more(ctx context.Context, pass int, sandboxesRemoved bool) bool {
-	if pass == 0 {
-		s.since = time.Now()
-		return true
-	}
-	next := s.pause(pass + 1)
+// endpointsMayGo reports whether another pass follows pass (1 or later)
+// over the networks in use, the first having begun at start: only while
+// this reaping removed sandboxes of the run, endpointWait is not spent
+// and ctx leaves time for the pause and a call after it (a sweep's budget
+// is for every dead run, not this one's network).
+func endpointsMayGo(ctx context.Context, pass int, start time.Time, sandboxesRemoved bool) bool {
+	next := endpointPause(pass + 1)
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < next+endpointCall {
 		return false
 	}
-	return sandboxesRemoved && ctx.Err() == nil && time.Since(s.since)+next <= endpointWait
+	return sandboxesRemoved && ctx.Err() == nil && time.Since(start)+next <= endpointWait
 }
 
-// endpointCall is the time left for a call after a pause: a pass is not
-// begun that the caller's deadline would cut short.
-const endpointCall = time.Second
-
-// wait waits before pass, or until ctx is done.
-func (s endpointSettle) wait(ctx context.Context, pass int) {
-	d := s.pause(pass)
-	if d == 0 {
+// pauseCtx waits d, or until ctx is done.
+func pauseCtx(ctx context.Context, d time.Duration) {
+	if d <= 0 {
 		return
 	}
 	tm := time.NewTimer(d)

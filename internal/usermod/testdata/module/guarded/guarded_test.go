@@ -6,7 +6,6 @@ package guarded_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,6 +14,8 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/rightsize/rightsize-go/sandboxtest"
 	"github.com/testcontainers/testcontainers-go"
+
+	"example.com/usermodule/userkit"
 )
 
 func TestMain(m *testing.M) {
@@ -24,27 +25,18 @@ func TestMain(m *testing.M) {
 // TestBuildsAndVolumes builds an image FROM $USER_IMAGE with
 // testcontainers-go (FromDockerfile, kept), makes a container of it (not
 // started) and creates a named volume through the Docker client; it
-// writes what it made to $USER_INFO (container=, image=, volume=, then
+// writes what it made to the info file (userkit.Info: container=, image=, volume=, then
 // blocked=1) and blocks until it is killed. All three carry the label
 // dev.rightsize.test.guardall=$USER_TAG, and the volume is named
 // userdata-$USER_TAG: the harness finds them by it, and cleans up after a
 // failure.
 func TestBuildsAndVolumes(t *testing.T) {
-	img, info, tag := os.Getenv("USER_IMAGE"), os.Getenv("USER_INFO"), os.Getenv("USER_TAG")
-	if img == "" || info == "" || tag == "" {
-		t.Skip("USER_IMAGE, USER_INFO and USER_TAG are not set: this test is run by the repository's harness")
+	img, tag := os.Getenv(userkit.EnvImage), os.Getenv("USER_TAG")
+	if img == "" || tag == "" {
+		t.Skip(userkit.EnvImage + " and USER_TAG are not set: this test is run by the repository's harness")
 	}
 	ctx := context.Background()
-	f, err := os.OpenFile(info, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	say := func(k, v string) {
-		if _, err := fmt.Fprintf(f, "%s=%s\n", k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	say := userkit.Info(t)
 	labels := map[string]string{"dev.rightsize.test.guardall": tag}
 	dir := t.TempDir()
 	dockerfile := "FROM " + img + "\nLABEL dev.rightsize.test.guardall=" + tag + "\nRUN echo built > /built\n"

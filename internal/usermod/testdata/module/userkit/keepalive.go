@@ -2,7 +2,6 @@ package userkit
 
 import (
 	"bufio"
-	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -30,16 +29,7 @@ func KeepAlive(t *testing.T) {
 	if img == "" {
 		t.Skip(EnvImage + " is not set: this test is run by the repository's harness")
 	}
-	f, err := os.OpenFile(os.Getenv(EnvInfo), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	say := func(k, v string) {
-		if _, err := fmt.Fprintf(f, "%s=%s\n", k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	say := Info(t)
 	in := bufio.NewReader(os.Stdin)
 	if os.Getenv(EnvGo) == "1" {
 		if _, err := in.ReadString('\n'); err != nil {
@@ -52,6 +42,7 @@ func KeepAlive(t *testing.T) {
 	}
 	var ttl time.Duration
 	if v := os.Getenv(EnvReuseTTL); v != "" {
+		var err error
 		if ttl, err = time.ParseDuration(v); err != nil {
 			t.Fatal(err)
 		}

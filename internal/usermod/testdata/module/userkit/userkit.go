@@ -88,18 +88,26 @@ func begin(t *testing.T) (say func(k, v string), spec sandboxtest.Spec) {
 	if img == "" {
 		t.Skip(EnvImage + " is not set: this test is run by the repository's harness")
 	}
+	say = Info(t)
+	cmd := []string{"/server"}
+	if v := os.Getenv(EnvCmd); v != "" {
+		cmd = strings.Fields(v)
+	}
+	return say, sandboxtest.Spec{Image: img, Cmd: cmd}
+}
+
+// Info returns what appends key=value lines to the info file (EnvInfo),
+// which is closed when t ends.
+func Info(t *testing.T) func(k, v string) {
+	t.Helper()
 	f, err := os.OpenFile(os.Getenv(EnvInfo), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	cmd := []string{"/server"}
-	if v := os.Getenv(EnvCmd); v != "" {
-		cmd = strings.Fields(v)
-	}
 	return func(k, v string) {
 		if _, err := fmt.Fprintf(f, "%s=%s\n", k, v); err != nil {
 			t.Fatal(err)
 		}
-	}, sandboxtest.Spec{Image: img, Cmd: cmd}
+	}
 }
