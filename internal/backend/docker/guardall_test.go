@@ -719,7 +719,13 @@ func TestGuardAllRemovedWithoutStopTimeout(t *testing.T) {
 				t.Errorf("container %s is still there after its removal", name)
 			}
 			if b, err := os.ReadFile(dir + "/term"); err == nil && strings.Contains(string(b), name) {
-				t.Errorf("the removal of a dead run's container %s (created through %s's API) sent it SIGTERM and waited for it to stop: it must kill it", name, api)
+				// What the engine did to it, and when, says which way
+				// of removing sent the signal.
+				var seen []string
+				for _, e := range testimage.ContainerEvents(t, d.Client(), id, start.Add(-time.Second), time.Now()) {
+					seen = append(seen, fmt.Sprintf("%s %s %v", time.Unix(0, e.TimeNano).Sub(start).Round(time.Millisecond), e.Action, e.Actor.Attributes["signal"]))
+				}
+				t.Errorf("the removal of a dead run's container %s (created through %s's API) sent it SIGTERM and waited for it to stop: it must kill it; the engine's events since the removal began: %q", name, api, seen)
 			}
 		})
 	}

@@ -234,7 +234,14 @@ func (d *Driver) removeID(ctx context.Context, k backend.Kind, id, label string)
 		if done, err := d.podmanRemove(ctx, id, label); done {
 			return err
 		}
-		_, _ = d.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"})
+		// Its Docker API's stop with a timeout of 0 sends SIGKILL alone
+		// and waits for the exit; the kill is for a stop refused. Either
+		// way the container is not running when the forced removal below
+		// comes, which would otherwise send its stop signal first.
+		zero := 0
+		if _, err := d.cli.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &zero}); err != nil {
+			_, _ = d.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"})
+		}
 	}
 	_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && removing.says(err) {
@@ -259,7 +266,11 @@ func (d *Driver) podmanRemove(ctx context.Context, id, label string) (done bool,
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return false, nil
+		// No answer came (a connection refused or reset under load): ask
+		// once more before the Docker API's way, which needs two calls.
+		if resp, err = hc.Do(req.Clone(ctx)); err != nil {
+			return false, nil
+		}
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
