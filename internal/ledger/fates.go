@@ -394,7 +394,11 @@ type FateFile struct {
 // ReadFates returns cache's fates, newest first, at most MaxFates of them
 // (the rest are PruneFates's). A fate that cannot be read is returned with
 // its Err.
-func ReadFates(cache string) ([]FateFile, error) {
+func ReadFates(cache string) ([]FateFile, error) { return ReadFatesSince(cache, time.Time{}) }
+
+// ReadFatesSince is ReadFates of the fates written at since or later
+// (the time in a fate's name): the others are not opened.
+func ReadFatesSince(cache string, since time.Time) ([]FateFile, error) {
 	dir := FatesPath(cache)
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -412,7 +416,7 @@ func ReadFates(cache string) ([]FateFile, error) {
 			continue
 		}
 		run, written, ok := parseFateName(name)
-		if !ok || !e.Type().IsRegular() {
+		if !ok || !e.Type().IsRegular() || written.Before(since) {
 			continue
 		}
 		out = append(out, FateFile{Fate: Fate{Run: run}, Path: filepath.Join(dir, name), Written: written})

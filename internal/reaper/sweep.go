@@ -194,6 +194,8 @@ func Sweep(ctx context.Context, b backend.Backend, opts ...Option) (*Report, err
 	if err == nil {
 		// Keep-alive sandboxes idle past their time-to-live.
 		cfg.sweepKeepAlives(ctx, b, rep)
+		// What runs reaped a moment ago were made late (LateHorizon).
+		cfg.sweepLate(ctx, b)
 		if ctx.Err() != nil {
 			err = context.Cause(ctx)
 		}
