@@ -34,8 +34,8 @@ const NoteLate = "made after its run was reaped: a create the engine answered la
 // sweepLate removes, for each run reaped within LateHorizon whose fate
 // told a listed sandbox or network already gone, what the engine now
 // shows carrying the run's label (keep-alives aside, as ListRun leaves
-// them). A run whose files are back in the ledger, or whose owner the
-// fate names and is alive, is left to the sweep of its files.
+// them). A run whose files are back in the ledger, whose owner the fate
+// names and is alive, or whose watchdog is still at work, is left alone.
 func (c *config) sweepLate(ctx context.Context, b backend.Backend) {
 	lister, ok := b.(backend.RunLister)
 	if !ok || c.dryRun || c.only != "" {
@@ -78,7 +78,8 @@ func (c *config) sweepLate(ctx context.Context, b backend.Backend) {
 		if ctx.Err() != nil {
 			return
 		}
-		if ledger.HasFiles(runsDir, run) || l.owner.PID != 0 && ledger.Judge(ledger.Record{PID: l.owner.PID, StartedISO: l.owner.StartedISO}).State == ledger.Alive {
+		if ledger.HasFiles(runsDir, run) || ledger.LiveWatchdog(c.cache, run) != 0 ||
+			l.owner.PID != 0 && ledger.Judge(ledger.Record{PID: l.owner.PID, StartedISO: l.owner.StartedISO}).State == ledger.Alive {
 			continue
 		}
 		noticed := c.now()
