@@ -66,6 +66,13 @@ type FateOwner struct {
 	Writer  string `json:"writer,omitempty"`
 	Command string `json:"command,omitempty"`
 	Backend string `json:"backend,omitempty"`
+	// The rest of the owner's identity as its record held it, so that a
+	// reader of the fate can judge the owner as the record was judged
+	// (Judge): a late look by label is made only for an owner proven
+	// dead (reaper.LateHorizon).
+	StartTicks   uint64 `json:"startTicks,omitempty"`
+	BootID       string `json:"bootId,omitempty"`
+	PidNamespace string `json:"pidNamespace,omitempty"`
 	// Ended: the owner ended normally (through sandboxtest.Main, which
 	// says so last thing), with ExitCode: whatever was left to reap, the
 	// run did not die.

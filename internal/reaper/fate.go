@@ -76,6 +76,7 @@ func ownerOf(cache string, rf ledger.RunFiles) ledger.FateOwner {
 	o := ledger.ReadOwnerStub(cache, rf.ID)
 	if rf.RecordErr == nil {
 		o.PID, o.StartedISO, o.Backend = rf.Record.PID, rf.Record.StartedISO, rf.Record.Backend
+		o.StartTicks, o.BootID, o.PidNamespace = rf.Record.StartTicks, rf.Record.BootID, rf.Record.PidNamespace
 		if rf.Record.Writer != "" {
 			o.Writer = rf.Record.Writer
 		}
@@ -309,11 +310,15 @@ func FateLine(f ledger.FateFile) string {
 	if f.By == BySweep || f.By == ByCommand {
 		by = "a later " + termtext.Clean(f.By)
 	}
-	if f.Owner.Ended {
+	switch {
+	case f.Note == NoteLate:
+		// Not the death, told already: what the engine made after it.
+		fmt.Fprintf(&b, " was reaped; then the engine made what it had been asked before the death; noticed%s by %s, which", when, by)
+	case f.Owner.Ended:
 		// Main's last word: nothing crashed, but something outlived the
 		// run (a process that left its command's session, say).
 		fmt.Fprintf(&b, " ended (exit %d) and left something behind; noticed%s by %s, which", f.Owner.ExitCode, when, by)
-	} else {
+	default:
 		fmt.Fprintf(&b, " died; noticed%s by %s, which", when, by)
 	}
 	counts := map[ledger.Outcome]map[string]int{}

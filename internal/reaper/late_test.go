@@ -3,8 +3,10 @@ package reaper_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,8 +20,7 @@ import (
 // with the request in flight, the engine was slow) leaves something with
 // the run's label and no file that names the run: the next sweep within
 // reaper.LateHorizon of the run's fate removes it, with a fate of its
-// own. Not a run reaped longer ago, nor one whose owner is alive, nor
-// what carries another run's label.
+// own. Nothing else: see spared.
 func TestSweepRemovesLateCreates(t *testing.T) {
 	ctx := context.Background()
 	d, err := memory.Open(filepath.Join(t.TempDir(), "engine"))
@@ -48,26 +49,53 @@ func TestSweepRemovesLateCreates(t *testing.T) {
 	must(t, err)
 	_, err = d.CreateNetwork(ctx, net, run)
 	must(t, err)
-	// Runs the horizon spares: a fate older than it, and a fate whose
-	// owner is this live process; and a run with no fate at all.
-	old, alive, other := randHex(t, 8), randHex(t, 8), randHex(t, 8)
-	for _, r := range []struct {
-		run     string
-		owner   ledger.Record
-		written time.Time
-	}{
-		{old, dead, time.Now().Add(-reaper.LateHorizon - time.Minute)},
-		{alive, recordOf(self(t), d.Name(), d.Endpoint()), time.Now()},
-	} {
+	// Runs the late look must spare, each with a network on the engine
+	// carrying its label.
+	fateOf := func(run string, owner ledger.Record, backendName string, written time.Time, outcome ledger.Outcome) {
+		t.Helper()
 		_, err := ledger.WriteFate(cache, ledger.Fate{
-			Run: r.run, By: reaper.BySweep, Owner: ledger.FateOwner{PID: r.owner.PID, StartedISO: r.owner.StartedISO, Backend: d.Name()},
-			Items: []ledger.FateItem{{Kind: "network", Name: "rz-net-" + r.run[:6] + "1", Outcome: ledger.AlreadyGone}},
-		}, r.written)
+			Run: run, By: reaper.BySweep,
+			Owner: ledger.FateOwner{PID: owner.PID, StartedISO: owner.StartedISO, StartTicks: owner.StartTicks, BootID: owner.BootID, PidNamespace: owner.PidNamespace, Backend: backendName},
+			Items: []ledger.FateItem{{Kind: "network", Name: "rz-net-" + run[:6] + "1", Outcome: outcome}},
+		}, written)
 		must(t, err)
 	}
-	for _, r := range []string{old, alive, other} {
+	me := recordOf(self(t), d.Name(), d.Endpoint())
+	spared := map[string]func(run string){
+		"its fate is older than the horizon": func(run string) {
+			fateOf(run, dead, d.Name(), time.Now().Add(-reaper.LateHorizon-time.Minute), ledger.AlreadyGone)
+		},
+		"its owner is alive": func(run string) { fateOf(run, me, d.Name(), time.Now(), ledger.AlreadyGone) },
+		"its owner cannot be judged": func(run string) {
+			fateOf(run, ledger.Record{}, d.Name(), time.Now(), ledger.AlreadyGone)
+		},
+		"its watchdog is at work": func(run string) {
+			fateOf(run, dead, d.Name(), time.Now(), ledger.AlreadyGone)
+			must(t, ledger.WriteWatchdogMark(cache, run, os.Getpid()))
+		},
+		"its files are back in the ledger": func(run string) {
+			fateOf(run, dead, d.Name(), time.Now(), ledger.AlreadyGone)
+			live, err := json.Marshal(me)
+			must(t, err)
+			writeRun(t, runs, run, live, nil, []string{"rz-net-" + run[:6] + "1"})
+		},
+		"its fate found nothing gone":    func(run string) { fateOf(run, dead, d.Name(), time.Now(), ledger.Removed) },
+		"its fate is of another backend": func(run string) { fateOf(run, dead, "msb", time.Now(), ledger.AlreadyGone) },
+		"it has no fate":                 func(string) {},
+	}
+	sparedRuns := map[string]string{}
+	for why, prepare := range spared {
+		r := randHex(t, 8)
+		sparedRuns[r] = why
+		prepare(r)
 		_, err := d.CreateNetwork(ctx, "rz-net-"+r[:6]+"1", r)
 		must(t, err)
+	}
+	// A dry run removes nothing.
+	_, err = reaper.Sweep(ctx, d, reaper.WithCacheDir(cache), reaper.DryRun())
+	must(t, err)
+	if ids, err := d.(backend.RunLister).ListRun(ctx, backend.NetworkKind, run); err != nil || len(ids) != 1 {
+		t.Fatalf("a dry run: the late network %v %v, want it still there", ids, err)
 	}
 
 	_, err = reaper.Sweep(ctx, d, reaper.WithCacheDir(cache))
@@ -78,9 +106,9 @@ func TestSweepRemovesLateCreates(t *testing.T) {
 			t.Errorf("the run's %s made late is still on the engine: %v %v", k, ids, err)
 		}
 	}
-	for _, r := range []string{old, alive, other} {
+	for r, why := range sparedRuns {
 		if ids, err := lister.ListRun(ctx, backend.NetworkKind, r); err != nil || len(ids) != 1 {
-			t.Errorf("network of run %s: %v %v, want it left alone", r, ids, err)
+			t.Errorf("a run whose %s: its network %v %v, want it left alone", why, ids, err)
 		}
 	}
 	fates := fatesOf(t, cache, run)
@@ -95,6 +123,9 @@ func TestSweepRemovesLateCreates(t *testing.T) {
 		if it.Outcome != ledger.Removed || it.Note != reaper.NoteLate {
 			t.Errorf("late item %+v, want removed with the note %q", it, reaper.NoteLate)
 		}
+	}
+	if line := reaper.FateLine(late); !strings.Contains(line, "was reaped; then the engine made") || strings.Contains(line, "died") {
+		t.Errorf("the late fate's line tells another death: %q", line)
 	}
 
 	// Nothing more to find: no further fate.
