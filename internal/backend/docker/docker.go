@@ -107,7 +107,7 @@ func Open(ctx context.Context) (*Driver, error) {
 		defer stop()
 		ctx = fresh
 	}
-	tc, err := testcontainers.NewDockerClientWithOpts(ctx)
+	tc, err := newTCClient(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", backend.ErrUnreachable, err)
 	}
@@ -134,6 +134,21 @@ func Open(ctx context.Context) (*Driver, error) {
 	d := newDriver(ctx, cli)
 	d.note = note
 	return d, nil
+}
+
+// newTCClient is testcontainers-go's client of the engine it chooses. It
+// panics when that engine answered its first questions and not the one
+// that learns its socket in time (MustExtractDockerSocket, bounded by
+// ctx): an engine that stops answering, as Podman does while a build
+// holds its storage. That panic is the error it stands for here, not the
+// end of the test process.
+func newTCClient(ctx context.Context) (tc *testcontainers.DockerClient, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			tc, err = nil, fmt.Errorf("testcontainers-go could not learn the engine's socket: %v", p)
+		}
+	}()
+	return testcontainers.NewDockerClientWithOpts(ctx)
 }
 
 // Note is what the driver's opening found that its user should hear of
@@ -350,22 +365,29 @@ func (d *Driver) engineEnv() []string {
 const envEngineKind = "RIGHTSIZE_DOCKER_ENGINE"
 
 // isPodman reports whether the engine says it is Podman; false when it
-// cannot tell. The engine's answer is kept; a failed question is asked
-// again next time.
+// cannot tell (engineKind).
 func (d *Driver) isPodman() bool {
+	podman, _ := d.engineKind()
+	return podman
+}
+
+// engineKind reports whether the engine says it is Podman, and whether it
+// said what it is at all (known). The engine's answer is kept; a failed
+// question is asked again next time.
+func (d *Driver) engineKind() (podman, known bool) {
 	if d.kindKnown.Load() {
-		return d.podman
+		return d.podman, true
 	}
 	d.kindMu.Lock()
 	defer d.kindMu.Unlock()
 	if d.kindKnown.Load() {
-		return d.podman
+		return d.podman, true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	v, err := d.cli.ServerVersion(ctx, client.ServerVersionOptions{})
 	if err != nil {
-		return false
+		return false, false
 	}
 	for _, c := range v.Components {
 		if strings.Contains(strings.ToLower(c.Name), "podman") {
@@ -373,7 +395,7 @@ func (d *Driver) isPodman() bool {
 		}
 	}
 	d.kindKnown.Store(true)
-	return d.podman
+	return d.podman, true
 }
 
 // Warm asks the engine, ahead of need, what a removal will want to know:

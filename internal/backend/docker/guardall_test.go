@@ -11,12 +11,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"os"
 	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -662,73 +664,139 @@ func BenchmarkGuardRemove(b *testing.B) {
 // it was told). No SIGTERM may reach it: a forced removal that stops a
 // container first waits for it, up to its stop timeout (Podman's default
 // is 10 s for one that ignores the signal), while the run's sandboxes
-// are already left behind.
+// are already left behind. The same holds for a remover that could not
+// learn which engine it speaks to (its question of the engine's version
+// unanswered, as under load): "kind unknown".
 func TestGuardAllRemovedWithoutStopTimeout(t *testing.T) {
 	r := newGuardRig(t)
 	d := openDocker(t)
-	ctx := t.Context()
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	const script = `trap 'echo "$NAME" >>/mnt/rz/term; exit 0' TERM; echo ready; sleep 1000 & wait`
 	apis := []string{"docker"}
 	if r.podman {
 		apis = append(apis, "libpod")
 	}
 	for _, api := range apis {
-		t.Run(api, func(t *testing.T) {
-			name := r.name("noterm-" + api)
-			var id string
-			switch api {
-			case "docker":
-				res, err := r.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-					Name:       name,
-					Config:     &container.Config{Image: r.img, Cmd: []string{"sh", "-c", script}, Env: []string{"NAME=" + name}, Labels: r.labels()},
-					HostConfig: &container.HostConfig{NetworkMode: "none", Binds: []string{dir + ":/mnt/rz"}},
-				})
-				if err != nil {
-					t.Fatalf("create through the guard: %v", err)
+		for _, remover := range []string{"kind known", "kind unknown"} {
+			t.Run(api+"/"+remover, func(t *testing.T) {
+				name := r.name("noterm-" + api + "-" + strings.ReplaceAll(remover, " ", "-"))
+				id := startTrapped(t, r, d, api, name, dir)
+				rm := d
+				var refused *atomic.Int32
+				if remover == "kind unknown" {
+					rm, refused = versionlessDriver(t, d.DaemonHost())
 				}
-				id = res.ID
-			case "libpod":
-				st, out := libpodCall(t, r, "POST", "/v4.0.0/libpod/containers/create", map[string]any{
-					"name": name, "image": r.img, "command": []string{"sh", "-c", script}, "env": map[string]string{"NAME": name},
-					"labels": r.labels(), "netns": map[string]string{"nsmode": "none"},
-					"mounts": []map[string]any{{"destination": "/mnt/rz", "source": dir, "type": "bind"}},
-				})
-				if st != http.StatusCreated {
-					t.Fatalf("libpod create through the guard: %d %s", st, out)
+				start := time.Now()
+				if errs := rm.RemoveIDs(t.Context(), backend.SandboxKind, []string{id}); errs[0] != nil {
+					t.Fatalf("the watchdog's removal: %v", errs[0])
 				}
-				var a struct {
-					ID string `json:"Id"`
+				t.Logf("%s API, %s: removed in %s", api, remover, time.Since(start).Round(time.Millisecond))
+				if refused != nil && refused.Load() == 0 {
+					t.Fatal("the remover never asked the engine's version: this row proves nothing")
 				}
-				json.Unmarshal(out, &a)
-				id = a.ID
-			}
-			if _, err := r.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
-				t.Fatalf("start: %v", err)
-			}
-			waitLogged(t, d, id, "ready")
-			start := time.Now()
-			if errs := d.RemoveIDs(ctx, backend.SandboxKind, []string{id}); errs[0] != nil {
-				t.Fatalf("the watchdog's removal: %v", errs[0])
-			}
-			t.Logf("%s API: removed in %s", api, time.Since(start).Round(time.Millisecond))
-			if exists(t, d, id) {
-				t.Errorf("container %s is still there after its removal", name)
-			}
-			if b, err := os.ReadFile(dir + "/term"); err == nil && strings.Contains(string(b), name) {
-				// What the engine did to it, and when, says which way
-				// of removing sent the signal.
-				var seen []string
-				for _, e := range testimage.ContainerEvents(t, d.Client(), id, start.Add(-time.Second), time.Now()) {
-					seen = append(seen, fmt.Sprintf("%s %s %v", time.Unix(0, e.TimeNano).Sub(start).Round(time.Millisecond), e.Action, e.Actor.Attributes["signal"]))
+				if exists(t, d, id) {
+					t.Errorf("container %s is still there after its removal", name)
 				}
-				t.Errorf("the removal of a dead run's container %s (created through %s's API) sent it SIGTERM and waited for it to stop: it must kill it; the engine's events since the removal began: %q", name, api, seen)
-			}
-		})
+				if b, err := os.ReadFile(dir + "/term"); err == nil && strings.Contains(string(b), name+"\n") {
+					// What the engine did to it, and when, says which way
+					// of removing sent the signal.
+					var seen []string
+					for _, e := range testimage.ContainerEvents(t, d.Client(), id, start.Add(-time.Second), time.Now()) {
+						seen = append(seen, fmt.Sprintf("%s %s %v", time.Unix(0, e.TimeNano).Sub(start).Round(time.Millisecond), e.Action, e.Actor.Attributes["signal"]))
+					}
+					t.Errorf("the removal of a dead run's container %s (created through %s's API) sent it SIGTERM and waited for it to stop: it must kill it; the engine's events since the removal began: %q", name, api, seen)
+				}
+			})
+		}
 	}
+}
+
+// startTrapped makes container name through the guard, by api ("docker"
+// or "libpod"), running a shell that writes its name to dir/term on
+// SIGTERM, starts it, and returns its id once it is ready.
+func startTrapped(t *testing.T, r *guardRig, d *docker.Driver, api, name, dir string) string {
+	t.Helper()
+	ctx := t.Context()
+	const script = `trap 'echo "$NAME" >>/mnt/rz/term; exit 0' TERM; echo ready; sleep 1000 & wait`
+	var id string
+	switch api {
+	case "docker":
+		res, err := r.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+			Name:       name,
+			Config:     &container.Config{Image: r.img, Cmd: []string{"sh", "-c", script}, Env: []string{"NAME=" + name}, Labels: r.labels()},
+			HostConfig: &container.HostConfig{NetworkMode: "none", Binds: []string{dir + ":/mnt/rz"}},
+		})
+		if err != nil {
+			t.Fatalf("create through the guard: %v", err)
+		}
+		id = res.ID
+	case "libpod":
+		st, out := libpodCall(t, r, "POST", "/v4.0.0/libpod/containers/create", map[string]any{
+			"name": name, "image": r.img, "command": []string{"sh", "-c", script}, "env": map[string]string{"NAME": name},
+			"labels": r.labels(), "netns": map[string]string{"nsmode": "none"},
+			"mounts": []map[string]any{{"destination": "/mnt/rz", "source": dir, "type": "bind"}},
+		})
+		if st != http.StatusCreated {
+			t.Fatalf("libpod create through the guard: %d %s", st, out)
+		}
+		var a struct {
+			ID string `json:"Id"`
+		}
+		json.Unmarshal(out, &a)
+		id = a.ID
+	}
+	if _, err := r.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	waitLogged(t, d, id, "ready")
+	return id
+}
+
+// versionlessDriver is a driver for the engine at upstream through a
+// proxy of the test's that refuses every question of the engine's
+// version (counted in refused) and passes everything else on: a remover
+// that cannot learn whether it speaks to Podman.
+func versionlessDriver(t *testing.T, upstream string) (*docker.Driver, *atomic.Int32) {
+	t.Helper()
+	sock, ok := strings.CutPrefix(upstream, "unix://")
+	if !ok {
+		t.Skipf("the engine is at %s, not a unix socket: the proxy of this row speaks to one", upstream)
+	}
+	dir, err := os.MkdirTemp("", "rzv") // short: a socket's path is limited
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	l, err := net.Listen("unix", dir+"/engine.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := new(atomic.Int32)
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) { pr.Out.URL.Scheme, pr.Out.URL.Host = "http", "engine" },
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		}},
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.HasSuffix(req.URL.Path, "/version") {
+			refused.Add(1)
+			http.Error(w, `{"message":"refused by the test"}`, http.StatusInternalServerError)
+			return
+		}
+		proxy.ServeHTTP(w, req)
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	d, err := docker.OpenHost("unix://" + dir + "/engine.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d, refused
 }
 
 // libpodCall sends a request of Podman's own API through the guard.

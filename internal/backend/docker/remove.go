@@ -225,12 +225,13 @@ func (d *Driver) removeID(ctx context.Context, k backend.Kind, id, label string)
 		}
 		return d.removeNetwork(ctx, id, label, len(res.Network.Containers))
 	}
-	if d.isPodman() {
+	podman, known := d.engineKind()
+	switch {
+	case podman:
 		// Docker's forced removal kills at once; Podman's stops first,
 		// with the container's stop signal and timeout (10 s for a
 		// libpod-created one that ignores SIGTERM), unless its own API is
-		// asked with a timeout of 0. Its Docker API's kill waits for the
-		// exit, polling every 250 ms: a last resort.
+		// asked with a timeout of 0.
 		if done, err := d.podmanRemove(ctx, id, label); done {
 			return err
 		}
@@ -242,6 +243,12 @@ func (d *Driver) removeID(ctx context.Context, k backend.Kind, id, label string)
 		if _, err := d.cli.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &zero}); err != nil {
 			_, _ = d.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"})
 		}
+	case !known:
+		// The engine did not say what it is (its version not answered in
+		// time, under load): were it Podman, the forced removal would
+		// send the stop signal first. A SIGKILL first spares that, and
+		// changes nothing on Docker, whose forced removal kills.
+		_, _ = d.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "KILL"})
 	}
 	_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && removing.says(err) {
@@ -265,12 +272,16 @@ func (d *Driver) podmanRemove(ctx context.Context, id, label string) (done bool,
 		return false, nil
 	}
 	resp, err := hc.Do(req)
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		// Not sent (the socket refused the connection under load): ask
+		// once more before the Docker API's way. A request sent whose
+		// answer was lost is not asked again: it may have removed the
+		// container, and a second one would say it was never there.
+		resp, err = hc.Do(req.Clone(ctx))
+	}
 	if err != nil {
-		// No answer came (a connection refused or reset under load): ask
-		// once more before the Docker API's way, which needs two calls.
-		if resp, err = hc.Do(req.Clone(ctx)); err != nil {
-			return false, nil
-		}
+		return false, nil
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
@@ -284,6 +295,10 @@ func (d *Driver) podmanRemove(ctx context.Context, id, label string) (done bool,
 			Message string `json:"message"`
 		}
 		json.Unmarshal(body, &m)
+		if err := errors.New(m.Message); removing.says(err) {
+			// Another removal is under way: gone once the engine says so.
+			return true, d.waitGone(ctx, id, label)
+		}
 		return true, classify("remove container "+label, errors.New(m.Message))
 	}
 	return false, nil
