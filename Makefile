@@ -128,7 +128,10 @@ windows-gate:
 
 # The engine tests against Podman's Docker-compatible API instead: a
 # `podman system service` on a socket of its own (scripts/podman.sh
-# installs podman as root on Debian, starts it, and stops it after).
+# installs podman as root on Debian, starts it, and stops it after). One
+# package at a time: Podman 4.3 answers nothing for seconds while a build
+# of one package holds its storage, and another package's engine
+# questions (a 3 s version check, a 15 s resolution) would run out.
 # PODMANRUN=rootless runs them as a throw-away unprivileged user against
 # that user's rootless service.
 # PODMANRUNRE picks tests by name (go test's -run), for example
@@ -146,8 +149,8 @@ test-podman:
 		rm -rf $$bin; exit $$rc; \
 	else \
 		host=$$(bash scripts/podman.sh start) || exit 1; \
-		echo "DOCKER_HOST=$$host go test -count=1 $(PODMANPKGS)"; \
-		CONTAINERS_CONF=$$(bash scripts/podman.sh conf) DOCKER_HOST=$$host $(GO) test -count=1 -timeout 20m -run '$(PODMANRUNRE)' $(PODMANPKGS); rc=$$?; \
+		echo "DOCKER_HOST=$$host go test -p 1 -count=1 $(PODMANPKGS)"; \
+		CONTAINERS_CONF=$$(bash scripts/podman.sh conf) DOCKER_HOST=$$host $(GO) test -p 1 -count=1 -timeout 20m -run '$(PODMANRUNRE)' $(PODMANPKGS); rc=$$?; \
 		bash scripts/podman.sh stop; exit $$rc; \
 	fi
 

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -302,11 +303,52 @@ func silentEngine(t *testing.T) string {
 	return "unix://" + sock
 }
 
+// halfSilentEngine answers like an engine until its first two /info
+// calls have been answered, then hangs on every request: an engine that stops answering
+// between the first question and the next (Podman 4.3, its storage held
+// by a build, was seen to). It returns its DOCKER_HOST.
+func halfSilentEngine(t *testing.T) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "half.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first two: DOCKER_HOST's check, then testcontainers-go's own
+	// choice of engine; the third, which it asks to learn the engine's
+	// socket, hangs.
+	const answered = 2
+	var infos atomic.Int32
+	done := make(chan struct{})
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/_ping") && infos.Load() < answered:
+			w.Header().Set("Api-Version", "1.41")
+			io.WriteString(w, "OK")
+			return
+		case strings.HasSuffix(r.URL.Path, "/info") && infos.Add(1) <= answered:
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"ID":"half-silent","ServerVersion":"20.10.24","OperatingSystem":"a test's engine","OSType":"linux"}`)
+			return
+		}
+		select { // silent from now on
+		case <-r.Context().Done():
+		case <-done:
+		}
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		close(done)
+		srv.Close()
+	})
+	return "unix://" + sock
+}
+
 // TestStartResolutionErrors needs fresh processes: the backend is resolved
 // once per process.
 func TestStartResolutionErrors(t *testing.T) {
 	t.Parallel()
-	silent := silentEngine(t)
+	silent, halfSilent := silentEngine(t), halfSilentEngine(t)
 	tests := []struct {
 		name string
 		env  []string
@@ -328,6 +370,15 @@ func TestStartResolutionErrors(t *testing.T) {
 			name: "an engine that takes connections and never answers",
 			env:  []string{"DOCKER_HOST=" + silent},
 			want: []string{"no sandbox engine answers within " + backend.ResolveTimeout.String() + " (backend.ResolveTimeout)", strings.TrimPrefix(silent, "unix://")},
+			slow: true,
+		},
+		{
+			// testcontainers-go panics when the engine's info does not
+			// come in time (MustExtractDockerSocket): a test's process
+			// must get the failure, not the panic.
+			name: "an engine that stops answering after its first answer",
+			env:  []string{"DOCKER_HOST=" + halfSilent},
+			want: []string{"no sandbox engine answers within " + backend.ResolveTimeout.String() + " (backend.ResolveTimeout)", "engine unreachable", "could not learn the engine's socket"},
 			slow: true,
 		},
 	}
