@@ -39,6 +39,11 @@ type Report struct {
 	// what it owned. LapseProblem is why that could not be finished.
 	Lapsed       []string
 	LapseProblem string
+	// Late are runs reaped earlier, within a couple of minutes, of which
+	// the engine showed, by their label, something made after: a create
+	// their owner sent before it died, which the engine answered late.
+	// What was found is removed, with a fate of its own.
+	Late []RunReport
 	// TempsRemoved counts the temporary files of killed writers deleted.
 	TempsRemoved int
 	// Took is how long the sweep took.
@@ -198,17 +203,25 @@ func fromInternal(in *reaper.Report) *Report {
 		in: in,
 	}
 	for _, rr := range in.Runs {
-		out := RunReport{
-			ID: rr.ID, Decision: Decision(rr.Decision), Reason: rr.Reason, Liveness: rr.Liveness, Owner: rr.Owner,
-			Removed: items(rr.Removed), Kept: items(rr.Kept), NotOwned: items(rr.NotOwned),
-			RejectedCount: rr.RejectedCount, Problems: rr.Problems, ForMember: rr.ForMember, Refused: rr.Refused, Took: rr.Took,
-		}
-		for _, rj := range rr.Rejected {
-			out.Rejected = append(out.Rejected, RejectedLine(rj))
-		}
-		r.Runs = append(r.Runs, out)
+		r.Runs = append(r.Runs, runReport(rr))
+	}
+	for _, rr := range in.Late {
+		r.Late = append(r.Late, runReport(rr))
 	}
 	return r
+}
+
+// runReport is one run's report of the sweep's own.
+func runReport(rr reaper.RunReport) RunReport {
+	out := RunReport{
+		ID: rr.ID, Decision: Decision(rr.Decision), Reason: rr.Reason, Liveness: rr.Liveness, Owner: rr.Owner,
+		Removed: items(rr.Removed), Kept: items(rr.Kept), NotOwned: items(rr.NotOwned),
+		RejectedCount: rr.RejectedCount, Problems: rr.Problems, ForMember: rr.ForMember, Refused: rr.Refused, Took: rr.Took,
+	}
+	for _, rj := range rr.Rejected {
+		out.Rejected = append(out.Rejected, RejectedLine(rj))
+	}
+	return out
 }
 
 func items(in []reaper.Item) []Item {

@@ -46,9 +46,10 @@ var lateKinds = []names.Kind{names.SandboxKind, names.NetworkKind}
 // (an owner that cannot be judged from here is left alone), no file of
 // the run is back in the ledger, no watchdog of it is at work, and no
 // other process holds its claim (two sweeps at once: one looks). A
-// fate is written when something was removed, or kept for the first
-// time (a kept one keeps the run in the window: its fate is newer).
-func (c *config) sweepLate(ctx context.Context, b backend.Backend) {
+// fate is written, and the run reported in rep.Late, when something was
+// removed, or kept for the first time (a kept one keeps the run in the
+// window: its fate is newer).
+func (c *config) sweepLate(ctx context.Context, b backend.Backend, rep *Report) {
 	lister, ok := b.(backend.RunLister)
 	if !ok || c.dryRun || c.only != "" {
 		return
@@ -121,9 +122,10 @@ func (c *config) sweepLate(ctx context.Context, b backend.Backend) {
 		if _, err := ledger.WriteFate(c.cache, f, c.now()); err != nil && c.logger != nil {
 			c.logger.Warn("fate not written", "run", run, "err", err)
 		}
-		rr := RunReport{ID: run, Decision: Reaped, Reason: NoteLate}
+		rr := RunReport{ID: run, Decision: Reaped, Reason: NoteLate, Took: c.now().Sub(noticed)}
 		fileItems(&rr, r.items)
 		c.log(rr)
+		rep.Late = append(rep.Late, rr)
 	}
 }
 

@@ -98,8 +98,16 @@ func TestSweepRemovesLateCreates(t *testing.T) {
 		t.Fatalf("a dry run: the late network %v %v, want it still there", ids, err)
 	}
 
-	_, err = reaper.Sweep(ctx, d, reaper.WithCacheDir(cache))
+	rep, err = reaper.Sweep(ctx, d, reaper.WithCacheDir(cache))
 	must(t, err)
+	if len(rep.Late) != 1 || rep.Late[0].ID != run || len(rep.Late[0].Removed) != 2 || !rep.Acted() || !rep.Clean() {
+		t.Errorf("the sweep's report of the late removal: %+v", rep.Late)
+	}
+	var out strings.Builder
+	rep.WriteTo(&out)
+	if !strings.Contains(out.String(), "made after their runs were reaped") || !strings.Contains(out.String(), run) {
+		t.Errorf("the sweep's printed report does not tell the late removal:\n%s", out.String())
+	}
 	lister := d.(backend.RunLister)
 	for _, k := range []backend.Kind{backend.SandboxKind, backend.NetworkKind} {
 		if ids, err := lister.ListRun(ctx, k, run); err != nil || len(ids) > 0 {
@@ -129,8 +137,11 @@ func TestSweepRemovesLateCreates(t *testing.T) {
 	}
 
 	// Nothing more to find: no further fate.
-	_, err = reaper.Sweep(ctx, d, reaper.WithCacheDir(cache))
+	rep, err = reaper.Sweep(ctx, d, reaper.WithCacheDir(cache))
 	must(t, err)
+	if len(rep.Late) != 0 {
+		t.Errorf("a sweep that found nothing late reports %+v", rep.Late)
+	}
 	if n := len(fatesOf(t, cache, run)); n != 2 {
 		t.Errorf("a sweep that found nothing late wrote a fate: %d fates", n)
 	}

@@ -157,6 +157,11 @@ type Report struct {
 	// judged.
 	KeepAlives       []Item
 	KeepAliveProblem string
+	// Late are runs reaped earlier (within LateHorizon) of which the
+	// engine showed, by their label, something made after: a create their
+	// owner sent before it died, answered late. Each says what became of
+	// what was found (sweepLate).
+	Late []RunReport
 	// TempsRemoved counts temporary files of killed writers deleted.
 	TempsRemoved int
 	Took         time.Duration
@@ -227,6 +232,11 @@ func (r *Report) Clean() bool {
 			return false
 		}
 	}
+	for _, rr := range r.Late {
+		if len(rr.Kept) > 0 {
+			return false
+		}
+	}
 	return r.Count(Kept) == r.forMember && r.Unfinished == "" && r.LapseProblem == ""
 }
 
@@ -251,7 +261,7 @@ func (r *Report) Count(d Decision) int { return r.counts[d] }
 // log should hear about); false when every run was left alone.
 func (r *Report) Acted() bool {
 	return r.Count(Reaped)+r.Count(Kept)+r.Count(WouldReap) > 0 || r.Unfinished != "" || len(r.Lapsed) > 0 || r.LapseProblem != "" ||
-		len(r.KeepAlives) > 0 || r.KeepAliveProblem != ""
+		len(r.KeepAlives) > 0 || r.KeepAliveProblem != "" || len(r.Late) > 0
 }
 
 // Run returns the report for run id, if the sweep holds it.
@@ -299,35 +309,7 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 		fmt.Fprintf(&b, "  ! lapsed run claims: %s\n", termtext.Clean(r.LapseProblem))
 	}
 	for _, rr := range r.Runs {
-		fmt.Fprintf(&b, "  %s  %s  %s\n", termtext.Clean(rr.ID), rr.Decision, termtext.Clean(rr.Reason))
-		for _, it := range rr.Removed {
-			fmt.Fprintf(&b, "      - %s\n", it)
-		}
-		for _, it := range rr.NotOwned {
-			fmt.Fprintf(&b, "      ~ %s\n", it)
-		}
-		for _, it := range rr.Kept {
-			mark := "!"
-			if it.Outcome == ledger.LeftForMember {
-				mark = "~"
-			}
-			fmt.Fprintf(&b, "      %s %s\n", mark, it)
-		}
-		for _, rj := range rr.Rejected {
-			fmt.Fprintf(&b, "      ! %s\n", termtext.Clean(rj.String()))
-		}
-		if more := rr.RejectedCount - len(rr.Rejected); more > 0 {
-			fmt.Fprintf(&b, "      ! and %d more rejected lines\n", more)
-		}
-		for _, f := range rr.ForMember {
-			fmt.Fprintf(&b, "      ~ %s: not understood here; left, with the run's record, for the member that wrote it\n", termtext.Clean(f))
-		}
-		for _, p := range rr.Problems {
-			fmt.Fprintf(&b, "      ! %s\n", termtext.Clean(p))
-		}
-		for _, p := range rr.Refused {
-			fmt.Fprintf(&b, "      ! refused: %s\n", termtext.Clean(p))
-		}
+		rr.writeTo(&b)
 	}
 	if r.Omitted > 0 {
 		fmt.Fprintf(&b, "  … and %d more runs, counted above\n", r.Omitted)
@@ -348,6 +330,46 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 	if r.KeepAliveProblem != "" {
 		fmt.Fprintf(&b, "  ! keep-alive sandboxes: %s\n", termtext.Clean(r.KeepAliveProblem))
 	}
+	if len(r.Late) > 0 {
+		b.WriteString("  made after their runs were reaped (creates the engine answered late):\n")
+	}
+	for _, rr := range r.Late {
+		rr.writeTo(&b)
+	}
 	n, err := io.WriteString(w, b.String())
 	return int64(n), err
+}
+
+// writeTo writes rr for people: its line, then one indented line per
+// sandbox, network, process or file.
+func (rr RunReport) writeTo(b *strings.Builder) {
+	fmt.Fprintf(b, "  %s  %s  %s\n", termtext.Clean(rr.ID), rr.Decision, termtext.Clean(rr.Reason))
+	for _, it := range rr.Removed {
+		fmt.Fprintf(b, "      - %s\n", it)
+	}
+	for _, it := range rr.NotOwned {
+		fmt.Fprintf(b, "      ~ %s\n", it)
+	}
+	for _, it := range rr.Kept {
+		mark := "!"
+		if it.Outcome == ledger.LeftForMember {
+			mark = "~"
+		}
+		fmt.Fprintf(b, "      %s %s\n", mark, it)
+	}
+	for _, rj := range rr.Rejected {
+		fmt.Fprintf(b, "      ! %s\n", termtext.Clean(rj.String()))
+	}
+	if more := rr.RejectedCount - len(rr.Rejected); more > 0 {
+		fmt.Fprintf(b, "      ! and %d more rejected lines\n", more)
+	}
+	for _, f := range rr.ForMember {
+		fmt.Fprintf(b, "      ~ %s: not understood here; left, with the run's record, for the member that wrote it\n", termtext.Clean(f))
+	}
+	for _, p := range rr.Problems {
+		fmt.Fprintf(b, "      ! %s\n", termtext.Clean(p))
+	}
+	for _, p := range rr.Refused {
+		fmt.Fprintf(b, "      ! refused: %s\n", termtext.Clean(p))
+	}
 }

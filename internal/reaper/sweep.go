@@ -195,7 +195,7 @@ func Sweep(ctx context.Context, b backend.Backend, opts ...Option) (*Report, err
 		// Keep-alive sandboxes idle past their time-to-live.
 		cfg.sweepKeepAlives(ctx, b, rep)
 		// What runs reaped a moment ago were made late (LateHorizon).
-		cfg.sweepLate(ctx, b)
+		cfg.sweepLate(ctx, b, rep)
 		if ctx.Err() != nil {
 			err = context.Cause(ctx)
 		}
