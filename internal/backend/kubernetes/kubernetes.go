@@ -250,6 +250,15 @@ func (d *Driver) apiError(what string, err error) error {
 	return fmt.Errorf("kubernetes %s (namespace %s at %s): %w", what, d.ns, d.host, err)
 }
 
+// refusedForDeadline reports whether err is client-go's refusal of a
+// call its context's deadline would cut short, made before the deadline
+// ("client rate limiter Wait returned an error: rate: Wait(n=1) would
+// exceed context deadline"): the caller's time is up, though its context
+// has not ended yet. Nothing but its words tells it.
+func refusedForDeadline(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "would exceed context deadline")
+}
+
 // dnsLabel: what names a namespace, a Service, or a Lease of ours.
 func dnsLabel(s string) bool {
 	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {

@@ -169,6 +169,10 @@ func (s *Sandbox) WaitRunning(ctx context.Context) error {
 				return fmt.Errorf("kubernetes: pod %s/%s was deleted while it was waited for: %w: %w", s.d.ns, s.name, backend.ErrNotFound, lost)
 			}
 			return fmt.Errorf("kubernetes: pod %s/%s was deleted while it was waited for: %w", s.d.ns, s.name, backend.ErrNotFound)
+		case refusedForDeadline(err):
+			// The wait's end, a moment early: the call would have ended
+			// after it.
+			return fmt.Errorf("kubernetes: pod %s/%s: %w: %s (%v)", s.d.ns, s.name, ErrNoNode, pending(last), context.DeadlineExceeded)
 		case ctx.Err() == nil:
 			return s.d.apiError("get pod "+s.name, err)
 		}
