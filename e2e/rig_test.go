@@ -20,6 +20,7 @@ import (
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/proctree"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 )
 
@@ -144,9 +145,11 @@ func (r *rig) startWith(name string, p harness.Plan, edit func(*proctest.Spec), 
 }
 
 // ownerEnv is what every process of the rig gets besides its plan and
-// cache dir: the watchdog's log on, the rig's env, then env.
+// cache dir: the watchdog's log on, a first-use sweep that finishes (the
+// rows judge its every decision, and on a loaded machine the default 5 s
+// were seen to end one before its last dead run), the rig's env, then env.
 func (r *rig) ownerEnv(env ...string) []string {
-	out := append([]string{"RIGHTSIZE_REAPER_DEBUG=1"}, r.env...)
+	out := append([]string{"RIGHTSIZE_REAPER_DEBUG=1", reaper.EnvSweepBudget + "=2m"}, r.env...)
 	return append(out, env...)
 }
 
@@ -252,9 +255,16 @@ func split(s string) []string {
 }
 
 // sweepOf returns what the owner's first-use sweep decided about run id:
-// decision and reason ("" when it did not see the run).
+// decision and reason ("" when it did not see the run; the reason then
+// says why the sweep stopped, when it stopped early).
 func (o *owner) sweepOf(id string) (decision, reason string) {
-	return decision2(o.get(harness.ReportKey("sweep", id)))
+	v, ok := o.Value(harness.ReportKey("sweep", id))
+	if !ok {
+		if u := o.get("sweep.unfinished"); u != "" {
+			return "", "not reached: the sweep stopped early: " + u
+		}
+	}
+	return decision2(v)
 }
 
 func decision2(v string) (string, string) {

@@ -20,6 +20,7 @@ import (
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/pidns"
 	"github.com/rightsize/rightsize-go/internal/proctest"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 	"github.com/rightsize/rightsize-go/sandboxtest"
 )
@@ -66,9 +67,10 @@ func hangDeletes(t *testing.T) string {
 }
 
 // An engine that answers a sweep's lookups but never its removals holds a
-// test process's first sandbox no longer than the sweep's budget: the
-// sweep gives up, keeps the dead run listed for a later sweep, and the
-// sandbox starts.
+// test process's first sandbox no longer than the sweep's budget (here
+// RIGHTSIZE_SWEEP_BUDGET's): the sweep gives up, says which budget it
+// spent, keeps the dead run listed for a later sweep, and the sandbox
+// starts.
 func TestFirstSandboxWithinSweepBudget(t *testing.T) {
 	img := testimage.Busybox(t)
 	r := newRig(t)
@@ -100,7 +102,7 @@ func TestFirstSandboxWithinSweepBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	h := startHelper(t, "first-start", cache, "DOCKER_HOST="+hung, "RIGHTSIZE_REAPER=sweep", "TESTCONTAINERS_RYUK_DISABLED=true", "RZ_TEST_IMAGE="+img)
+	h := startHelper(t, "first-start", cache, "DOCKER_HOST="+hung, "RIGHTSIZE_REAPER=sweep", reaper.EnvSweepBudget+"=1500ms", "TESTCONTAINERS_RYUK_DISABLED=true", "RZ_TEST_IMAGE="+img)
 	took, err := time.ParseDuration(h.Expect("took"))
 	if err != nil {
 		t.Fatal(err)
@@ -111,8 +113,8 @@ func TestFirstSandboxWithinSweepBudget(t *testing.T) {
 	if took > 30*time.Second {
 		t.Errorf("the first Start took %s: the sweep's budget did not bound it", took)
 	}
-	if v, _ := strconv.Unquote(h.Expect("unfinished")); !strings.Contains(v, "budget") {
-		t.Errorf("the sweep says it ended %q; want it to say its budget was spent", v)
+	if v, _ := strconv.Unquote(h.Expect("unfinished")); !strings.Contains(v, "budget of 1.5s") {
+		t.Errorf("the sweep says it ended %q; want it to say its budget, %s's 1.5 s, was spent", v, reaper.EnvSweepBudget)
 	}
 	if _, err := os.Stat(ledger.RecordPath(runs, dead)); err != nil {
 		t.Errorf("the dead run's record is gone (%v): what the sweep did not finish must stay for a later one", err)

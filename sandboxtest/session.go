@@ -120,8 +120,11 @@ func tellSweep(s *reaper.Session) {
 	if rep == nil {
 		return
 	}
+	if _, err := reaper.BudgetFromEnv(); err != nil {
+		warnf("rightsize: %v", err)
+	}
 	if rep.Unfinished != "" {
-		warnf("rightsize: the sweep of dead runs stopped early (%s); what it did not reach stays for a later sweep", rep.Unfinished)
+		warnf("rightsize: the sweep of dead runs stopped early (%s); what it did not reach stays for a later sweep (%s gives it longer)", rep.Unfinished, reaper.EnvSweepBudget)
 	}
 	for _, it := range rep.KeepAlives {
 		if it.Outcome.Gone() {

@@ -67,13 +67,16 @@ type toldKey struct {
 }
 
 // Open starts this process's session on drv: RIGHTSIZE_REAPER decides
-// (ModeFromEnv), the sweep of dead runs runs first, within DefaultBudget
-// unless WithBudget says otherwise, and nothing is written until the first
+// (ModeFromEnv), the sweep of dead runs runs first, within its budget
+// (WithBudget, else RIGHTSIZE_SWEEP_BUDGET, else DefaultBudget, which a
+// value that is not a duration leaves: BudgetFromEnv says why), and
+// nothing is written until the first
 // Admit. The options are the sweep's. An error is for a ledger that cannot
 // be used (a cache dir that is not the user's alone, say): no sandbox may
 // be created then.
 func Open(ctx context.Context, drv backend.Driver, opts ...Option) (*Session, error) {
-	cfg := config{budget: DefaultBudget}
+	budget, _ := BudgetFromEnv()
+	cfg := config{budget: budget}
 	for _, o := range opts {
 		o.apply(&cfg)
 	}

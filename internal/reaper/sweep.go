@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,8 +25,30 @@ const StaleAfter = time.Hour
 // DefaultBudget bounds the sweep a test process makes at its first use:
 // past it the sweep stops, keeps what it did not reach for a later one,
 // and lets the test go on. An engine that takes removals and never answers
-// costs a test no more than this.
+// costs a test no more than this. RIGHTSIZE_SWEEP_BUDGET sets another
+// (BudgetFromEnv).
 const DefaultBudget = 5 * time.Second
+
+// EnvSweepBudget is the budget of the sweep a test process makes at its
+// first use, a Go duration: a slow engine (a loaded CI machine) may need
+// more than DefaultBudget to reap what dead runs left, a test suite that
+// must start at once less.
+const EnvSweepBudget = "RIGHTSIZE_SWEEP_BUDGET"
+
+// BudgetFromEnv reads RIGHTSIZE_SWEEP_BUDGET: DefaultBudget when it is
+// unset or empty, and, with an error saying why, when it is not a positive
+// Go duration.
+func BudgetFromEnv() (time.Duration, error) {
+	v := strings.TrimSpace(os.Getenv(EnvSweepBudget))
+	if v == "" {
+		return DefaultBudget, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return DefaultBudget, fmt.Errorf("%s=%q is not a positive Go duration such as 30s: the sweep's budget is %s", EnvSweepBudget, v, DefaultBudget)
+	}
+	return d, nil
+}
 
 // Option configures a Sweep.
 type Option interface{ apply(*config) }
@@ -104,7 +127,7 @@ func Sweep(ctx context.Context, b backend.Backend, opts ...Option) (*Report, err
 	}
 	if cfg.budget > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, cfg.budget, errBudget)
+		ctx, cancel = context.WithTimeoutCause(ctx, cfg.budget, budgetSpent{cfg.budget})
 		defer cancel()
 	}
 	start := time.Now()
@@ -215,8 +238,17 @@ func Sweep(ctx context.Context, b backend.Backend, opts ...Option) (*Report, err
 	return rep, nil
 }
 
-// errBudget is the cause of a sweep's context when its budget is spent.
+// errBudget is the cause of a sweep's context when its budget is spent
+// (as a budgetSpent, which names the budget).
 var errBudget = errors.New("its time budget was spent")
+
+type budgetSpent struct{ d time.Duration }
+
+func (b budgetSpent) Error() string {
+	return fmt.Sprintf("its time budget of %s was spent", b.d.Round(time.Millisecond))
+}
+
+func (budgetSpent) Is(target error) bool { return target == errBudget }
 
 func unfinished(err error) string {
 	if errors.Is(err, errBudget) {
@@ -516,7 +548,9 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 	}
 	res := reapRun(ctx, b, t)
 	leave := ""
-	if !res.here && !byHand && namesNoEngine(b, rf) && l.Len() > 0 {
+	// An engine that showed nothing of the run proves nothing when the
+	// sweep's budget cut its answers short: the run is kept as it is.
+	if !res.here && !byHand && namesNoEngine(b, rf) && l.Len() > 0 && ctx.Err() == nil {
 		var note string
 		leave, note = c.elsewhere(ctx, b, rf, t, res)
 		if note != "" {

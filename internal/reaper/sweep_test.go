@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -770,7 +771,7 @@ func TestSweepBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Unfinished == "" || rep.Clean() || !strings.Contains(rep.Unfinished, "budget") {
+	if rep.Unfinished == "" || rep.Clean() || !strings.Contains(rep.Unfinished, "budget of 300ms") {
 		t.Errorf("Unfinished %q, Clean %v: want the budget named and the report not clean", rep.Unfinished, rep.Clean())
 	}
 	if took > 10*time.Second {
@@ -778,6 +779,64 @@ func TestSweepBudget(t *testing.T) {
 	}
 	if n := len(listDir(t, runs)); n != 6 {
 		t.Errorf("runs folder holds %d files, want the 3 runs' 6 kept", n)
+	}
+}
+
+// A family run (no engine recorded) whose removal the budget cut short is
+// kept as it is, never said to have nothing on this engine: no answer
+// came, so nothing was learnt of where it ran.
+func TestSweepBudgetCutsAFamilyRun(t *testing.T) {
+	cache := t.TempDir()
+	runs := runsDir(t, cache)
+	dead := deadProcess(t)
+	fake := newFake(map[string]error{"rz-x-1": nil})
+	fake.block = true
+	id := randHex(t, 8)
+	rec := fmt.Appendf(nil, `{"pid":%d,"startedIso":%q,"backend":"docker"}`, dead.PID, ledger.FormatISO(dead.Start))
+	writeRun(t, runs, id, rec, []string{"rz-x-1"}, nil)
+	rep, err := reaper.Sweep(context.Background(), labeledBackend{fake}, reaper.WithCacheDir(cache), reaper.WithBudget(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 1 {
+		t.Fatalf("%d runs reported, want the one", len(rep.Runs))
+	}
+	rr := rep.Runs[0]
+	if rr.Decision != reaper.Kept || strings.Contains(rr.Reason, "nothing it lists") || strings.Contains(rr.Reason, "forgotten") {
+		t.Errorf("the family run whose removal was cut: %s (%s); want kept, with no word of what this engine holds", rr.Decision, rr.Reason)
+	}
+	if _, err := os.Stat(filepath.Join(runs, id+ledger.RecordExt)); err != nil {
+		t.Errorf("its record: %v; want it kept for a later sweep", err)
+	}
+}
+
+// RIGHTSIZE_SWEEP_BUDGET sets the first-use sweep's budget; what is not a
+// positive duration leaves the default, with an error that names the
+// variable and the value.
+func TestBudgetFromEnv(t *testing.T) {
+	for _, c := range []struct {
+		env  string
+		want time.Duration
+		bad  bool
+	}{
+		{"", reaper.DefaultBudget, false},
+		{"  ", reaper.DefaultBudget, false},
+		{"45s", 45 * time.Second, false},
+		{"1m30s", 90 * time.Second, false},
+		{"250ms", 250 * time.Millisecond, false},
+		{"0", reaper.DefaultBudget, true},
+		{"-3s", reaper.DefaultBudget, true},
+		{"30", reaper.DefaultBudget, true},
+		{"soon", reaper.DefaultBudget, true},
+	} {
+		t.Setenv(reaper.EnvSweepBudget, c.env)
+		got, err := reaper.BudgetFromEnv()
+		if got != c.want || (err != nil) != c.bad {
+			t.Errorf("%s=%q: %s, %v; want %s, an error %v", reaper.EnvSweepBudget, c.env, got, err, c.want, c.bad)
+		}
+		if err != nil && (!strings.Contains(err.Error(), reaper.EnvSweepBudget) || !strings.Contains(err.Error(), strconv.Quote(c.env))) {
+			t.Errorf("%s=%q: the error %q names neither the variable nor the value", reaper.EnvSweepBudget, c.env, err)
+		}
 	}
 }
 

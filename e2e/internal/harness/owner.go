@@ -40,13 +40,17 @@ func ReportKey(prefix, id string) string {
 }
 
 // SayReport reports each run of a sweep report under ReportKey(prefix, id)
-// as "decision|reason", and what it kept under prefix+".kept".
+// as "decision|reason", what it kept under prefix+".kept", and why it
+// stopped early, if it did, under prefix+".unfinished".
 func SayReport(prefix string, rep *reaper.Report) {
 	if rep == nil {
 		proctest.Say(prefix+".none", "no sweep")
 		return
 	}
 	proctest.Say(prefix+".runs", strconv.Itoa(len(rep.Runs)))
+	if rep.Unfinished != "" {
+		proctest.Say(prefix+".unfinished", rep.Unfinished)
+	}
 	for _, rr := range rep.Runs {
 		proctest.Say(ReportKey(prefix, rr.ID), string(rr.Decision)+"|"+rr.Reason)
 		var kept []string
