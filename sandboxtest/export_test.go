@@ -3,6 +3,7 @@ package sandboxtest
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
 	"github.com/rightsize/rightsize-go/internal/ledger"
@@ -16,6 +17,8 @@ type Info struct {
 	CacheDir string
 	RunID    string
 	Mode     string
+	// SweepBudget is the budget the first-use sweep had.
+	SweepBudget time.Duration
 	// WatchdogPID is 0 until the first sandbox (or when there is none).
 	WatchdogPID  int
 	WatchdogKind string
@@ -28,7 +31,7 @@ func Session(ctx context.Context) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	in := Info{Backend: s.Driver().Name(), Endpoint: s.Driver().Endpoint(), CacheDir: s.CacheDir(), RunID: s.RunID(), Mode: s.Mode().String(), Sweep: s.Sweep()}
+	in := Info{Backend: s.Driver().Name(), Endpoint: s.Driver().Endpoint(), CacheDir: s.CacheDir(), RunID: s.RunID(), Mode: s.Mode().String(), Sweep: s.Sweep(), SweepBudget: s.SweepBudget()}
 	if wd := s.Watchdog(); wd != nil {
 		in.WatchdogPID, in.WatchdogKind = wd.PID, wd.Kind
 	}

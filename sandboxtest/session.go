@@ -124,7 +124,7 @@ func tellSweep(s *reaper.Session) {
 		warnf("rightsize: %v", err)
 	}
 	if rep.Unfinished != "" {
-		warnf("rightsize: the sweep of dead runs stopped early (%s); what it did not reach stays for a later sweep (%s gives it longer)", rep.Unfinished, reaper.EnvSweepBudget)
+		warnf("rightsize: the sweep of dead runs stopped early (%s; its budget was %s, which %s sets); what it did not reach stays for a later sweep", rep.Unfinished, s.SweepBudget(), reaper.EnvSweepBudget)
 	}
 	for _, it := range rep.KeepAlives {
 		if it.Outcome.Gone() {

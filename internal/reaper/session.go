@@ -39,8 +39,10 @@ type Session struct {
 	runID string
 	run   *ledger.Run // nil when the mode keeps no ledger
 	sweep *Report
-	seq   atomic.Uint64
-	pseq  atomic.Uint64
+	// budget is what the sweep of Open had.
+	budget time.Duration
+	seq    atomic.Uint64
+	pseq   atomic.Uint64
 
 	stubOnce sync.Once
 	stubbed  atomic.Bool // the stub was written
@@ -80,7 +82,7 @@ func Open(ctx context.Context, drv backend.Driver, opts ...Option) (*Session, er
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	s := &Session{drv: drv, mode: ModeFromEnv(), ids: map[toldKey]string{}}
+	s := &Session{drv: drv, mode: ModeFromEnv(), ids: map[toldKey]string{}, budget: cfg.budget}
 	_, s.labelled = drv.(backend.RunLister)
 	cache := cfg.cache
 	if cache == "" {
@@ -138,6 +140,9 @@ func (s *Session) CacheDir() string { return s.cache }
 // Sweep is the report of the sweep Open made; nil when the mode keeps no
 // ledger.
 func (s *Session) Sweep() *Report { return s.sweep }
+
+// SweepBudget is the budget the sweep of Open had (0: none).
+func (s *Session) SweepBudget() time.Duration { return s.budget }
 
 // Watchdog is the session's watchdog, nil until the first Admit (or when
 // there is none).

@@ -127,7 +127,7 @@ func Sweep(ctx context.Context, b backend.Backend, opts ...Option) (*Report, err
 	}
 	if cfg.budget > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, cfg.budget, budgetSpent{cfg.budget})
+		ctx, cancel = context.WithTimeoutCause(ctx, cfg.budget, errBudget)
 		defer cancel()
 	}
 	start := time.Now()
@@ -238,17 +238,8 @@ func Sweep(ctx context.Context, b backend.Backend, opts ...Option) (*Report, err
 	return rep, nil
 }
 
-// errBudget is the cause of a sweep's context when its budget is spent
-// (as a budgetSpent, which names the budget).
+// errBudget is the cause of a sweep's context when its budget is spent.
 var errBudget = errors.New("its time budget was spent")
-
-type budgetSpent struct{ d time.Duration }
-
-func (b budgetSpent) Error() string {
-	return fmt.Sprintf("its time budget of %s was spent", b.d.Round(time.Millisecond))
-}
-
-func (budgetSpent) Is(target error) bool { return target == errBudget }
 
 func unfinished(err error) string {
 	if errors.Is(err, errBudget) {
