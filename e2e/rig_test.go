@@ -109,6 +109,8 @@ type owner struct {
 	run                 string
 	watchdog            int
 	sandboxes, networks []string
+	// volumes are the named volumes a user's test said it made.
+	volumes []string
 }
 
 // start starts an owner of the rig with plan p (the rig's image when p

@@ -30,7 +30,9 @@ import (
 // its own -test.timeout alarm, or passes: the watchdog it got from
 // sandboxtest's init removes everything, and nothing of the bystander is
 // touched. The repository's own test binaries enter the watchdog from a
-// TestMain of theirs, after every init; a user's does not.
+// TestMain of theirs, after every init; a user's does not. Its sandboxes
+// mount a named volume of the test's (sandboxtest.NewVolume), which goes
+// with them.
 func TestUserModuleDies(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
@@ -67,13 +69,39 @@ func TestUserModuleDies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := r.sub(t)
-			o := r.startUser(tc.name, bin, tc.timeout, tc.pass)
+			o := r.startUser(tc.name, bin, tc.timeout, tc.pass, usermod.EnvVolume+"=1")
 			o.checkAlive("the user's test, before it ends")
+			o.checkVolumes()
 			tc.end(t, o)
 			took := r.waitGone(o, "after the user's test ended ("+tc.name+")")
-			t.Logf("%s: %d sandboxes, network %s, run %s: all gone %s after the end", tc.name,
-				len(o.sandboxes), strings.Join(o.networks, ","), o.run, ms(took))
+			t.Logf("%s: %d sandboxes, network %s, volume %s, run %s: all gone %s after the end", tc.name,
+				len(o.sandboxes), strings.Join(o.networks, ","), strings.Join(o.volumes, ","), o.run, ms(took))
 		})
+	}
+}
+
+// checkVolumes fails the test unless the user's test said it made one
+// named volume, which the engine has, labelled with the run, and which its
+// sandboxes mount.
+func (o *owner) checkVolumes() {
+	o.r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got, err := o.eng.RunVolumes(ctx, o.run)
+	if err != nil {
+		o.r.t.Fatal(err)
+	}
+	if len(o.volumes) != 1 || !slices.Equal(got, o.volumes) || !strings.HasPrefix(o.volumes[0], "rz-vol-") {
+		o.r.t.Fatalf("the user's test said it made volumes %q; the engine has %q labelled with run %s; want one rz-vol-", o.volumes, got, o.run)
+	}
+	for _, sb := range o.sandboxes {
+		mounts, err := o.eng.Mounts(ctx, sb)
+		if err != nil {
+			o.r.t.Fatal(err)
+		}
+		if !slices.Contains(mounts, o.volumes[0]+":/data") {
+			o.r.t.Errorf("sandbox %s mounts %q; want %s at /data", sb, mounts, o.volumes[0])
+		}
 	}
 }
 
@@ -110,7 +138,7 @@ func (r *rig) startUserTest(name, bin, run, timeout string, pass bool, env ...st
 	if err != nil {
 		r.t.Fatalf("%v\n%s", err, proc.Output())
 	}
-	o.sandboxes = in.Sandboxes
+	o.sandboxes, o.volumes = in.Sandboxes, in.Volumes
 	if in.Network != "" {
 		o.networks = []string{in.Network}
 	}

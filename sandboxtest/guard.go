@@ -104,10 +104,8 @@ func (g *Guard) start(ctx context.Context) (string, error) {
 	if err := g.spec.check(); err != nil {
 		return "", err
 	}
-	for _, n := range g.spec.Networks {
-		if err := n.lazy.do(); err != nil {
-			return "", fmt.Errorf("its network did not start: %w", err)
-		}
+	if err := g.spec.makeObjects(); err != nil {
+		return "", err
 	}
 	s, err := getSession(ctx)
 	if err != nil {
@@ -177,6 +175,9 @@ func (g *Guard) backendSpec(runID, keepAlive, extra string) backend.Spec {
 			bs.Networks = map[string][]string{}
 		}
 		bs.Networks[n.Name()] = g.spec.Aliases
+	}
+	for _, m := range g.spec.Mounts {
+		bs.Volumes = append(bs.Volumes, backend.VolumeMount{Name: m.Volume.Name(), Path: m.Path, ReadOnly: m.ReadOnly})
 	}
 	return bs
 }

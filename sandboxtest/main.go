@@ -300,12 +300,10 @@ func (s *Suite) Start(spec Spec) *Guard {
 	}
 	g := &Guard{o: s, spec: spec, origin: og}
 	g.lazy = &lazy{start: func() error {
-		// Its networks first, so that their removal, registered before
-		// the sandbox's stop, runs after it.
-		for _, n := range spec.Networks {
-			if err := n.lazy.do(); err != nil {
-				return fmt.Errorf("start %s: its network did not start: %w", describe(spec, og), err)
-			}
+		// Its networks and volumes first, so that their removal,
+		// registered before the sandbox's stop, runs after it.
+		if err := spec.makeObjects(); err != nil {
+			return fmt.Errorf("start %s: %w", describe(spec, og), err)
 		}
 		s.addCleanup(g.cleanup)
 		note, err := g.start(s.context())
@@ -340,25 +338,6 @@ func mainName() string {
 		return "TestMain"
 	}
 	return "Main"
-}
-
-// NewNetwork returns a network shared by the package's tests, created when
-// a sandbox that joins it first starts (or at its Name); the suite's
-// sandboxes can join it.
-func (s *Suite) NewNetwork() *Network {
-	n := &Network{o: s, origin: s.origin()}
-	n.lazy = &lazy{start: func() error {
-		s.addCleanup(n.cleanup)
-		note, err := n.create(s.context())
-		if note != "" {
-			s.Logf("%s", note)
-		}
-		if err != nil {
-			return fmt.Errorf("network: %w", err)
-		}
-		return nil
-	}}
-	return n
 }
 
 // setup runs fn in a goroutine of its own, so that Fatalf can end it the

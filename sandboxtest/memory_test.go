@@ -3,8 +3,10 @@ package sandboxtest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -351,4 +353,47 @@ func TestMemoryKeepAlive(t *testing.T) {
 	if err := d.RemoveKeepAlive(ctx, name, kas[0].KeepAlive); err != nil {
 		t.Errorf("remove keep-alive %s: %v", name, err)
 	}
+}
+
+func init() { memoryRoles["volume"] = memoryVolume }
+
+// fatalTB is a testing.TB whose Fatalf keeps the message and ends the
+// goroutine, as t.Fatalf would, without failing the test.
+type fatalTB struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// memoryVolume asks for a named volume, which the memory backend has not,
+// and says how NewVolume failed ("" when it did not).
+func memoryVolume(t *testing.T) {
+	tb := &fatalTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sandboxtest.NewVolume(tb)
+	}()
+	<-done
+	proctest.Say("failed", strconv.Quote(tb.msg))
+	proctest.Block()
+}
+
+// NewVolume on a backend without named volumes fails the test at once,
+// naming the backend, before anything is made.
+func TestNewVolumeWithoutVolumes(t *testing.T) {
+	cache := t.TempDir()
+	h := startMemoryHelper(t, "volume", cache)
+	msg, err := strconv.Unquote(h.Expect("failed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "the memory backend has no named volumes"; !strings.Contains(msg, want) || !strings.Contains(msg, "sandboxtest: volume") {
+		t.Errorf("NewVolume on the memory backend failed with %q; want it to say %q", msg, want)
+	}
+	h.Finish()
 }

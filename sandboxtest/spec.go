@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/testcontainers/testcontainers-go"
@@ -50,6 +51,9 @@ type Spec struct {
 	// names on each of them.
 	Networks []*Network
 	Aliases  []string
+	// Mounts are named volumes, created with NewVolume, mounted into the
+	// sandbox (the docker backend, and Podman through it).
+	Mounts []Mount
 	// MemoryLimitMB limits memory; 0 means no limit.
 	MemoryLimitMB int
 	// Files are copied into the sandbox before it starts.
@@ -66,6 +70,14 @@ type Spec struct {
 	// Customize applies testcontainers-go customizers to the request (Docker
 	// backend only), after everything above.
 	Customize []testcontainers.ContainerCustomizer
+}
+
+// Mount mounts Volume at Path, an absolute path in the sandbox; read-only
+// when ReadOnly.
+type Mount struct {
+	Volume   *Volume
+	Path     string
+	ReadOnly bool
 }
 
 // File is content copied into the sandbox at GuestPath.
@@ -88,6 +100,14 @@ func (spec Spec) check() error {
 			return errors.New("Spec.Networks holds a nil *Network")
 		}
 	}
+	for _, m := range spec.Mounts {
+		switch {
+		case m.Volume == nil:
+			return fmt.Errorf("Spec.Mounts: the mount at %q has no Volume (make one with NewVolume)", m.Path)
+		case !strings.HasPrefix(m.Path, "/"):
+			return fmt.Errorf("Spec.Mounts: the mount path %q is not absolute", m.Path)
+		}
+	}
 	if spec.ReuseTTL < 0 {
 		return fmt.Errorf("Spec.ReuseTTL is %s: want a positive duration, or 0 for RIGHTSIZE_REUSE_TTL's", spec.ReuseTTL)
 	}
@@ -97,11 +117,30 @@ func (spec Spec) check() error {
 		}
 		return nil
 	}
+	if len(spec.Mounts) > 0 {
+		return errors.New("Spec.Reuse with Spec.Mounts: a keep-alive sandbox outlives the test's volumes, so it cannot mount one; drop Reuse, or Mounts")
+	}
 	if len(spec.Networks) > 0 {
 		return errors.New("Spec.Reuse with Spec.Networks: a keep-alive sandbox outlives the test's networks, so it cannot join one; drop Reuse, or reach the keep-alive sandbox through its published ports")
 	}
 	if (len(spec.Customize) > 0 || len(spec.Labels) > 0) && spec.ReuseKey == "" {
 		return errors.New("Spec.Reuse with Spec.Customize or Spec.Labels needs Spec.ReuseKey: the family's identity hash cannot see what they change, and two different sandboxes would share one container")
+	}
+	return nil
+}
+
+// makeObjects makes the spec's networks and volumes that a suite makes at
+// their first use (those of a test exist already).
+func (spec Spec) makeObjects() error {
+	for _, n := range spec.Networks {
+		if err := n.obj.lazy.do(); err != nil {
+			return fmt.Errorf("its network did not start: %w", err)
+		}
+	}
+	for _, m := range spec.Mounts {
+		if err := m.Volume.obj.lazy.do(); err != nil {
+			return fmt.Errorf("its volume was not made: %w", err)
+		}
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 // passes on a laptop with reuse on.
 func TestReuseRefusalsWithReuseOnAndOff(t *testing.T) {
 	net := &Network{}
+	vol := &Volume{}
 	custom := []testcontainers.ContainerCustomizer{testcontainers.WithEnv(map[string]string{"A": "1"})}
 	refused := []struct {
 		name string
@@ -27,6 +28,9 @@ func TestReuseRefusalsWithReuseOnAndOff(t *testing.T) {
 		want string
 	}{
 		{"networks", Spec{Image: "img", Reuse: true, Networks: []*Network{net}}, "Spec.Reuse with Spec.Networks"},
+		{"volumes", Spec{Image: "img", Reuse: true, Mounts: []Mount{{Volume: vol, Path: "/data"}}}, "Spec.Reuse with Spec.Mounts"},
+		{"a mount without a volume", Spec{Image: "img", Mounts: []Mount{{Path: "/data"}}}, `the mount at "/data" has no Volume`},
+		{"a relative mount path", Spec{Image: "img", Mounts: []Mount{{Volume: vol, Path: "data"}}}, `the mount path "data" is not absolute`},
 		{"customize without a key", Spec{Image: "img", Reuse: true, Customize: custom}, "needs Spec.ReuseKey"},
 		{"labels without a key", Spec{Image: "img", Reuse: true, Labels: map[string]string{"team": "a"}}, "needs Spec.ReuseKey"},
 		{"no image", Spec{Reuse: true}, "Spec.Image is empty"},
@@ -54,6 +58,7 @@ func TestReuseRefusalsWithReuseOnAndOff(t *testing.T) {
 		{Image: "img", Reuse: true, Customize: custom, ReuseKey: "v1"},
 		{Image: "img", Reuse: true, Labels: map[string]string{"team": "a"}, ReuseKey: "v1"},
 		{Image: "img", Networks: []*Network{net}},
+		{Image: "img", Mounts: []Mount{{Volume: vol, Path: "/data", ReadOnly: true}}},
 		{Image: "img", Reuse: true, ReuseTTL: time.Hour},
 	} {
 		if err := ok.check(); err != nil {

@@ -2,13 +2,20 @@ package sandboxtest_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
+	"github.com/rightsize/rightsize-go/internal/backend/docker"
 	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/names"
+	"github.com/rightsize/rightsize-go/internal/origin"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/reaper"
 	"github.com/rightsize/rightsize-go/internal/testimage"
@@ -120,4 +127,79 @@ func helperVolumeOwner(t *testing.T) {
 	proctest.Say("watchdog.kind", in.WatchdogKind)
 	proctest.Say("sandbox", g.Name())
 	proctest.Block()
+}
+
+// A named volume of the test's (NewVolume): in the run's ledger and
+// labelled with the run and the test that made it; what one sandbox writes
+// there the next reads, read-only when the mount says so; it cannot go
+// while a sandbox uses it, and goes, with its ledger line, when its test
+// ends.
+func TestNamedVolume(t *testing.T) {
+	img := testimage.Busybox(t)
+	r := newRig(t)
+	in, err := sandboxtest.Session(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := ledger.LinePath(filepath.Join(in.CacheDir, ledger.RunsDir), in.RunID, ledger.VolumeKind)
+	listed := func(name string) bool {
+		b, err := os.ReadFile(lines)
+		return err == nil && slices.Contains(strings.Split(string(b), "\n"), name)
+	}
+	run := func(t *testing.T, g *sandboxtest.Guard, script string) sandboxtest.ExecResult {
+		t.Helper()
+		res, err := g.Exec(t.Context(), []string{"sh", "-c", script})
+		if err != nil {
+			t.Fatalf("exec %q: %v", script, err)
+		}
+		return res
+	}
+	var name string
+	t.Run("made", func(t *testing.T) {
+		v := sandboxtest.NewVolume(t)
+		name = v.Name()
+		t.Cleanup(func() { // a failure's leftover, removed whatever happens
+			if !r.volumeGone(name) {
+				_, _ = r.cli.VolumeRemove(context.Background(), name, client.VolumeRemoveOptions{Force: true})
+			}
+		})
+		if !strings.HasPrefix(name, names.VolumePrefix) {
+			t.Errorf("volume %q: want the prefix %s", name, names.VolumePrefix)
+		}
+		vi, err := r.cli.VolumeInspect(t.Context(), name, client.VolumeInspectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l := vi.Volume.Labels; l[docker.LabelRunID] != in.RunID || l[origin.LabelTest] != t.Name() || !strings.HasPrefix(l[origin.LabelPlace], "volume_test.go:") {
+			t.Errorf("volume %s is labelled %v; want run %s, made by %s at volume_test.go:N", name, l, in.RunID, t.Name())
+		}
+		if !listed(name) {
+			t.Errorf("volume %s is not in the run's ledger (%s)", name, lines)
+		}
+		a := sandboxtest.Start(t, sandboxtest.Spec{Image: img, Cmd: []string{"sleep", "300"}, Mounts: []sandboxtest.Mount{{Volume: v, Path: "/data"}}})
+		if res := run(t, a, "echo kept > /data/f"); res.ExitCode != 0 {
+			t.Fatalf("write to the volume: %s", res)
+		}
+		if err := a.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		b := sandboxtest.Start(t, sandboxtest.Spec{Image: img, Cmd: []string{"sleep", "300"}, Mounts: []sandboxtest.Mount{{Volume: v, Path: "/data", ReadOnly: true}}})
+		if res := run(t, b, "cat /data/f"); res.ExitCode != 0 || res.Stdout != "kept\n" {
+			t.Errorf("the next sandbox reads %s; want what the first wrote, \"kept\"", res)
+		}
+		if res := run(t, b, "echo no > /data/g"); res.ExitCode == 0 {
+			t.Errorf("a read-only mount took a write: %s", res)
+		}
+		if err := v.Remove(t.Context()); err == nil {
+			t.Errorf("the volume was removed while sandbox %s uses it", b.Name())
+		} else if r.volumeGone(name) || !listed(name) {
+			t.Errorf("a refused removal (%v) took the volume or its ledger line", err)
+		}
+	})
+	if !r.volumeGone(name) {
+		t.Errorf("volume %s is still on the engine after its test ended", name)
+	}
+	if listed(name) {
+		t.Errorf("volume %s is still in the run's ledger after its test ended", name)
+	}
 }

@@ -367,6 +367,9 @@ type Spec struct {
 	MemoryLimitMB int
 	// Files are copied into the sandbox before it starts.
 	Files []File
+	// Volumes are named volumes of the run (VolumeCreator) to mount; a
+	// backend that has none refuses a Spec that sets them.
+	Volumes []VolumeMount
 	// WaitingFor and Customize are testcontainers-go's, for the Docker
 	// backend; another backend refuses a Spec that sets them.
 	WaitingFor wait.Strategy
@@ -379,6 +382,19 @@ type File struct {
 	Content   []byte
 	// Mode defaults to 0644.
 	Mode int64
+}
+
+// VolumeMount mounts the named volume Name at Path in a sandbox.
+type VolumeMount struct {
+	Name, Path string
+	ReadOnly   bool
+}
+
+// VolumeCreator is a Driver whose engine has named volumes: it creates
+// one marked as run runID's (removed by Remove with VolumeKind, which
+// checks the mark) and returns the engine's id for it.
+type VolumeCreator interface {
+	CreateVolume(ctx context.Context, name, runID string) (id string, err error)
 }
 
 // Sandbox is a running sandbox created or adopted by a Driver.

@@ -43,6 +43,10 @@ func LowerHex(s string) bool {
 	return true
 }
 
+// VolumePrefix starts the name of every named volume rightsize-go makes
+// for a test (sandboxtest.NewVolume), with 8 lowercase hex digits.
+const VolumePrefix = "rz-vol-"
+
 // NetworkPrefix starts the name of every network the family makes:
 // rz-net-<8 hex>.
 const NetworkPrefix = "rz-net-"

@@ -52,6 +52,7 @@ const (
 	EnvNetwork   = "USER_NETWORK"
 	EnvInfo      = "USER_INFO"
 	EnvPass      = "USER_PASS"
+	EnvVolume    = "USER_VOLUME"
 	// KeepAlive's (userkit.KeepAlive, the module's TestKeepAlive).
 	EnvKeepAlives = "USER_KEEPALIVES"
 	EnvReuseTTL   = "USER_REUSE_TTL"
@@ -203,7 +204,8 @@ type Info struct {
 	Network   string
 	Sandboxes []string
 	// Containers, Images and Volumes are what Guarded made past
-	// sandboxtest: container and image ids, volume names.
+	// sandboxtest: container and image ids, volume names; Volumes also
+	// holds the sandboxtest.NewVolume of a test run with EnvVolume.
 	Containers, Images, Volumes []string
 	// KeepAlives are the keep-alive sandboxes it started or adopted:
 	// their container ids by name.

@@ -111,7 +111,8 @@ func (e *Engine) RunNetworks(ctx context.Context, runID string) ([]string, error
 }
 
 // RunLeft describes what of run id is still on the engine ("" when
-// nothing): containers and networks by label, and the named networks.
+// nothing): containers, named volumes and networks by label, and the
+// named networks.
 func (e *Engine) RunLeft(ctx context.Context, runID string, networks []string) (string, error) {
 	cs, err := e.RunContainers(ctx, runID)
 	if err != nil {
@@ -133,14 +134,55 @@ func (e *Engine) RunLeft(ctx context.Context, runID string, networks []string) (
 			ns = append(ns, n)
 		}
 	}
+	vs, err := e.RunVolumes(ctx, runID)
+	if err != nil {
+		return "", err
+	}
 	var parts []string
 	if len(cs) > 0 {
 		parts = append(parts, fmt.Sprintf("containers %q", cs))
+	}
+	if len(vs) > 0 {
+		parts = append(parts, fmt.Sprintf("volumes %q", vs))
 	}
 	if len(ns) > 0 {
 		parts = append(parts, fmt.Sprintf("networks %q", ns))
 	}
 	return strings.Join(parts, ", "), nil
+}
+
+// RunVolumes lists the named volumes labelled with run id.
+func (e *Engine) RunVolumes(ctx context.Context, runID string) ([]string, error) {
+	var out []string
+	for _, l := range []string{LabelRunID, LabelRunIDAlt} {
+		res, err := e.cli.VolumeList(ctx, client.VolumeListOptions{Filters: client.Filters{}.Add("label", l+"="+runID)})
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range res.Items {
+			if !slices.Contains(out, v.Name) {
+				out = append(out, v.Name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Mounts lists the named volumes container name mounts, as
+// "volume:destination".
+func (e *Engine) Mounts(ctx context.Context, name string) ([]string, error) {
+	res, err := e.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range res.Container.Mounts {
+		if m.Type == "volume" {
+			out = append(out, m.Name+":"+m.Destination)
+		}
+	}
+	return out, nil
 }
 
 // ContainerState reports whether a container exists and whether it runs.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
@@ -66,6 +67,13 @@ func (d *Driver) create(ctx context.Context, name string, spec backend.Spec) (*S
 		if err := c.Customize(&req); err != nil {
 			return nil, fmt.Errorf("create container %s: customize: %w", name, err)
 		}
+	}
+	if len(spec.Volumes) > 0 {
+		mounts := make([]mount.Mount, 0, len(spec.Volumes))
+		for _, v := range spec.Volumes {
+			mounts = append(mounts, mount.Mount{Type: mount.TypeVolume, Source: v.Name, Target: v.Path, ReadOnly: v.ReadOnly})
+		}
+		chainHostConfig(&req, func(hc *container.HostConfig) { hc.Mounts = append(hc.Mounts, mounts...) })
 	}
 	if spec.MemoryLimitMB > 0 {
 		mem := int64(spec.MemoryLimitMB) << 20
@@ -305,6 +313,24 @@ func (d *Driver) Adopt(ctx context.Context, name string) (backend.Sandbox, error
 		return nil, fmt.Errorf("container %s exists but is not running (%s): %w: %w", name, status, why, backend.ErrNotFound)
 	}
 	return &Sandbox{d: d, name: name, id: c.ID}, nil
+}
+
+// CreateVolume creates the named volume name, labelled as run runID's
+// (with the origin ctx carries), on the engine's default driver.
+func (d *Driver) CreateVolume(ctx context.Context, name, runID string) (string, error) {
+	marks := d.RunLabels(runID)
+	res, err := d.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Labels: origin.FromContext(ctx).AddLabels(maps.Clone(marks))})
+	if err != nil {
+		return "", classify("create volume "+name, err)
+	}
+	// The engine answers a create of a name it has with that volume, as
+	// it is: one without the run's marks is someone else's.
+	for k, v := range marks {
+		if res.Volume.Labels[k] != v {
+			return "", fmt.Errorf("create volume %s: %w: the engine has a volume of that name that is not run %s's", name, backend.ErrNameTaken, runID)
+		}
+	}
+	return res.Volume.Name, nil
 }
 
 // CreateNetwork creates a bridge network labelled as run runID's, and

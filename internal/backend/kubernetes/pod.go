@@ -176,6 +176,8 @@ func (d *Driver) podFor(name string, spec backend.Spec) (*corev1.Pod, error) {
 		return nil, errors.New("kubernetes: the spec names no image")
 	case len(spec.Customize) > 0:
 		return nil, errors.New("kubernetes: Customize is testcontainers-go's, for the docker backend")
+	case len(spec.Volumes) > 0:
+		return nil, errors.New("kubernetes: named volumes are not supported: a pod mounts none of the run's")
 	}
 	lb := maps.Clone(spec.Labels)
 	if lb == nil {

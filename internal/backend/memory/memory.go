@@ -398,6 +398,9 @@ func (d *driver) Create(ctx context.Context, name string, spec backend.Spec) (ba
 	if spec.WaitingFor != nil || len(spec.Customize) > 0 {
 		return nil, errors.New("memory backend: WaitingFor and Customize are testcontainers-go's; a memory sandbox runs nothing to wait for or customize")
 	}
+	if len(spec.Volumes) > 0 {
+		return nil, errors.New("memory backend: it has no named volumes to mount")
+	}
 	if spec.Image == "" {
 		return nil, errors.New("memory backend: a sandbox needs an image name")
 	}

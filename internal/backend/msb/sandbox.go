@@ -69,6 +69,9 @@ func (d *Driver) Create(ctx context.Context, name string, spec backend.Spec) (ba
 	if spec.WaitingFor != nil || len(spec.Customize) > 0 {
 		return nil, fmt.Errorf("msb sandbox %s: Spec.WaitingFor and Spec.Customize are testcontainers-go's, for the docker backend only", name)
 	}
+	if len(spec.Volumes) > 0 {
+		return nil, fmt.Errorf("msb sandbox %s: the msb backend has no named volumes to mount", name)
+	}
 	if err := checkName(name); err != nil {
 		return nil, err
 	}

@@ -25,10 +25,11 @@ const (
 	EnvNetwork   = "USER_NETWORK"   // "0": no network
 	EnvInfo      = "USER_INFO"      // a file the test appends key=value lines to
 	EnvPass      = "USER_PASS"      // "1": pass once stdin closes
+	EnvVolume    = "USER_VOLUME"    // "1": the sandboxes mount a named volume at /data
 )
 
 // Hold starts what the environment asks for, says so in the info file
-// (network=, sandbox= lines, then blocked=1), then blocks until the
+// (network=, volume=, sandbox= lines, then blocked=1), then blocks until the
 // process is killed or `go test -timeout` fires; with USER_PASS=1, until
 // its stdin closes, and then it passes. It is a helper (t.Helper): what
 // it starts is its caller's, at its call.
@@ -46,6 +47,11 @@ func Hold(t *testing.T) {
 		net := sandboxtest.NewNetwork(t)
 		say("network", net.Name())
 		spec.Networks = []*sandboxtest.Network{net}
+	}
+	if os.Getenv(EnvVolume) == "1" {
+		vol := sandboxtest.NewVolume(t)
+		say("volume", vol.Name())
+		spec.Mounts = []sandboxtest.Mount{{Volume: vol, Path: "/data"}}
 	}
 	for range n {
 		g := sandboxtest.Start(t, spec)
