@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/internal/backend/docker"
 	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/names"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/reaper"
 	"github.com/rightsize/rightsize-go/internal/testimage"
@@ -331,6 +333,53 @@ func TestMainRunsTestsThenStopsEverything(t *testing.T) {
 	assertGone(t, d, webName)
 	if _, nets := runResources(t, d, s.RunID()); len(nets) > 0 {
 		t.Errorf("network %s is still there", netName)
+	}
+	assertRunEmpty(t, s, d)
+}
+
+// A suite's volume is made at the first use of a sandbox that mounts it,
+// in the run's ledger and labelled with the run, shared by the package's
+// tests, and gone with its ledger line when Main returns.
+func TestMainSuiteVolume(t *testing.T) {
+	s, d := engineSession(t)
+	var vol *Volume
+	var web *Guard
+	setup := func(su *Suite) {
+		vol = su.NewVolume()
+		spec := serverSpec(t)
+		spec.Mounts = []Mount{{Volume: vol, Path: "/data"}}
+		web = su.Start(spec)
+	}
+	var name string
+	tests := func() int {
+		t.Run("uses", func(t *testing.T) {
+			g := web.For(t)
+			if res, err := g.Exec(t.Context(), []string{"sh", "-c", "echo shared > /data/f && cat /data/f"}); err != nil || res.ExitCode != 0 || res.Stdout != "shared\n" {
+				t.Errorf("the suite's sandbox writes to its volume: %v, %v", res, err)
+			}
+		})
+		name = vol.Name()
+		vols, err := d.ListRun(context.Background(), names.VolumeKind, s.RunID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(name, names.VolumePrefix) || !slices.Contains(vols, name) {
+			t.Errorf("during the tests: volume %q; the engine has %q labelled with run %s", name, vols, s.RunID())
+		}
+		if l := s.Ledger().Names(ledger.VolumeKind); !slices.Contains(l, name) {
+			t.Errorf("during the tests: the ledger lists volumes %q, not %s", l, name)
+		}
+		return 0
+	}
+	if code := runMain(runFunc(tests), []func(*Suite){setup}); code != 0 {
+		t.Errorf("runMain = %d, want 0", code)
+	}
+	// No polling: Main has returned, so everything must be gone already.
+	if vols, err := d.ListRun(context.Background(), names.VolumeKind, s.RunID()); err != nil || len(vols) > 0 {
+		t.Errorf("after Main: volumes %q of the run (%v)", vols, err)
+	}
+	if l := s.Ledger().Names(ledger.VolumeKind); len(l) > 0 {
+		t.Errorf("after Main: the ledger still lists volumes %q", l)
 	}
 	assertRunEmpty(t, s, d)
 }

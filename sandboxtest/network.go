@@ -150,6 +150,13 @@ func (r *runObject) Remove(ctx context.Context) error {
 	return nil
 }
 
+// isRemoved reports whether Remove removed it.
+func (r *runObject) isRemoved() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.removed && r.name != ""
+}
+
 func (r *runObject) cleanup() {
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()

@@ -50,7 +50,8 @@ var (
 )
 
 // sessionTimeout bounds the set-up of the session: finding the engine and
-// sweeping (whose own budget is reaper.DefaultBudget).
+// sweeping (whose own budget is reaper.DefaultBudget unless
+// RIGHTSIZE_SWEEP_BUDGET gives it more, which is added).
 const sessionTimeout = 2 * time.Minute
 
 // envHostOverride is testcontainers-go's variable for where published ports
@@ -70,7 +71,9 @@ func getSession(ctx context.Context) (*reaper.Session, error) {
 		return sess, sessErr
 	}
 	reaper.TellEmptyCacheDir(stderr())
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sessionTimeout)
+	// A longer sweep budget than the default lengthens the set-up as much.
+	budget, _ := reaper.BudgetFromEnv()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sessionTimeout+max(0, budget-reaper.DefaultBudget))
 	defer cancel()
 	drv, err := backend.Resolve(ctx)
 	if err != nil {

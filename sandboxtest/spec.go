@@ -9,6 +9,8 @@ import (
 
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/rightsize/rightsize-go/internal/names"
 )
 
 // Spec describes a sandbox. The zero value of every field but Image is a
@@ -104,6 +106,8 @@ func (spec Spec) check() error {
 		switch {
 		case m.Volume == nil:
 			return fmt.Errorf("Spec.Mounts: the mount at %q has no Volume (make one with NewVolume)", m.Path)
+		case m.Volume.obj.kind != names.VolumeKind:
+			return fmt.Errorf("Spec.Mounts: the Volume mounted at %q was not made by NewVolume", m.Path)
 		case !strings.HasPrefix(m.Path, "/"):
 			return fmt.Errorf("Spec.Mounts: the mount path %q is not absolute", m.Path)
 		}
@@ -140,6 +144,10 @@ func (spec Spec) makeObjects() error {
 	for _, m := range spec.Mounts {
 		if err := m.Volume.obj.lazy.do(); err != nil {
 			return fmt.Errorf("its volume was not made: %w", err)
+		}
+		if m.Volume.obj.isRemoved() {
+			// The engine would make a volume of that name anew, unlisted.
+			return fmt.Errorf("its volume %s was removed (by Remove, or at the end of the test that made it)", m.Volume.obj.name)
 		}
 	}
 	return nil

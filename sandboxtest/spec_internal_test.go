@@ -12,6 +12,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/internal/testimage"
 
+	"github.com/rightsize/rightsize-go/internal/names"
 	"github.com/rightsize/rightsize-go/internal/origin"
 )
 
@@ -20,7 +21,7 @@ import (
 // passes on a laptop with reuse on.
 func TestReuseRefusalsWithReuseOnAndOff(t *testing.T) {
 	net := &Network{}
-	vol := &Volume{}
+	vol := &Volume{obj: runObject{kind: names.VolumeKind}}
 	custom := []testcontainers.ContainerCustomizer{testcontainers.WithEnv(map[string]string{"A": "1"})}
 	refused := []struct {
 		name string
@@ -30,6 +31,7 @@ func TestReuseRefusalsWithReuseOnAndOff(t *testing.T) {
 		{"networks", Spec{Image: "img", Reuse: true, Networks: []*Network{net}}, "Spec.Reuse with Spec.Networks"},
 		{"volumes", Spec{Image: "img", Reuse: true, Mounts: []Mount{{Volume: vol, Path: "/data"}}}, "Spec.Reuse with Spec.Mounts"},
 		{"a mount without a volume", Spec{Image: "img", Mounts: []Mount{{Path: "/data"}}}, `the mount at "/data" has no Volume`},
+		{"a volume NewVolume did not make", Spec{Image: "img", Mounts: []Mount{{Volume: &Volume{}, Path: "/data"}}}, `the Volume mounted at "/data" was not made by NewVolume`},
 		{"a relative mount path", Spec{Image: "img", Mounts: []Mount{{Volume: vol, Path: "data"}}}, `the mount path "data" is not absolute`},
 		{"customize without a key", Spec{Image: "img", Reuse: true, Customize: custom}, "needs Spec.ReuseKey"},
 		{"labels without a key", Spec{Image: "img", Reuse: true, Labels: map[string]string{"team": "a"}}, "needs Spec.ReuseKey"},

@@ -155,8 +155,9 @@ func TestNamedVolume(t *testing.T) {
 		return res
 	}
 	var name string
+	var v *sandboxtest.Volume
 	t.Run("made", func(t *testing.T) {
-		v := sandboxtest.NewVolume(t)
+		v = sandboxtest.NewVolume(t)
 		name = v.Name()
 		t.Cleanup(func() { // a failure's leftover, removed whatever happens
 			if !r.volumeGone(name) {
@@ -201,5 +202,20 @@ func TestNamedVolume(t *testing.T) {
 	}
 	if listed(name) {
 		t.Errorf("volume %s is still in the run's ledger after its test ended", name)
+	}
+	// Mounted once removed, it would be made anew by the engine, unlisted
+	// and unlabelled: the start is refused.
+	tb := &fatalTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sandboxtest.Start(tb, sandboxtest.Spec{Image: img, Cmd: []string{"sleep", "300"}, Mounts: []sandboxtest.Mount{{Volume: v, Path: "/data"}}})
+	}()
+	<-done
+	if want := "its volume " + name + " was removed"; !strings.Contains(tb.msg, want) {
+		t.Errorf("a start mounting the removed volume: %q; want it refused, saying %q", tb.msg, want)
+	}
+	if !r.volumeGone(name) {
+		t.Errorf("volume %s was made again", name)
 	}
 }

@@ -539,13 +539,17 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 	}
 	res := reapRun(ctx, b, t)
 	leave := ""
-	// An engine that showed nothing of the run proves nothing when the
-	// sweep's budget cut its answers short: the run is kept as it is.
-	if !res.here && !byHand && namesNoEngine(b, rf) && l.Len() > 0 && ctx.Err() == nil {
-		var note string
-		leave, note = c.elsewhere(ctx, b, rf, t, res)
-		if note != "" {
-			rr.Reason += "; " + note
+	if !res.here && !byHand && namesNoEngine(b, rf) && l.Len() > 0 {
+		if ctx.Err() != nil {
+			// What this engine answered before the sweep was cut short
+			// says nothing of where the run was: it is kept as it is.
+			leave = "the sweep stopped (" + unfinished(context.Cause(ctx)) + ") before it could learn which engine the run used (it records none): kept as it is for a later sweep"
+		} else {
+			var note string
+			leave, note = c.elsewhere(ctx, b, rf, t, res)
+			if note != "" {
+				rr.Reason += "; " + note
+			}
 		}
 	}
 	fileItems(&rr, res.items)
@@ -563,7 +567,7 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 	}
 
 	if leave != "" && !here {
-		return leaveForItsEngine(rr, leave, procsKept || len(l.Problems) > 0)
+		return leaveForItsEngine(rr, leave, procsKept || len(l.Problems) > 0 || ctx.Err() != nil)
 	}
 
 	// Files and lines of the run that no reader here understands keep its

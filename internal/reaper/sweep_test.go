@@ -34,8 +34,12 @@ type fakeBackend struct {
 	name, endpoint string
 	notDefault     bool
 	// block: Remove waits for its context to end, as an engine that takes
-	// the call and never answers.
-	block bool
+	// the call and never answers; blockNames, for those names alone.
+	block      bool
+	blockNames map[string]bool
+	// lateNotFound: Remove of such a name says "not found", but only once
+	// its context has ended (an answer that came after the deadline).
+	lateNotFound map[string]bool
 
 	mu      sync.Mutex
 	objs    map[string]error
@@ -68,9 +72,14 @@ func (f *fakeBackend) Remove(ctx context.Context, k backend.Kind, runID string, 
 	f.mu.Unlock()
 	errs := make([]error, len(names))
 	for i, n := range names {
-		if f.block {
+		if f.block || f.blockNames[n] {
 			<-ctx.Done()
 			errs[i] = fmt.Errorf("remove %s: %w: %v", n, backend.ErrUnreachable, context.Cause(ctx))
+			continue
+		}
+		if f.lateNotFound[n] {
+			<-ctx.Done()
+			errs[i] = fmt.Errorf("remove %s: %w", n, backend.ErrNotFound)
 			continue
 		}
 		f.mu.Lock()
@@ -782,31 +791,51 @@ func TestSweepBudget(t *testing.T) {
 	}
 }
 
-// A family run (no engine recorded) whose removal the budget cut short is
-// kept as it is, never said to have nothing on this engine: no answer
-// came, so nothing was learnt of where it ran.
+// A family run (no engine recorded) whose sweep the budget cut short is
+// kept as it is, every line and its record: what this engine answered
+// before (or just after) the budget ran out proves nothing of where the
+// run was, and the reason says the sweep stopped.
 func TestSweepBudgetCutsAFamilyRun(t *testing.T) {
-	cache := t.TempDir()
-	runs := runsDir(t, cache)
-	dead := deadProcess(t)
-	fake := newFake(map[string]error{"rz-x-1": nil})
-	fake.block = true
-	id := randHex(t, 8)
-	rec := fmt.Appendf(nil, `{"pid":%d,"startedIso":%q,"backend":"docker"}`, dead.PID, ledger.FormatISO(dead.Start))
-	writeRun(t, runs, id, rec, []string{"rz-x-1"}, nil)
-	rep, err := reaper.Sweep(context.Background(), labeledBackend{fake}, reaper.WithCacheDir(cache), reaper.WithBudget(300*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Runs) != 1 {
-		t.Fatalf("%d runs reported, want the one", len(rep.Runs))
-	}
-	rr := rep.Runs[0]
-	if rr.Decision != reaper.Kept || strings.Contains(rr.Reason, "nothing it lists") || strings.Contains(rr.Reason, "forgotten") {
-		t.Errorf("the family run whose removal was cut: %s (%s); want kept, with no word of what this engine holds", rr.Decision, rr.Reason)
-	}
-	if _, err := os.Stat(filepath.Join(runs, id+ledger.RecordExt)); err != nil {
-		t.Errorf("its record: %v; want it kept for a later sweep", err)
+	for _, tc := range []struct {
+		name                string
+		sandboxes, networks []string
+		fake                func(*fakeBackend)
+	}{
+		{"its removal hangs", []string{"rz-x-1"}, nil, func(f *fakeBackend) { f.block = true }},
+		{"a sandbox not here, its network hangs", []string{"rz-gone-1"}, []string{"rz-net-x"}, func(f *fakeBackend) { f.blockNames = map[string]bool{"rz-net-x": true} }},
+		{"not found, said after the budget", []string{"rz-late-1"}, nil, func(f *fakeBackend) { f.lateNotFound = map[string]bool{"rz-late-1": true} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cache := t.TempDir()
+			runs := runsDir(t, cache)
+			dead := deadProcess(t)
+			fake := newFake(map[string]error{"rz-x-1": nil, "rz-net-x": nil})
+			tc.fake(fake)
+			id := randHex(t, 8)
+			rec := fmt.Appendf(nil, `{"pid":%d,"startedIso":%q,"backend":"docker"}`, dead.PID, ledger.FormatISO(dead.Start))
+			writeRun(t, runs, id, rec, tc.sandboxes, tc.networks)
+			before := listDir(t, runs)
+			lines := map[string][]byte{}
+			for _, f := range before {
+				lines[f], _ = os.ReadFile(filepath.Join(runs, f))
+			}
+			rep, err := reaper.Sweep(context.Background(), labeledBackend{fake}, reaper.WithCacheDir(cache), reaper.WithBudget(300*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Runs) != 1 {
+				t.Fatalf("%d runs reported, want the one", len(rep.Runs))
+			}
+			rr := rep.Runs[0]
+			if rr.Decision != reaper.Kept || strings.Contains(rr.Reason, "nothing it lists") || !strings.Contains(rr.Reason, "the sweep stopped") {
+				t.Errorf("the family run whose sweep was cut: %s (%s); want kept, saying the sweep stopped, with no word of what this engine holds", rr.Decision, rr.Reason)
+			}
+			for f, b := range lines {
+				if got, err := os.ReadFile(filepath.Join(runs, f)); err != nil || string(got) != string(b) {
+					t.Errorf("%s: %q, %v; want it as it was, %q", f, got, err, b)
+				}
+			}
+		})
 	}
 }
 
