@@ -76,6 +76,36 @@ func ExampleNewNetwork() {
 	_ = testAppWithDatabase
 }
 
+// What one sandbox writes to a named volume of the test's, the next one
+// reads. The volume goes after them, when the test ends, and with the
+// run when the test process dies.
+func ExampleNewVolume() {
+	testRestoresItsData := func(t *testing.T) {
+		data := sandboxtest.NewVolume(t)
+		seed := sandboxtest.Start(t, sandboxtest.Spec{
+			Image:  "busybox:1.36",
+			Cmd:    []string{"sleep", "300"},
+			Mounts: []sandboxtest.Mount{{Volume: data, Path: "/data"}},
+		})
+		if res, err := seed.Exec(t.Context(), []string{"sh", "-c", "echo 42 > /data/answer"}); err != nil || res.ExitCode != 0 {
+			t.Fatalf("seed: %v %v", res, err)
+		}
+		if err := seed.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		reader := sandboxtest.Start(t, sandboxtest.Spec{
+			Image:  "busybox:1.36",
+			Cmd:    []string{"sleep", "300"},
+			Mounts: []sandboxtest.Mount{{Volume: data, Path: "/data", ReadOnly: true}},
+		})
+		res, err := reader.Exec(t.Context(), []string{"cat", "/data/answer"})
+		if err != nil || res.Stdout != "42\n" {
+			t.Fatalf("read back: %v %v", res, err)
+		}
+	}
+	_ = testRestoresItsData
+}
+
 // Any testcontainers-go call, a module's included, gets what Start gives
 // with Track(t) as its last option: a rightsize name and labels, the ledger
 // line, the watchdog, ports where this process reaches them, and its
