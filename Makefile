@@ -243,4 +243,9 @@ chaos: engine
 	@if [ -n "$$RIGHTSIZE_SKIP_PODMAN" ] || ! bash scripts/podman.sh available; then echo "chaos: podman skipped (no Podman here, or RIGHTSIZE_SKIP_PODMAN)"; exit 0; fi; \
 	host=$$(bash scripts/podman.sh start) || { echo "chaos: podman skipped: its service could not be brought up"; exit 0; }; \
 	CONTAINERS_CONF=$$(bash scripts/podman.sh conf) DOCKER_HOST=$$host $(CHAOS) -backend podman -deaths 200 -seed $(CHAOSSEED) -faults; rc=$$?; \
-	bash scripts/podman.sh stop; exit $$rc
+	bash scripts/podman.sh stop; [ $$rc = 0 ] || exit $$rc; \
+	if [ -n "$$RIGHTSIZE_SKIP_KUBE" ] || ! bash scripts/kube.sh available || ! bash scripts/kube.sh build; then echo "chaos: kubernetes skipped (no test cluster here, or RIGHTSIZE_SKIP_KUBE)"; exit 0; fi; \
+	up=; bash scripts/kube.sh status && up=1; \
+	kc=$$(bash scripts/kube.sh start) && node=$$(bash scripts/kube.sh node) || { echo "chaos: kubernetes skipped: the cluster or its node could not be started"; [ -n "$$up" ] || bash scripts/kube.sh stop; exit 0; }; \
+	RIGHTSIZE_TEST_KUBECONFIG=$$kc RIGHTSIZE_TEST_KUBE_NODE=$$node $(CHAOS) -backend kubernetes -deaths 100 -seed $(CHAOSSEED) -faults; rc=$$?; \
+	[ -n "$$up" ] || bash scripts/kube.sh stop; exit $$rc

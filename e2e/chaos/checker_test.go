@@ -100,3 +100,43 @@ func TestLiveOwnersThingsStay(t *testing.T) {
 		t.Errorf("%d violations after a removal that came after the death, want still 1", n)
 	}
 }
+
+// Where the backend cannot say who removed something (Kubernetes), a
+// removal is the owner's own only inside a step that may remove what it
+// made, a moment after one, or once it ends itself; a removal at any other
+// instant of its life is someone else's, which the checker judges.
+func TestOwnerMayRemove(t *testing.T) {
+	h := &harness{byRun: map[string]*owner{}, objects: map[string]*object{}, notes: map[string]int{}}
+	o := h.newOwner(plan.Owner{Death: plan.Clean, Steps: []plan.Step{{Op: plan.Sandbox}, {Op: plan.Pause}, {Op: plan.Stop}}})
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	may := func(ms int) bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return o.mayRemoveLocked(at(ms))
+	}
+	if may(0) {
+		t.Error("before any step: its own removal")
+	}
+	o.onEvent(at(10), plan.EvBegin, []string{"0", plan.Sandbox})
+	if !may(20) {
+		t.Error("inside a start (which releases what it made when it fails): not its own")
+	}
+	o.onEvent(at(30), plan.EvDone, []string{"0", plan.Sandbox, "rz-0000abcd-1"})
+	if !may(30+int(ownGrace/time.Millisecond)) || may(31+int(ownGrace/time.Millisecond)) {
+		t.Errorf("ownGrace after a step: %v, then %v; want its own, then not", may(30+int(ownGrace/time.Millisecond)), may(31+int(ownGrace/time.Millisecond)))
+	}
+	o.onEvent(at(5000), plan.EvBegin, []string{"1", plan.Pause})
+	if may(5010) {
+		t.Error("inside a pause: its own removal")
+	}
+	o.onEvent(at(6000), plan.EvBegin, []string{"2", plan.Stop})
+	o.onEvent(at(6100), plan.EvFail, []string{"2", "stop: an error"})
+	if !may(6050) || may(9000) {
+		t.Error("a stop that failed: its removal not its own inside, or still after the grace")
+	}
+	o.onEvent(at(10000), plan.EvBegin, []string{"3", "idle"})
+	if !may(10001) || may(9999) {
+		t.Error("a clean end's cleanups: not its own, or its own before they began")
+	}
+}

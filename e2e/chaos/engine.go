@@ -17,6 +17,7 @@ type engine struct {
 	image       string
 	exec        bool // Guard.Exec works
 	guardAll    bool // sandboxtest.GuardAll works
+	noKeepAlive bool // the backend has no keep-alive sandboxes
 	timeoutMin  int  // -test.timeout of a timeout death: from this many ms…
 	timeoutSpan int  // …to this many more
 	parallel    int  // owners at once
@@ -90,8 +91,19 @@ func newEngine(name string, faulty bool, seed int64) (*engine, error) {
 				}
 			}
 		}
+	case "kubernetes":
+		// Pods take a second or more to run, on one node: fewer owners at
+		// once, longer timeouts. No keep-alive sandbox (the backend has
+		// none), no GuardAll (Docker's API alone).
+		e.backendName, e.exec, e.noKeepAlive, e.parallel, e.sweepGap = "kubernetes", true, true, 3, 2500
+		e.timeoutMin, e.timeoutSpan = 1000, 8000
+		e.outlive, e.settle = 2*time.Minute, 2*time.Minute
+		e.side = &kubeSide{}
+		if faulty {
+			e.faults = newFaults(seed)
+		}
 	default:
-		return nil, fmt.Errorf("-backend %s: not one this harness runs yet (memory, docker, podman)", name)
+		return nil, fmt.Errorf("-backend %s: not one this harness runs (memory, docker, podman, kubernetes)", name)
 	}
 	return e, nil
 }

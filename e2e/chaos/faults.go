@@ -59,6 +59,10 @@ type faults struct {
 	// restartEvery: an engine restart after about this many deaths.
 	restartEvery int
 	restart      func(ctx context.Context, h *harness) error
+	// outage, when set, makes the engine unreachable for d: each window
+	// is one (a Kubernetes API server has no HTTP the proxy can see).
+	outage  func(ctx context.Context, d time.Duration)
+	outages int
 }
 
 func newFaults(seed int64) *faults {
@@ -110,6 +114,14 @@ func (f *faults) run(ctx context.Context, h *harness) {
 			}
 			continue
 		}
+		if f.outage != nil {
+			f.note(h, fmt.Sprintf("API server unreachable for %s", window))
+			f.outage(ctx, window)
+			f.mu.Lock()
+			f.outages++
+			f.mu.Unlock()
+			continue
+		}
 		f.mu.Lock()
 		f.on, f.prob = kind, prob
 		f.mu.Unlock()
@@ -157,6 +169,9 @@ func (f *faults) summary() string {
 		if strings.HasSuffix(e, "engine restart") {
 			restarts++
 		}
+	}
+	if f.outage != nil {
+		return fmt.Sprintf("API server outages: %d", f.outages)
 	}
 	return fmt.Sprintf("requests hit: %s; engine restarts: %d", strings.Join(parts, ", "), restarts)
 }

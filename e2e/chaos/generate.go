@@ -58,15 +58,21 @@ func generate(seed int64, i int, b *engine, kaTag, harness string) plan.Owner {
 	o := plan.Owner{Index: i, Backend: b.backendName, Image: b.image, KeepAliveTag: kaTag, Harness: harness}
 	o.Main = r.IntN(10) < 3
 	o.GuardAll = o.Main && b.guardAll && r.IntN(2) == 0
-	o.Reuse = r.IntN(10) < 4
+	o.Reuse = r.IntN(10) < 4 && !b.noKeepAlive
 	switch r.IntN(10) {
 	case 0, 1:
 		o.Watchdog = "native"
 	case 2, 3:
 		o.Watchdog = "script"
+		if b.backendName == "kubernetes" {
+			o.Watchdog = "" // the native one, which renews the run's Lease
+		}
 	}
 	ops := []string{plan.Sandbox, plan.Network, plan.Process, plan.KeepAlive, plan.Stop, plan.Pause}
 	weights := []int{30, 15, 15, 10, 15, 10}
+	if b.noKeepAlive {
+		weights[3] = 0
+	}
 	if b.exec {
 		ops, weights = append(ops, plan.Exec), append(weights, 8)
 	}

@@ -52,6 +52,36 @@ type owner struct {
 	clearAt  time.Time // nor any file of its run
 	stuck    bool
 	outlived map[int]bool // library processes already reported
+	// open are the steps under way that may remove what the owner made
+	// (a start that fails releases it, a stop), by index; openEnd is when
+	// the last of them ended; ending, when a clean end's cleanups began.
+	// Where the backend cannot say who asked for a removal (Kubernetes),
+	// they tell the owner's own removals (mayRemoveLocked).
+	open    map[int]bool
+	openEnd time.Time
+	ending  time.Time
+}
+
+// closeStepLocked takes note that step (its index) ended at at.
+func (o *owner) closeStepLocked(step string, at time.Time) {
+	if n, err := strconv.Atoi(step); err == nil && o.open[n] {
+		delete(o.open, n)
+		o.openEnd = at
+	}
+}
+
+// mayRemoveLocked reports whether the owner may have removed something of
+// its own at at, by what it said it was doing: inside a step that starts
+// or stops something, within ownGrace after one (a watch event is a moment
+// behind the call), or ending itself.
+func (o *owner) mayRemoveLocked(at time.Time) bool {
+	switch {
+	case len(o.open) > 0, !o.openEnd.IsZero() && !at.After(o.openEnd.Add(ownGrace)):
+		return true
+	case !o.dying.IsZero() && !at.Before(o.dying), !o.ending.IsZero() && !at.Before(o.ending):
+		return true
+	}
+	return false
 }
 
 type event struct {
@@ -250,13 +280,28 @@ func (o *owner) onEvent(at time.Time, ev string, args []string) {
 	case plan.EvRun:
 		h.mapRunLocked(arg(0), o)
 	case plan.EvBegin:
-		if n, _ := strconv.Atoi(arg(0)); n == o.plan.AtStep {
+		n, _ := strconv.Atoi(arg(0))
+		if n == o.plan.AtStep {
 			select {
 			case o.trigger <- struct{}{}:
 			default:
 			}
 		}
+		switch arg(1) {
+		case plan.Sandbox, plan.Network, plan.KeepAlive, plan.Stop, plan.GuardAll:
+			if o.open == nil {
+				o.open = map[int]bool{}
+			}
+			o.open[n] = true
+		case "idle":
+			if o.plan.Death == plan.Clean && o.ending.IsZero() {
+				o.ending = at
+			}
+		}
+	case plan.EvFail:
+		o.closeStepLocked(arg(0), at)
 	case plan.EvDone:
+		o.closeStepLocked(arg(0), at)
 		if arg(1) == plan.Process {
 			if pid, err := strconv.Atoi(arg(2)); err == nil {
 				h.trackProcessLocked(o, pid, at)

@@ -41,9 +41,23 @@ var busybox struct {
 // returns its reference. It skips t where no node runs.
 func Busybox(t testing.TB) string {
 	t.Helper()
-	sock := Node(t)
-	ref, archive := testimage.BusyboxArchive(t)
+	ref, err := ImportBusybox(Node(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
+// ImportBusybox is Busybox for a program that is not a test (the chaos
+// harness): it puts the image on the node whose containerd listens at
+// sock, once per process.
+func ImportBusybox(sock string) (string, error) {
 	busybox.once.Do(func() {
+		ref, archive, err := testimage.BusyboxArchiveBytes()
+		if err != nil {
+			busybox.err = err
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "ctr", "-a", sock, "-n", "k8s.io", "images", "import", "-")
@@ -54,8 +68,5 @@ func Busybox(t testing.TB) string {
 		}
 		busybox.ref = ref
 	})
-	if busybox.err != nil {
-		t.Fatal(busybox.err)
-	}
-	return busybox.ref
+	return busybox.ref, busybox.err
 }

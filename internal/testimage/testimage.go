@@ -67,11 +67,18 @@ func NoShell(tb testing.TB) string {
 // made; it needs no engine where the host has a static busybox.
 func BusyboxArchive(tb testing.TB) (ref string, archive []byte) {
 	tb.Helper()
-	busyboxArchive.once.Do(func() { busyboxArchive.ref, busyboxArchive.data, busyboxArchive.err = archiveOf(kindBusybox) })
-	if busyboxArchive.err != nil {
-		tb.Fatal(busyboxArchive.err)
+	ref, archive, err := BusyboxArchiveBytes()
+	if err != nil {
+		tb.Fatal(err)
 	}
-	return busyboxArchive.ref, busyboxArchive.data
+	return ref, archive
+}
+
+// BusyboxArchiveBytes is BusyboxArchive for a program that is not a test
+// (the chaos harness).
+func BusyboxArchiveBytes() (ref string, archive []byte, err error) {
+	busyboxArchive.once.Do(func() { busyboxArchive.ref, busyboxArchive.data, busyboxArchive.err = archiveOf(kindBusybox) })
+	return busyboxArchive.ref, busyboxArchive.data, busyboxArchive.err
 }
 
 var busyboxArchive struct {

@@ -256,9 +256,12 @@ func (d *Driver) refuse(rl *runLease, err error) {
 // keep renews rl's run's Lease every third of its duration for this
 // process, until ctx ends. A renewal that finds the Lease gone, or another
 // of its name, loses it (the next create makes a new one); one the cluster
-// refuses is a refusal. Any other failure waits for the next tick.
+// refuses is a refusal. Any other failure (an API server out of reach for
+// a moment) is tried again within a second (renewRetry), not at the next
+// third: three thirds missed in a row are a lapse, and a sweep deletes
+// the Lease of a live run.
 func (d *Driver) keep(ctx context.Context, rl *runLease) {
-	t := time.NewTicker(d.lease / 3)
+	t := time.NewTimer(d.lease / 3)
 	defer t.Stop()
 	for {
 		select {
@@ -266,6 +269,7 @@ func (d *Driver) keep(ctx context.Context, rl *runLease) {
 			return
 		case <-t.C:
 		}
+		t.Reset(d.lease / 3)
 		rl.mu.Lock()
 		ref := rl.ref
 		rl.mu.Unlock()
@@ -285,9 +289,15 @@ func (d *Driver) keep(ctx context.Context, rl *runLease) {
 			d.lose(rl, ref.UID, "found gone at a renewal")
 		case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
 			d.refuse(rl, d.apiError("renew Lease "+ref.Name, err))
+		default:
+			t.Reset(min(renewRetry, d.lease/6))
 		}
 	}
 }
+
+// renewRetry is how soon a renewal that failed for want of an answer is
+// tried again.
+const renewRetry = time.Second
 
 func (d *Driver) makeLease(ctx context.Context, runID string) (types.UID, error) {
 	name := LeaseName(runID)
