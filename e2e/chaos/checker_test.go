@@ -139,4 +139,16 @@ func TestOwnerMayRemove(t *testing.T) {
 	if !may(10001) || may(9999) {
 		t.Error("a clean end's cleanups: not its own, or its own before they began")
 	}
+	// Its last word before it ends itself: cleanups follow a panic in
+	// the test, none a SIGKILL of its own.
+	for how, cleans := range map[string]bool{plan.Panic: true, plan.SelfKill: false, plan.Exit: false} {
+		k := h.newOwner(plan.Owner{Death: how, Steps: []plan.Step{{Op: plan.Sandbox}}})
+		k.onEvent(at(0), plan.EvDying, []string{how})
+		h.mu.Lock()
+		got := k.mayRemoveLocked(at(5000))
+		h.mu.Unlock()
+		if got != cleans {
+			t.Errorf("after dying %q: its own removal %v, want %v", how, got, cleans)
+		}
+	}
 }

@@ -18,6 +18,13 @@ type engine struct {
 	exec        bool // Guard.Exec works
 	guardAll    bool // sandboxtest.GuardAll works
 	noKeepAlive bool // the backend has no keep-alive sandboxes
+	// blindRemovers: the backend cannot say which process removed what
+	// (Kubernetes): a removal after its owner's death has remover 0, and
+	// a fate's word of who removed it stands.
+	blindRemovers bool
+	// untold are the kinds of object no ledger line, hence no fate, names
+	// (a run's Lease): their removals are judged, not told.
+	untold []string
 	timeoutMin  int  // -test.timeout of a timeout death: from this many ms…
 	timeoutSpan int  // …to this many more
 	parallel    int  // owners at once
@@ -96,6 +103,7 @@ func newEngine(name string, faulty bool, seed int64) (*engine, error) {
 		// once, longer timeouts. No keep-alive sandbox (the backend has
 		// none), no GuardAll (Docker's API alone).
 		e.backendName, e.exec, e.noKeepAlive, e.parallel, e.sweepGap = "kubernetes", true, true, 3, 2500
+		e.blindRemovers, e.untold = true, []string{"lease", "service", "configmap"}
 		e.timeoutMin, e.timeoutSpan = 1000, 8000
 		e.outlive, e.settle = 2*time.Minute, 2*time.Minute
 		e.side = &kubeSide{}

@@ -263,7 +263,7 @@ func (k *kubeSide) take(h *harness, it meta, ev watch.EventType, at time.Time) {
 func (k *kubeSide) judge(h *harness, o object, at time.Time) {
 	by := 0
 	h.mu.Lock()
-	if ow := h.byRun[o.run]; ow != nil && ow.mayRemoveLocked(at) {
+	if ow := h.byRun[o.run]; ow != nil && ow.aliveLocked(at) && ow.mayRemoveLocked(at) {
 		by = ow.pid
 	}
 	h.mu.Unlock()

@@ -60,6 +60,15 @@ type owner struct {
 	open    map[int]bool
 	openEnd time.Time
 	ending  time.Time
+	// cleansUp: the owner's word that it ends itself (dying) is one
+	// after which its cleanups run: a clean end, a panic in the test.
+	cleansUp bool
+}
+
+// aliveLocked reports whether the owner may still have lived at at, as
+// far as the harness knows.
+func (o *owner) aliveLocked(at time.Time) bool {
+	return (o.exitAt.IsZero() || !at.After(o.exitAt)) && (!o.dead || at.Before(o.deathLB))
 }
 
 // closeStepLocked takes note that step (its index) ended at at.
@@ -78,7 +87,7 @@ func (o *owner) mayRemoveLocked(at time.Time) bool {
 	switch {
 	case len(o.open) > 0, !o.openEnd.IsZero() && !at.After(o.openEnd.Add(ownGrace)):
 		return true
-	case !o.dying.IsZero() && !at.Before(o.dying), !o.ending.IsZero() && !at.Before(o.ending):
+	case o.cleansUp && !at.Before(o.dying), !o.ending.IsZero() && !at.Before(o.ending):
 		return true
 	}
 	return false
@@ -323,6 +332,7 @@ func (o *owner) onEvent(at time.Time, ev string, args []string) {
 	case plan.EvDying:
 		if o.dying.IsZero() {
 			o.dying = at
+			o.cleansUp = arg(0) == "end" || arg(0) == plan.Panic
 		}
 	}
 }
