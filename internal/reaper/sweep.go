@@ -537,6 +537,14 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 		}
 		t.procs = &proctree.Scope{Marks: proctree.OfRun(rf.ID), Commands: cmds}
 	}
+	// An engine that holds the run's claim (a Kubernetes Lease) is told
+	// the run is over, as its watchdog would have: the claim would
+	// otherwise stay until it lapsed, and its engine removes what it owns.
+	if h, ok := b.(backend.RunHolder); ok && rr.Decision == Reaped {
+		if err := h.DropRun(ctx, rf.ID); err != nil {
+			rr.Reason += "; its claim on the engine could not be dropped (" + err.Error() + "): it lapses"
+		}
+	}
 	res := reapRun(ctx, b, t)
 	leave := ""
 	if !res.here && !byHand && namesNoEngine(b, rf) && l.Len() > 0 {

@@ -145,6 +145,44 @@ func TestNoNodeWatchdogKilledTooSweptFromAnotherCacheAfterTheLeaseLapses(t *test
 	}
 }
 
+// TestNoNodeWatchdogKilledTooSweptFromItsLedger: the owner and its
+// watchdog SIGKILLed, the next sweep of the same ledger (the same machine)
+// proves the owner dead and reaps the run: it drops the run's Lease at
+// once, as the watchdog would have, not a lapse later. (Found by the chaos
+// harness: the Lease stayed after the sweep until it lapsed.)
+func TestNoNodeWatchdogKilledTooSweptFromItsLedger(t *testing.T) {
+	t.Parallel()
+	cs := kubetest.Client(t)
+	ns := kubetest.Namespace(t, cs, "rz-ledger-")
+	ctx, cancel := context.WithTimeout(context.Background(), gcWithin)
+	defer cancel()
+	// A Lease that cannot lapse while the test runs.
+	const leaseSeconds = 600
+	o := startOwner(t, ns, leaseSeconds)
+	if err := syscall.Kill(o.watchdog, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the watchdog %d: %v", o.watchdog, err)
+	}
+	proctest.WaitUntil(t, time.Minute, "the watchdog ended", func() bool { return gone(o.watchdog) })
+	o.KillAndWait()
+	if leaseOf(ctx, t, cs, ns, o.run) == nil {
+		t.Fatalf("run %s's Lease went with nobody to delete it", o.run)
+	}
+	rep, err := reaper.Sweep(ctx, open(t, ns, leaseSeconds), reaper.WithCacheDir(o.cache))
+	if err != nil {
+		t.Fatalf("sweep: %v", err)
+	}
+	rr, ok := rep.Run(o.run)
+	if !ok || rr.Decision != reaper.Reaped {
+		t.Fatalf("the sweep of its ledger: run %s %s (%s), want reaped", o.run, rr.Decision, rr.Reason)
+	}
+	if leaseOf(ctx, t, cs, ns, o.run) != nil {
+		t.Errorf("run %s's Lease is still there after the sweep that reaped the run: it would stay until it lapsed, %ds later", o.run, leaseSeconds)
+	}
+	for _, name := range o.pods {
+		waitDeleted(ctx, t, cs, ns, name, time.Now())
+	}
+}
+
 // TestNoNodeLiveRunUntouchedByAnotherRunsSweep: a live run's Lease is
 // renewed; sweeps from another cache dir, through three of its durations,
 // leave it and its pods alone.
