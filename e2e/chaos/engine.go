@@ -24,11 +24,11 @@ type engine struct {
 	blindRemovers bool
 	// untold are the kinds of object no ledger line, hence no fate, names
 	// (a run's Lease): their removals are judged, not told.
-	untold []string
-	timeoutMin  int  // -test.timeout of a timeout death: from this many ms…
-	timeoutSpan int  // …to this many more
-	parallel    int  // owners at once
-	sweepGap    int  // mean ms between two sweepers
+	untold      []string
+	timeoutMin  int // -test.timeout of a timeout death: from this many ms…
+	timeoutSpan int // …to this many more
+	parallel    int // owners at once
+	sweepGap    int // mean ms between two sweepers
 	outlive     time.Duration
 	settle      time.Duration // how long the watchdogs are given at the end
 	env         []string
