@@ -34,8 +34,8 @@ import (
 // cleanups, a panic's); any other deletion must come after its death. A
 // pod counts as removed when its deletion begins (deletionTimestamp).
 // With -faults, the owners and the sweepers reach the API server through
-// a TCP proxy that now and then drops every connection and refuses new
-// ones for a moment: the API server briefly unreachable.
+// a TCP proxy that now and then drops every connection and closes new ones
+// at once for a moment: the API server briefly unreachable.
 type kubeSide struct {
 	cs    kubernetes.Interface
 	ns    string
@@ -62,7 +62,9 @@ func (k *kubeSide) setup(ctx context.Context, h *harness, e *engine) error {
 	if err != nil {
 		return fmt.Errorf("%s=%s: %w", kubetest.EnvKubeconfig, kc, err)
 	}
-	cfg.QPS, cfg.Burst, cfg.Timeout = 100, 200, 30*time.Second
+	// No client timeout: it would cut every watch after it (each call has
+	// a context of its own).
+	cfg.QPS, cfg.Burst = 100, 200
 	if k.cs, err = kubernetes.NewForConfig(cfg); err != nil {
 		return err
 	}
@@ -76,14 +78,25 @@ func (k *kubeSide) setup(ctx context.Context, h *harness, e *engine) error {
 		return fmt.Errorf("create the harness's namespace: %w", err)
 	}
 	k.ns, k.objs = ns.Name, map[string]*object{}
+	if err := k.setupIn(ctx, h, e, cfg.Host, kc); err != nil {
+		k.cleanup(ctx, h) // the namespace is the harness's to delete, setup or not
+		return err
+	}
+	return nil
+}
+
+// setupIn is setup's part once the namespace is made.
+func (k *kubeSide) setupIn(ctx context.Context, h *harness, e *engine, host, kc string) error {
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	if err := kubetest.WaitThere(cctx, k.cs.CoreV1().ServiceAccounts(k.ns).Get, "default"); err != nil {
 		return fmt.Errorf("namespace %s: its default ServiceAccount: %w", k.ns, err)
 	}
 	owners := kc
 	if e.faults != nil {
-		u, err := url.Parse(cfg.Host)
+		u, err := url.Parse(host)
 		if err != nil {
-			return fmt.Errorf("the API server's address %q: %w", cfg.Host, err)
+			return fmt.Errorf("the API server's address %q: %w", host, err)
 		}
 		if k.proxy, err = newOutageProxy(u.Host); err != nil {
 			return err
@@ -263,7 +276,11 @@ func (k *kubeSide) take(h *harness, it meta, ev watch.EventType, at time.Time) {
 func (k *kubeSide) judge(h *harness, o object, at time.Time) {
 	by := 0
 	h.mu.Lock()
-	if ow := h.byRun[o.run]; ow != nil && ow.aliveLocked(at) && ow.mayRemoveLocked(at) {
+	ow := h.byRun[o.run]
+	// Its Lease goes by its own hand only at its end: inside a step, the
+	// Lease's deletion (and the pods the cluster takes with it) is
+	// someone else's.
+	if ow != nil && ow.aliveLocked(at) && (o.kind == "lease" && ow.endingLocked(at) || o.kind != "lease" && ow.mayRemoveLocked(at)) {
 		by = ow.pid
 	}
 	h.mu.Unlock()
@@ -342,7 +359,8 @@ func pause(ctx context.Context, d time.Duration) {
 }
 
 // outageProxy forwards TCP connections to the API server; an outage drops
-// every connection it carries and refuses new ones until it ends.
+// every connection it carries and closes each new one at once until it
+// ends.
 type outageProxy struct {
 	ln     net.Listener
 	addr   string

@@ -87,10 +87,14 @@ func (o *owner) mayRemoveLocked(at time.Time) bool {
 	switch {
 	case len(o.open) > 0, !o.openEnd.IsZero() && !at.After(o.openEnd.Add(ownGrace)):
 		return true
-	case o.cleansUp && !at.Before(o.dying), !o.ending.IsZero() && !at.Before(o.ending):
-		return true
 	}
-	return false
+	return o.endingLocked(at)
+}
+
+// endingLocked reports whether the owner was ending itself at at: a clean
+// end's cleanups, or a panic's.
+func (o *owner) endingLocked(at time.Time) bool {
+	return o.cleansUp && !at.Before(o.dying) || !o.ending.IsZero() && !at.Before(o.ending)
 }
 
 type event struct {

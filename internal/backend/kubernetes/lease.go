@@ -276,7 +276,9 @@ func (d *Driver) keep(ctx context.Context, rl *runLease) {
 		if ref.UID == "" {
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, d.lease/3)
+		// A sixth of the Lease per attempt: one that waits on a silent API
+		// server still leaves time for a retry before the Lease lapses.
+		cctx, cancel := context.WithTimeout(ctx, d.lease/6)
 		l, err := d.renewLease(cctx, ref.Name)
 		cancel()
 		switch {
