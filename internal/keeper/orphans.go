@@ -41,7 +41,9 @@ type Found struct{ ID, Name string }
 // gone, as of now, in run id order. A run whose containers carry no
 // docker.LabelKept (another member's, a Go run that had no keeper) is
 // never among them; nor is a run with a keeper on the engine that runs
-// (or is created, paused, restarting), nor one whose keeper stopped
+// (or is paused, restarting, or was created within a call's time: a
+// keeper created longer ago and never started counts as stopped when it
+// was created), nor one whose keeper stopped
 // within the lease timeout (the engine's answer of when), nor one whose
 // mark is not a lease timeout. A keeper that stopped longer ago than its
 // lease timeout, whose run has no marked container left, is an Orphan
@@ -62,8 +64,14 @@ func Orphans(ctx context.Context, cli *client.Client, now time.Time) ([]Orphan, 
 	present := map[string]bool{}
 	stopped := map[string][]Info{}
 	for _, k := range keepers {
-		switch k.State {
-		case "running", "created", "paused", "restarting":
+		switch {
+		case k.State == "running", k.State == "paused", k.State == "restarting":
+			present[k.RunID] = true
+		case k.State == "created" && now.Sub(k.Created) <= callTimeout+time.Second:
+			// Its starter starts it within a call's time, or removes
+			// it; one created longer ago was never started (its starter
+			// was killed between the two, or the engine went away
+			// before the start), and counts as stopped at its creation.
 			present[k.RunID] = true
 		default:
 			stopped[k.RunID] = append(stopped[k.RunID], k)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"github.com/rightsize/rightsize-go/internal/backend/docker"
@@ -49,7 +50,19 @@ func TestOrphans(t *testing.T) {
 	if _, err := r.cli.ContainerStop(ctx, loneKeeper.ID, client.ContainerStopOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ours := []string{orphan, held, plain, keepAlive, badMark, restarting, lone}
+	// A keeper its starter created and never started (killed between
+	// the two, or the engine went away before the start): a sign of life
+	// only while a start could still follow.
+	unstarted := newRunID(t)
+	created, err := r.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name: NamePrefix + unstarted,
+		Config: &container.Config{Image: r.img, Cmd: []string{"sleep", "3600"},
+			Labels: map[string]string{testLabel: r.id, LabelKeeper: unstarted, LabelLease: "1h0m0s"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := []string{orphan, held, plain, keepAlive, badMark, restarting, lone, unstarted}
 
 	judged := func(now time.Time) map[string]int {
 		t.Helper()
@@ -88,6 +101,17 @@ func TestOrphans(t *testing.T) {
 				t.Errorf("run %s: lease %s, want 1h", o.RunID, o.LeaseTimeout)
 			}
 		}
+		if o.RunID == unstarted {
+			if len(o.Keepers) != 1 || o.Keepers[0].ID != created.ID {
+				t.Errorf("run %s: keepers %v, want its keeper %s, never started", o.RunID, o.Keepers, created.ID)
+			}
+			if err := RemoveStopped(ctx, r.cli, o); err != nil {
+				t.Fatal(err)
+			}
+			if r.exists(created.ID, false) {
+				t.Errorf("RemoveStopped left the keeper %s, never started", NamePrefix+unstarted)
+			}
+		}
 		if o.RunID == lone && (len(o.Keepers) != 1 || o.Keepers[0].ID != loneKeeper.ID) {
 			t.Errorf("run %s: stopped keepers %v, want its keeper %s", o.RunID, o.Keepers, loneKeeper.ID)
 		}
@@ -103,7 +127,7 @@ func TestOrphans(t *testing.T) {
 			}
 		}
 	}
-	if want := map[string]int{orphan: 2, restarting: 1, lone: 0}; !maps.Equal(got, want) {
+	if want := map[string]int{orphan: 2, restarting: 1, lone: 0, unstarted: 0}; !maps.Equal(got, want) {
 		t.Errorf("two hours on: judged %v, want %v (held %s, plain %s, keep-alive %s, bad mark %s)", got, want, held, plain, keepAlive, badMark)
 	}
 }
