@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -317,6 +318,22 @@ func (d *dockerSide) cleanup(ctx context.Context, h *harness) {
 	for _, name := range h.keepAlives() {
 		_, _ = d.cli.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	}
+	// A keep-alive whose owner died before it said it held it: known by
+	// the harness's tag in its spec.
+	if res, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", labelKeepAlive)}); err == nil {
+		for _, c := range res.Items {
+			in, err := d.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+			if err != nil || in.Container.Config == nil {
+				continue
+			}
+			for _, e := range in.Container.Config.Env {
+				if strings.HasPrefix(e, "RZ_CHAOS_KA="+h.keepAliveTag()+"-") {
+					_, _ = d.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+					break
+				}
+			}
+		}
+	}
 	if res, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", plan.LabelHarness+"="+h.id())}); err == nil {
 		for _, c := range res.Items {
 			_, _ = d.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
@@ -365,6 +382,10 @@ func (d *dockerSide) close() {
 		d.cli.Close()
 	}
 }
+
+// keepAliveTag keeps this harness's keep-alive identities apart from any
+// other's: each owner's keep-alive spec carries it in RZ_CHAOS_KA.
+func (h *harness) keepAliveTag() string { return strconv.FormatInt(h.seed, 36) }
 
 // keepAlives are the names of the keep-alive sandboxes any owner held.
 func (h *harness) keepAlives() []string {

@@ -216,7 +216,7 @@ func (h *harness) run(ctx context.Context) error {
 
 	slots := make(chan struct{}, par)
 	var owners sync.WaitGroup
-	kaTag := strconv.FormatInt(h.seed, 36)
+	kaTag := h.keepAliveTag()
 	for i := range *deathsFlag {
 		select {
 		case slots <- struct{}{}:
