@@ -215,8 +215,11 @@ type RunHolder interface {
 	// HoldRun renews run runID's claim until ctx ends.
 	HoldRun(ctx context.Context, runID string)
 	// DropRun gives run runID's claim up: nil when it is gone, or never
-	// was.
-	DropRun(ctx context.Context, runID string) error
+	// was. With owner not 0, only a claim that process of this machine
+	// made is dropped, and only as read (not renewed since): a sweep's
+	// judgement of death is of the process its ledger records, and a
+	// claim made or renewed by another is left to lapse.
+	DropRun(ctx context.Context, runID string, owner int) error
 }
 
 // LapseSweeper is a Backend whose engine holds each run's claim (RunHolder):

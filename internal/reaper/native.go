@@ -177,7 +177,7 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, mode 
 	stopHold()
 	if holder != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout())
-		if err := holder.DropRun(ctx, runID); err != nil {
+		if err := holder.DropRun(ctx, runID, 0); err != nil {
 			logger.Printf("drop the run's claim: %v", err)
 		}
 		cancel()

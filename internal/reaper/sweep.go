@@ -540,9 +540,17 @@ func (c *config) reap(ctx context.Context, b backend.Backend, rf ledger.RunFiles
 	// An engine that holds the run's claim (a Kubernetes Lease) is told
 	// the run is over, as its watchdog would have: the claim would
 	// otherwise stay until it lapsed, and its engine removes what it owns.
+	// Only a claim the recorded owner made on this machine, as it was
+	// last renewed, is dropped: the sweep judged that process dead, and no
+	// other (a machine that shares the cache dir, a run with no record).
 	if h, ok := b.(backend.RunHolder); ok && rr.Decision == Reaped {
-		if err := h.DropRun(ctx, rf.ID); err != nil {
-			rr.Reason += "; its claim on the engine could not be dropped (" + err.Error() + "): it lapses"
+		switch {
+		case rf.RecordErr != nil || rf.Record.PID <= 0:
+			rr.Reason += "; no record names the process that holds its claim on the engine: it lapses"
+		default:
+			if err := h.DropRun(ctx, rf.ID, rf.Record.PID); err != nil {
+				rr.Reason += "; its claim on the engine could not be dropped (" + err.Error() + "): it lapses"
+			}
 		}
 	}
 	res := reapRun(ctx, b, t)

@@ -106,7 +106,7 @@ func TestNoNodeFilesAreAConfigMapTheLeaseOwns(t *testing.T) {
 
 	// The run ends: its Lease goes, and the garbage collector deletes the
 	// pods and their files.
-	if err := d.DropRun(ctx, run); err != nil {
+	if err := d.DropRun(ctx, run, 0); err != nil {
 		t.Fatalf("drop the run's Lease: %v", err)
 	}
 	for _, name := range pods[1:] {

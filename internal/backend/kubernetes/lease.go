@@ -301,10 +301,16 @@ func (d *Driver) keep(ctx context.Context, rl *runLease) {
 // tried again.
 const renewRetry = time.Second
 
+// holderOf is the holder identity of a Lease that process pid of this
+// machine makes.
+func holderOf(pid int) string {
+	host, _ := os.Hostname()
+	return host + "/" + strconv.Itoa(pid)
+}
+
 func (d *Driver) makeLease(ctx context.Context, runID string) (types.UID, error) {
 	name := LeaseName(runID)
-	host, _ := os.Hostname()
-	holder := host + "/" + strconv.Itoa(os.Getpid())
+	holder := holderOf(os.Getpid())
 	secs := int32(d.lease / time.Second)
 	now := metav1.NewMicroTime(time.Now())
 	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
@@ -381,8 +387,12 @@ func (d *Driver) HoldRun(ctx context.Context, runID string) {
 
 // DropRun deletes run runID's Lease, when it is the run's: the garbage
 // collector then deletes the run's pods and Services. This process stops
-// renewing it, and a later create of the run makes a new one.
-func (d *Driver) DropRun(ctx context.Context, runID string) error {
+// renewing it, and a later create of the run makes a new one. With owner
+// not 0 (a sweep, which judged that process dead), the Lease is deleted
+// only when its holder is that process of this machine, and only the
+// version read: a Lease another machine's process holds (a cache dir two
+// machines share), or one renewed since, is left to lapse.
+func (d *Driver) DropRun(ctx context.Context, runID string, owner int) error {
 	name := LeaseName(runID)
 	if name == "" {
 		return fmt.Errorf("kubernetes: run id %q cannot name a Lease", runID)
@@ -413,7 +423,20 @@ func (d *Driver) DropRun(ctx context.Context, runID string) error {
 	if leaseRun(l) != runID {
 		return fmt.Errorf("kubernetes: Lease %s/%s is not run %s's: %w", d.ns, name, runID, backend.ErrNotOwned)
 	}
-	return d.deleteLease(cctx, l, false)
+	if owner != 0 {
+		holder := ""
+		if h := l.Spec.HolderIdentity; h != nil {
+			holder = *h
+		}
+		if want := holderOf(owner); holder != want {
+			return fmt.Errorf("kubernetes: Lease %s/%s is held by %q, not by the run's recorded owner %q: left to lapse: %w", d.ns, name, holder, want, backend.ErrNotOwned)
+		}
+	}
+	err = d.deleteLease(cctx, l, owner != 0)
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("kubernetes: Lease %s/%s was renewed or made again as it was read: left to lapse: %w", d.ns, name, backend.ErrNotOwned)
+	}
+	return err
 }
 
 // deleteLease deletes l, and only the very version read when current is

@@ -530,7 +530,7 @@ func (d *Driver) removeAnyRun(ctx context.Context, k backend.Kind, id string) er
 // collector, everything of the run; then what still carries its label.
 func (d *Driver) CloseRun(ctx context.Context, runID string) ([]string, error) {
 	var removed []string
-	errs := []error{d.DropRun(ctx, runID)}
+	errs := []error{d.DropRun(ctx, runID, 0)}
 	for _, k := range []backend.Kind{backend.SandboxKind, backend.NetworkKind} {
 		ids, err := d.ListRun(ctx, k, runID)
 		if err != nil {

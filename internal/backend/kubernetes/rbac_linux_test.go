@@ -112,7 +112,7 @@ func TestNoNodeRoleIsEnough(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, sb.Name(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the removed pod's files: %v, want them gone", err)
 	}
-	must("drop the run's Lease", d.DropRun(ctx, run))
+	must("drop the run's Lease", d.DropRun(ctx, run, 0))
 	if leaseOf(ctx, t, cs, ns, run) != nil {
 		t.Fatalf("the Lease is still there")
 	}

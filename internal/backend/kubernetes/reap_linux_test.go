@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
 	"github.com/rightsize/rightsize-go/internal/backend/kubernetes"
@@ -180,6 +182,51 @@ func TestNoNodeWatchdogKilledTooSweptFromItsLedger(t *testing.T) {
 	}
 	for _, name := range o.pods {
 		waitDeleted(ctx, t, cs, ns, name, time.Now())
+	}
+}
+
+// TestNoNodeSweepLeavesALeaseItsOwnerDoesNotHold: a sweep that judged a
+// run's recorded owner dead drops the run's Lease only when that process
+// of this machine holds it. Here the Lease says another machine's process
+// holds it (a cache dir two machines share): the sweep reaps what the
+// ledger lists, says why the Lease stays, and leaves it to lapse.
+func TestNoNodeSweepLeavesALeaseItsOwnerDoesNotHold(t *testing.T) {
+	t.Parallel()
+	cs := kubetest.Client(t)
+	ns := kubetest.Namespace(t, cs, "rz-holder-")
+	ctx, cancel := context.WithTimeout(context.Background(), gcWithin)
+	defer cancel()
+	const leaseSeconds = 600
+	o := startOwner(t, ns, leaseSeconds)
+	if err := syscall.Kill(o.watchdog, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the watchdog %d: %v", o.watchdog, err)
+	}
+	proctest.WaitUntil(t, time.Minute, "the watchdog ended", func() bool { return gone(o.watchdog) })
+	l := leaseOf(ctx, t, cs, ns, o.run)
+	if l == nil || l.Spec.HolderIdentity == nil {
+		t.Fatalf("run %s's Lease, with its holder: %+v", o.run, l)
+	}
+	mine := *l.Spec.HolderIdentity
+	_, pid, _ := strings.Cut(mine, "/")
+	other := "another-machine/" + pid
+	patch := []byte(`{"spec":{"holderIdentity":"` + other + `"}}`)
+	if _, err := cs.CoordinationV1().Leases(ns).Patch(ctx, l.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("say another machine holds the Lease: %v", err)
+	}
+	o.KillAndWait()
+	rep, err := reaper.Sweep(ctx, open(t, ns, leaseSeconds), reaper.WithCacheDir(o.cache))
+	if err != nil {
+		t.Fatalf("sweep: %v", err)
+	}
+	rr, ok := rep.Run(o.run)
+	if !ok || rr.Decision != reaper.Reaped {
+		t.Fatalf("the sweep of its ledger: run %s %s (%s), want reaped", o.run, rr.Decision, rr.Reason)
+	}
+	if !strings.Contains(rr.Reason, other) || !strings.Contains(rr.Reason, "it lapses") {
+		t.Errorf("the sweep's reason %q does not say the Lease is held by %s and left to lapse", rr.Reason, other)
+	}
+	if after := leaseOf(ctx, t, cs, ns, o.run); after == nil || after.UID != l.UID {
+		t.Errorf("run %s's Lease, held by %s, was deleted by a sweep that judged %s dead (before: %s, after: %+v)", o.run, other, mine, l.UID, after)
 	}
 }
 
