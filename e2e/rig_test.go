@@ -109,8 +109,9 @@ type owner struct {
 	run                 string
 	watchdog            int
 	sandboxes, networks []string
-	// volumes are the named volumes a user's test said it made.
-	volumes []string
+	// volumes are the named volumes a user's test said it made, images
+	// the images it built (sandboxtest.NewImage, by name).
+	volumes, images []string
 }
 
 // start starts an owner of the rig with plan p (the rig's image when p

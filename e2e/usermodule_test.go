@@ -69,13 +69,14 @@ func TestUserModuleDies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := r.sub(t)
-			o := r.startUser(tc.name, bin, tc.timeout, tc.pass, usermod.EnvVolume+"=1")
+			o := r.startUser(tc.name, bin, tc.timeout, tc.pass, usermod.EnvVolume+"=1", usermod.EnvBuild+"=1")
 			o.checkAlive("the user's test, before it ends")
 			o.checkVolumes()
+			o.checkImages()
 			tc.end(t, o)
 			took := r.waitGone(o, "after the user's test ended ("+tc.name+")")
-			t.Logf("%s: %d sandboxes, network %s, volume %s, run %s: all gone %s after the end", tc.name,
-				len(o.sandboxes), strings.Join(o.networks, ","), strings.Join(o.volumes, ","), o.run, ms(took))
+			t.Logf("%s: %d sandboxes, network %s, volume %s, image %s, run %s: all gone %s after the end", tc.name,
+				len(o.sandboxes), strings.Join(o.networks, ","), strings.Join(o.volumes, ","), strings.Join(o.images, ","), o.run, ms(took))
 		})
 	}
 }
@@ -101,6 +102,31 @@ func (o *owner) checkVolumes() {
 		}
 		if !slices.Contains(mounts, o.volumes[0]+":/data") {
 			o.r.t.Errorf("sandbox %s mounts %q; want %s at /data", sb, mounts, o.volumes[0])
+		}
+	}
+}
+
+// checkImages fails the test unless the user's test said it built one
+// image, which the engine has, marked as the run's, and which its
+// sandboxes run from.
+func (o *owner) checkImages() {
+	o.r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got, err := o.eng.RunImages(ctx, o.run)
+	if err != nil {
+		o.r.t.Fatal(err)
+	}
+	if len(o.images) != 1 || len(got) == 0 || !strings.HasPrefix(o.images[0], "rz-img-") {
+		o.r.t.Fatalf("the user's test said it built images %q; the engine has %q marked with run %s; want one rz-img-", o.images, got, o.run)
+	}
+	for _, sb := range o.sandboxes {
+		img, err := o.eng.ImageOf(ctx, sb)
+		if err != nil {
+			o.r.t.Fatal(err)
+		}
+		if img != o.images[0] {
+			o.r.t.Errorf("sandbox %s runs image %q; want %s", sb, img, o.images[0])
 		}
 	}
 }
@@ -138,7 +164,7 @@ func (r *rig) startUserTest(name, bin, run, timeout string, pass bool, env ...st
 	if err != nil {
 		r.t.Fatalf("%v\n%s", err, proc.Output())
 	}
-	o.sandboxes, o.volumes = in.Sandboxes, in.Volumes
+	o.sandboxes, o.volumes, o.images = in.Sandboxes, in.Volumes, in.Images
 	if in.Network != "" {
 		o.networks = []string{in.Network}
 	}

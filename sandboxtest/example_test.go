@@ -106,6 +106,18 @@ func ExampleNewVolume() {
 	_ = testRestoresItsData
 }
 
+func ExampleNewImage() {
+	testServesTheBuild := func(t *testing.T) {
+		img := sandboxtest.NewImage(t, sandboxtest.Build{
+			Dir:  "testdata/app", // a Dockerfile, and what it COPYs
+			Args: map[string]string{"VERSION": "1.2"},
+		})
+		app := sandboxtest.Start(t, sandboxtest.Spec{Image: img.Name(), Ports: []string{"8080/tcp"}})
+		_ = app.Endpoint("8080/tcp")
+	}
+	_ = testServesTheBuild
+}
+
 // Any testcontainers-go call, a module's included, gets what Start gives
 // with Track(t) as its last option: a rightsize name and labels, the ledger
 // line, the watchdog, ports where this process reaches them, and its

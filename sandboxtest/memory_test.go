@@ -355,10 +355,14 @@ func TestMemoryKeepAlive(t *testing.T) {
 	}
 }
 
-func init() { memoryRoles["volume"] = memoryVolume }
+func init() {
+	memoryRoles["volume"] = func(t *testing.T) { memoryObject(t, func(tb testing.TB) { sandboxtest.NewVolume(tb) }) }
+	memoryRoles["image"] = func(t *testing.T) {
+		memoryObject(t, func(tb testing.TB) { sandboxtest.NewImage(tb, sandboxtest.Build{Dir: t.TempDir()}) })
+	}
+}
 
-// fatalTB is a testing.TB whose Fatalf keeps the message and ends the
-// goroutine, as t.Fatalf would, without failing the test.
+// fatalTB takes a test's Fatalf, and ends the goroutine that called it.
 type fatalTB struct {
 	testing.TB
 	msg string
@@ -369,31 +373,37 @@ func (f *fatalTB) Fatalf(format string, args ...any) {
 	runtime.Goexit()
 }
 
-// memoryVolume asks for a named volume, which the memory backend has not,
-// and says how NewVolume failed ("" when it did not).
-func memoryVolume(t *testing.T) {
+// memoryObject asks create for a named volume or an image, which the memory
+// backend has not, and says how it failed ("" when it did not).
+func memoryObject(t *testing.T, create func(testing.TB)) {
 	tb := &fatalTB{TB: t}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		sandboxtest.NewVolume(tb)
+		create(tb)
 	}()
 	<-done
 	proctest.Say("failed", strconv.Quote(tb.msg))
 	proctest.Block()
 }
 
-// NewVolume on a backend without named volumes fails the test at once,
-// naming the backend, before anything is made.
+// NewVolume and NewImage on a backend without named volumes or builds
+// fail the test at once, naming the backend, before anything is made.
 func TestNewVolumeWithoutVolumes(t *testing.T) {
-	cache := t.TempDir()
-	h := startMemoryHelper(t, "volume", cache)
-	msg, err := strconv.Unquote(h.Expect("failed"))
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range []struct{ role, want string }{
+		{"volume", "the memory backend has no named volumes"},
+		{"image", "the memory backend builds no images"},
+	} {
+		t.Run(c.role, func(t *testing.T) {
+			h := startMemoryHelper(t, c.role, t.TempDir())
+			msg, err := strconv.Unquote(h.Expect("failed"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(msg, c.want) || !strings.Contains(msg, "sandboxtest: "+c.role) {
+				t.Errorf("%s on the memory backend failed with %q; want it to say %q", c.role, msg, c.want)
+			}
+			h.Finish()
+		})
 	}
-	if want := "the memory backend has no named volumes"; !strings.Contains(msg, want) || !strings.Contains(msg, "sandboxtest: volume") {
-		t.Errorf("NewVolume on the memory backend failed with %q; want it to say %q", msg, want)
-	}
-	h.Finish()
 }

@@ -53,8 +53,8 @@ func (n *Network) Name() string { return n.obj.Name() }
 // nothing.
 func (n *Network) Remove(ctx context.Context) error { return n.obj.Remove(ctx) }
 
-// runObject is what a Network and a Volume are: an object of the run that
-// sandboxes use, named here (prefix and 8 hex digits), created through the
+// runObject is what a Network, a Volume and an Image are: an object of
+// the run that sandboxes use, named here (prefix and 8 hex digits), created through the
 // session (in the ledger before the engine makes it, told to the
 // watchdog), and removed when the test, or the suite, that made it ends.
 type runObject struct {
@@ -108,9 +108,14 @@ func (r *runObject) createNow(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if r.kind == names.VolumeKind {
+	switch r.kind {
+	case names.VolumeKind:
 		if _, ok := s.Driver().(backend.VolumeCreator); !ok {
 			return "", fmt.Errorf("the %s backend has no named volumes", s.Driver().Name())
+		}
+	case names.ImageKind:
+		if _, ok := s.Driver().(backend.ImageBuilder); !ok {
+			return "", fmt.Errorf("the %s backend builds no images", s.Driver().Name())
 		}
 	}
 	var b [4]byte

@@ -121,6 +121,9 @@ func (spec Spec) check() error {
 		}
 		return nil
 	}
+	if strings.HasPrefix(spec.Image, names.ImagePrefix) {
+		return fmt.Errorf("Spec.Reuse with the image %s, which NewImage built: a keep-alive sandbox outlives the test's images, so it cannot run one; drop Reuse, or build the image outside the test", spec.Image)
+	}
 	if len(spec.Mounts) > 0 {
 		return errors.New("Spec.Reuse with Spec.Mounts: a keep-alive sandbox outlives the test's volumes, so it cannot mount one; drop Reuse, or Mounts")
 	}

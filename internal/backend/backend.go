@@ -400,6 +400,22 @@ type VolumeCreator interface {
 	CreateVolume(ctx context.Context, name, runID string) (id string, err error)
 }
 
+// Build is an image to build: the folder Dir as the build's context
+// (less what its .dockerignore names), with the Dockerfile at Dockerfile
+// in it ("Dockerfile" when empty) and the build arguments Args.
+type Build struct {
+	Dir, Dockerfile string
+	Args            map[string]string
+}
+
+// ImageBuilder is a Driver whose engine builds images: it builds b tagged
+// name, marked as run runID's under the ledger line name (LabelImageRun,
+// LabelImage; removed by Remove with ImageKind, which checks the marks),
+// and returns name.
+type ImageBuilder interface {
+	BuildImage(ctx context.Context, name, runID string, b Build) (string, error)
+}
+
 // Sandbox is a running sandbox created or adopted by a Driver.
 type Sandbox interface {
 	Name() string

@@ -47,6 +47,11 @@ func LowerHex(s string) bool {
 // for a test (sandboxtest.NewVolume), with 8 lowercase hex digits.
 const VolumePrefix = "rz-vol-"
 
+// ImagePrefix starts the name (and tag) of every image rightsize-go builds
+// for a test (sandboxtest.NewImage), with 8 lowercase hex digits: the
+// ledger line's name and the image's backend.LabelImage mark.
+const ImagePrefix = "rz-img-"
+
 // NetworkPrefix starts the name of every network the family makes:
 // rz-net-<8 hex>.
 const NetworkPrefix = "rz-net-"

@@ -53,6 +53,7 @@ const (
 	EnvInfo      = "USER_INFO"
 	EnvPass      = "USER_PASS"
 	EnvVolume    = "USER_VOLUME"
+	EnvBuild     = "USER_BUILD"
 	// KeepAlive's (userkit.KeepAlive, the module's TestKeepAlive).
 	EnvKeepAlives = "USER_KEEPALIVES"
 	EnvReuseTTL   = "USER_REUSE_TTL"
@@ -205,7 +206,8 @@ type Info struct {
 	Sandboxes []string
 	// Containers, Images and Volumes are what Guarded made past
 	// sandboxtest: container and image ids, volume names; Volumes also
-	// holds the sandboxtest.NewVolume of a test run with EnvVolume.
+	// holds the sandboxtest.NewVolume of a test run with EnvVolume, and
+	// Images the sandboxtest.NewImage (by name) of one run with EnvBuild.
 	Containers, Images, Volumes []string
 	// KeepAlives are the keep-alive sandboxes it started or adopted:
 	// their container ids by name.

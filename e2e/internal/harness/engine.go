@@ -23,6 +23,9 @@ import (
 const (
 	LabelRunID    = "dev.rightsize.runId"
 	LabelRunIDAlt = "dev.rightsize.run_id"
+	// LabelImageRun marks an image a run built (sandboxtest.NewImage, a
+	// build through GuardAll) with the run's id.
+	LabelImageRun = "dev.rightsize.image.runId"
 )
 
 // Engine is a Docker engine, asked directly through its API.
@@ -138,7 +141,14 @@ func (e *Engine) RunLeft(ctx context.Context, runID string, networks []string) (
 	if err != nil {
 		return "", err
 	}
+	is, err := e.RunImages(ctx, runID)
+	if err != nil {
+		return "", err
+	}
 	var parts []string
+	if len(is) > 0 {
+		parts = append(parts, fmt.Sprintf("images %q", is))
+	}
 	if len(cs) > 0 {
 		parts = append(parts, fmt.Sprintf("containers %q", cs))
 	}
@@ -167,6 +177,33 @@ func (e *Engine) RunVolumes(ctx context.Context, runID string) ([]string, error)
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// RunImages lists the images, intermediate ones too, that run id built,
+// by id.
+func (e *Engine) RunImages(ctx context.Context, runID string) ([]string, error) {
+	res, err := e.cli.ImageList(ctx, client.ImageListOptions{All: true, Filters: client.Filters{}.Add("label", LabelImageRun+"="+runID)})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, im := range res.Items {
+		out = append(out, im.ID)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// ImageOf is the image container name was created from, as it was named.
+func (e *Engine) ImageOf(ctx context.Context, name string) (string, error) {
+	res, err := e.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	if err != nil {
+		return "", err
+	}
+	if res.Container.Config == nil {
+		return "", fmt.Errorf("container %s: the engine gives no config", name)
+	}
+	return res.Container.Config.Image, nil
 }
 
 // Mounts lists the named volumes container name mounts, as

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,10 +27,11 @@ const (
 	EnvInfo      = "USER_INFO"      // a file the test appends key=value lines to
 	EnvPass      = "USER_PASS"      // "1": pass once stdin closes
 	EnvVolume    = "USER_VOLUME"    // "1": the sandboxes mount a named volume at /data
+	EnvBuild     = "USER_BUILD"     // "1": the sandboxes run an image the test builds FROM the image
 )
 
 // Hold starts what the environment asks for, says so in the info file
-// (network=, volume=, sandbox= lines, then blocked=1), then blocks until the
+// (network=, volume=, image=, sandbox= lines, then blocked=1), then blocks until the
 // process is killed or `go test -timeout` fires; with USER_PASS=1, until
 // its stdin closes, and then it passes. It is a helper (t.Helper): what
 // it starts is its caller's, at its call.
@@ -52,6 +54,15 @@ func Hold(t *testing.T) {
 		vol := sandboxtest.NewVolume(t)
 		say("volume", vol.Name())
 		spec.Mounts = []sandboxtest.Mount{{Volume: vol, Path: "/data"}}
+	}
+	if os.Getenv(EnvBuild) == "1" {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM "+spec.Image+"\nLABEL user.built=1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		img := sandboxtest.NewImage(t, sandboxtest.Build{Dir: dir})
+		say("image", img.Name())
+		spec.Image = img.Name()
 	}
 	for range n {
 		g := sandboxtest.Start(t, spec)

@@ -1,0 +1,133 @@
+package sandboxtest_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/moby/moby/client"
+
+	"github.com/rightsize/rightsize-go/internal/backend"
+	"github.com/rightsize/rightsize-go/internal/backend/docker"
+	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/names"
+	"github.com/rightsize/rightsize-go/internal/testimage"
+	"github.com/rightsize/rightsize-go/sandboxtest"
+)
+
+// imagesMarked lists the images, intermediate ones too, that carry the
+// mark of image line name.
+func (r *rig) imagesMarked(name string) []string {
+	r.t.Helper()
+	il, err := r.cli.ImageList(context.Background(), client.ImageListOptions{All: true, Filters: client.Filters{}.Add("label", backend.LabelImage+"="+name)})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var ids []string
+	for _, im := range il.Items {
+		ids = append(ids, im.ID)
+	}
+	return ids
+}
+
+// NewImage builds a folder's Dockerfile, with its build arguments and
+// less what its .dockerignore names, into an image in the run's ledger
+// before the build, marked as the run's and never with the run's own
+// label; a sandbox runs from it; its removal is refused while the sandbox
+// runs; the test's end takes the image, its intermediate images and its
+// line. A build that fails fails the test with the build's own words, and
+// leaves nothing.
+func TestNewImage(t *testing.T) {
+	base := testimage.Busybox(t)
+	r := newRig(t)
+	in, err := sandboxtest.Session(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := ledger.LinePath(filepath.Join(in.CacheDir, ledger.RunsDir), in.RunID, ledger.ImageKind)
+	listed := func(name string) bool {
+		b, err := os.ReadFile(lines)
+		return err == nil && slices.Contains(strings.Split(string(b), "\n"), name)
+	}
+	dir := t.TempDir()
+	for f, content := range map[string]string{
+		"Dockerfile":    "FROM " + base + "\nARG WORD\nCOPY . /ctx/\nRUN echo \"$WORD\" > /word\n",
+		"hello":         "hello from the context\n",
+		"secret":        "never sent to the engine\n",
+		".dockerignore": "secret\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var name string
+	t.Run("built", func(t *testing.T) {
+		img := sandboxtest.NewImage(t, sandboxtest.Build{Dir: dir, Args: map[string]string{"WORD": "argued"}})
+		name = img.Name()
+		t.Cleanup(func() { // a failure's leftover, removed whatever happens
+			testimage.RemoveBuilt(context.Background(), r.cli, backend.LabelImage+"="+name)
+		})
+		if !strings.HasPrefix(name, names.ImagePrefix) {
+			t.Errorf("image %q: want the prefix %s", name, names.ImagePrefix)
+		}
+		ii, err := r.cli.ImageInspect(t.Context(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := ii.Config.Labels
+		if l[backend.LabelImageRun] != in.RunID || l[backend.LabelImage] != name || l[backend.LabelImageSince] == "" || l[docker.LabelRunID] != "" {
+			t.Errorf("image %s is labelled %v; want run %s's image marks, and not the run's own label", name, l, in.RunID)
+		}
+		if !listed(name) {
+			t.Errorf("image %s is not in the run's ledger (%s)", name, lines)
+		}
+		g := sandboxtest.Start(t, sandboxtest.Spec{Image: name, Cmd: []string{"sleep", "300"}})
+		res, err := g.Exec(t.Context(), []string{"sh", "-c", "cat /word /ctx/hello; ls /ctx"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ExitCode != 0 || !strings.HasPrefix(res.Stdout, "argued\nhello from the context\n") || strings.Contains(res.Stdout, "secret") {
+			t.Errorf("the sandbox of the image reads %s; want the build argument, the context's file, and no file .dockerignore names", res)
+		}
+		if err := img.Remove(t.Context()); err == nil {
+			t.Errorf("the image was removed while sandbox %s runs from it", g.Name())
+		} else if len(r.imagesMarked(name)) == 0 || !listed(name) {
+			t.Errorf("a refused removal (%v) took the image or its ledger line", err)
+		}
+	})
+	if left := r.imagesMarked(name); len(left) > 0 {
+		t.Errorf("the test that built image %s ended, and %d image(s) of its build are still on the engine: %v", name, len(left), left)
+	}
+	if listed(name) {
+		t.Errorf("image %s is gone, and still in the run's ledger", name)
+	}
+
+	t.Run("a failed build", func(t *testing.T) {
+		bad := t.TempDir()
+		if err := os.WriteFile(filepath.Join(bad, "Dockerfile"), []byte("FROM "+base+"\nRUN echo the build fails here && exit 3\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tb := &fatalTB{TB: t}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			sandboxtest.NewImage(tb, sandboxtest.Build{Dir: bad})
+		}()
+		<-done
+		if !strings.Contains(tb.msg, "the build fails here") || !strings.Contains(tb.msg, "sandboxtest: image") {
+			t.Errorf("NewImage of a failing build failed the test with %q; want the build's own words", tb.msg)
+		}
+		b, _ := os.ReadFile(lines)
+		for _, line := range strings.Split(string(b), "\n") {
+			if line != "" && line != name {
+				if left := r.imagesMarked(line); len(left) > 0 {
+					t.Errorf("the failed build left %d image(s) marked %s: %v", len(left), line, left)
+				}
+				t.Errorf("the failed build left its line %s in the ledger", line)
+			}
+		}
+	})
+}
