@@ -2,6 +2,7 @@ package memory
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -64,11 +65,21 @@ func (d *driver) log(op string, k backend.Kind, o object) error {
 	return nil
 }
 
+// parseEntry is the entry line holds, when it holds one.
+func parseEntry(line []byte) (Entry, bool) {
+	var e Entry
+	if err := json.Unmarshal(line, &e); err != nil || e.Op != opCreate && e.Op != opRemove {
+		return Entry{}, false
+	}
+	return e, true
+}
+
 // ReadJournal reads the journal r from its start, calling fn with each
 // whole line's entry; it returns how many bytes it consumed, so that a
 // reader following a journal another process writes can go on from
-// there (a line not yet ended is left for the next read). A line that is
-// not an entry is an error.
+// there (a line not yet ended is left for the next read). A piece of a
+// line its writer was killed in the middle of is skipped; any other line
+// that is not an entry is an error.
 func ReadJournal(r io.Reader, fn func(Entry)) (int64, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var n int64
@@ -83,8 +94,18 @@ func ReadJournal(r io.Reader, fn func(Entry)) (int64, error) {
 			}
 			return n, err
 		}
-		var e Entry
-		if jerr := json.Unmarshal(line, &e); jerr != nil || e.Op != opCreate && e.Op != opRemove {
+		e, ok := parseEntry(line)
+		if !ok {
+			// A writer killed in the middle of its line (a SIGKILL can
+			// cut a write where it crosses a page of the file) leaves
+			// a piece the next writer's line follows: the piece is an
+			// operation never made (each is journalled before it is
+			// made), and the line after it is whole.
+			if i := bytes.LastIndex(line, []byte(`{"op":`)); i > 0 {
+				e, ok = parseEntry(line[i:])
+			}
+		}
+		if !ok {
 			return n, fmt.Errorf("memory journal: the line at byte %d is not an entry: %q", n, line)
 		}
 		n += int64(len(line))

@@ -299,3 +299,24 @@ func TestReadJournalPartial(t *testing.T) {
 		t.Error("ReadJournal of a line that is no entry: nil error")
 	}
 }
+
+// TestReadJournalTorn: a writer SIGKILLed in the middle of its line (the
+// chaos harness saw one at a page boundary of the file) leaves a piece,
+// and the next writer's whole line follows it on the same line: the piece
+// is skipped, the whole entry after it read, and the rest goes on.
+func TestReadJournalTorn(t *testing.T) {
+	torn := `{"op":"remove","at":"2026-12-04T14:32:27.05775986Z","pid":1711,"kind":"sandbox","name":"rz-2ac3f1c7-1","id":"234395e92952`
+	next := `{"op":"create","at":"2026-12-04T14:32:27.14939404Z","pid":1696,"kind":"network","name":"rz-net-49465c4e","id":"47fd87b4ede21570ac4ee5f170c091e8","run":"504555ac"}` + "\n"
+	last := `{"op":"remove","at":"2026-12-04T14:32:28Z","pid":1696,"kind":"network","name":"rz-net-49465c4e","id":"47fd87b4ede21570ac4ee5f170c091e8","run":"504555ac"}` + "\n"
+	var got []memory.Entry
+	n, err := memory.ReadJournal(strings.NewReader(torn+next+last), func(e memory.Entry) { got = append(got, e) })
+	if err != nil || n != int64(len(torn+next+last)) || len(got) != 2 {
+		t.Fatalf("ReadJournal = %d bytes, %d entries, %v; want %d, 2, nil", n, len(got), err, len(torn+next+last))
+	}
+	if got[0].Name != "rz-net-49465c4e" || got[0].Removal() || got[0].PID != 1696 || !got[1].Removal() {
+		t.Errorf("read %+v; want the network's create, then its removal", got)
+	}
+	if _, err := memory.ReadJournal(strings.NewReader(torn+"garbage\n"), func(memory.Entry) {}); err == nil {
+		t.Error("ReadJournal of a piece followed by no entry: nil error")
+	}
+}
