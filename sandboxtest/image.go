@@ -28,14 +28,18 @@ type Build struct {
 // which its containers would inherit), so it goes as the run's sandboxes
 // go: when the test that built it ends, and, when the test process dies,
 // by its watchdog, the engine-side keeper or the next sweep; with it go
-// the intermediate images its build made. An image a sandbox still runs
+// the intermediate images its build made. It is built without the
+// engine's cache, so that each of its layers is its own: a layer shared
+// with another run's build would outlive both. An image a sandbox still runs
 // from (a keep-alive's, another run's) is kept, never forced; an image
 // that had the tag before is never touched. The docker backend builds
 // images (Podman's too); the others fail NewImage, saying so.
 type Image struct{ obj runObject }
 
 // NewImage builds b for the test, tagged rz-img-<8 hex>. A build that
-// fails fails the test, quoting the end of the build's output. Its removal
+// fails fails the test, quoting the end of the build's output, and leaves
+// none of its steps' images (a build cut short by the process's death
+// leaves those of the steps it finished, which carry no mark). Its removal
 // is registered with tb.Cleanup first; since cleanups run last in, first
 // out, sandboxes started afterwards from it are stopped before it goes.
 func NewImage(tb testing.TB, b Build) *Image {
@@ -57,8 +61,12 @@ func imageObject(o owner, og origin.Origin, b Build) runObject {
 	bb := backend.Build{Dir: b.Dir, Dockerfile: b.Dockerfile, Args: maps.Clone(b.Args)}
 	if abs, err := filepath.Abs(b.Dir); err == nil {
 		// As the test's folder was at NewImage: a test that changes its
-		// working directory later does not move a suite's build.
+		// working directory later does not move a suite's build. A link
+		// is followed: the context is packed from the folder it names.
 		bb.Dir = abs
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			bb.Dir = real
+		}
 	}
 	return runObject{kind: names.ImageKind, prefix: names.ImagePrefix, o: o, origin: og,
 		create: func(ctx context.Context, s *reaper.Session, name string) (string, error) {

@@ -2,12 +2,15 @@ package sandboxtest_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
@@ -57,13 +60,14 @@ func TestNewImage(t *testing.T) {
 		"Dockerfile":    "FROM " + base + "\nARG WORD\nCOPY . /ctx/\nRUN echo \"$WORD\" > /word\n",
 		"hello":         "hello from the context\n",
 		"secret":        "never sent to the engine\n",
-		".dockerignore": "secret\n",
+		".dockerignore": "secret\nDockerfile\n.dockerignore\n",
 	} {
 		if err := os.WriteFile(filepath.Join(dir, f), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var name string
+	var chain []string
 	t.Run("built", func(t *testing.T) {
 		img := sandboxtest.NewImage(t, sandboxtest.Build{Dir: dir, Args: map[string]string{"WORD": "argued"}})
 		name = img.Name()
@@ -84,6 +88,10 @@ func TestNewImage(t *testing.T) {
 		if !listed(name) {
 			t.Errorf("image %s is not in the run's ledger (%s)", name, lines)
 		}
+		chain = r.builtChain(name, base)
+		if len(chain) < 3 {
+			t.Errorf("image %s: its build's own images %q; want one a step, at least three", name, chain)
+		}
 		g := sandboxtest.Start(t, sandboxtest.Spec{Image: name, Cmd: []string{"sleep", "300"}})
 		res, err := g.Exec(t.Context(), []string{"sh", "-c", "cat /word /ctx/hello; ls /ctx"})
 		if err != nil {
@@ -101,15 +109,25 @@ func TestNewImage(t *testing.T) {
 	if left := r.imagesMarked(name); len(left) > 0 {
 		t.Errorf("the test that built image %s ended, and %d image(s) of its build are still on the engine: %v", name, len(left), left)
 	}
+	for _, id := range chain {
+		if _, err := r.cli.ImageInspect(t.Context(), id); !cerrdefs.IsNotFound(err) {
+			t.Errorf("the test that built image %s ended, and the image %s of one of its steps is still on the engine (%v)", name, id, err)
+		}
+	}
+	if _, err := r.cli.ImageInspect(t.Context(), base); err != nil {
+		t.Errorf("the image the build was FROM, %s, went with it: %v", base, err)
+	}
 	if listed(name) {
 		t.Errorf("image %s is gone, and still in the run's ledger", name)
 	}
 
 	t.Run("a failed build", func(t *testing.T) {
 		bad := t.TempDir()
-		if err := os.WriteFile(filepath.Join(bad, "Dockerfile"), []byte("FROM "+base+"\nRUN echo the build fails here && exit 3\n"), 0o644); err != nil {
+		nonce := fmt.Sprintf("step-%d-%d", os.Getpid(), time.Now().UnixNano())
+		if err := os.WriteFile(filepath.Join(bad, "Dockerfile"), []byte("FROM "+base+"\nRUN echo "+nonce+" > /a\nRUN echo the build fails here && exit 3\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		before := r.imageIDs()
 		tb := &fatalTB{TB: t}
 		done := make(chan struct{})
 		go func() {
@@ -120,14 +138,55 @@ func TestNewImage(t *testing.T) {
 		if !strings.Contains(tb.msg, "the build fails here") || !strings.Contains(tb.msg, "sandboxtest: image") {
 			t.Errorf("NewImage of a failing build failed the test with %q; want the build's own words", tb.msg)
 		}
-		b, _ := os.ReadFile(lines)
-		for _, line := range strings.Split(string(b), "\n") {
-			if line != "" && line != name {
-				if left := r.imagesMarked(line); len(left) > 0 {
-					t.Errorf("the failed build left %d image(s) marked %s: %v", len(left), line, left)
-				}
-				t.Errorf("the failed build left its line %s in the ledger", line)
+		// What the build's first step made: new, and made by its RUN.
+		for id := range r.imageIDs() {
+			if before[id] {
+				continue
+			}
+			h, err := r.cli.ImageHistory(t.Context(), id)
+			if err == nil && len(h.Items) > 0 && strings.Contains(h.Items[0].CreatedBy, nonce) {
+				t.Errorf("the failed build left the image %s of its first step", id)
+				_, _ = r.cli.ImageRemove(context.Background(), id, client.ImageRemoveOptions{})
 			}
 		}
 	})
+}
+
+// imageIDs is the engine's images, intermediate ones too, by id.
+func (r *rig) imageIDs() map[string]bool {
+	r.t.Helper()
+	il, err := r.cli.ImageList(context.Background(), client.ImageListOptions{All: true})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, im := range il.Items {
+		ids[im.ID] = true
+	}
+	return ids
+}
+
+// builtChain is the ids of image name and of the images below it, down to
+// (not including) the image base it was built FROM.
+func (r *rig) builtChain(name, base string) []string {
+	r.t.Helper()
+	ctx := context.Background()
+	bi, err := r.cli.ImageInspect(ctx, base)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	h, err := r.cli.ImageHistory(ctx, name)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var ids []string
+	for _, it := range h.Items {
+		if it.ID == bi.ID {
+			break
+		}
+		if it.ID != "" && it.ID != "<missing>" {
+			ids = append(ids, it.ID)
+		}
+	}
+	return ids
 }

@@ -41,7 +41,7 @@ type Found struct{ ID, Name string }
 // gone, as of now, in run id order. A run whose containers carry no
 // docker.LabelKept (another member's, a Go run that had no keeper) is
 // never among them; nor is a run with a keeper on the engine that runs
-// (or is paused, restarting, or was created within a call's time: a
+// (or is paused, restarting, or was created within two calls' time: a
 // keeper created longer ago and never started counts as stopped when it
 // was created), nor one whose keeper stopped
 // within the lease timeout (the engine's answer of when), nor one whose
@@ -67,11 +67,13 @@ func Orphans(ctx context.Context, cli *client.Client, now time.Time) ([]Orphan, 
 		switch {
 		case k.State == "running", k.State == "paused", k.State == "restarting":
 			present[k.RunID] = true
-		case k.State == "created" && now.Sub(k.Created) <= callTimeout+time.Second:
-			// Its starter starts it within a call's time, or removes
-			// it; one created longer ago was never started (its starter
-			// was killed between the two, or the engine went away
-			// before the start), and counts as stopped at its creation.
+		case k.State == "created" && now.Sub(k.Created) <= 2*callTimeout+5*time.Second:
+			// Its starter starts it within two calls' time (the
+			// create's answer, the watchdog's start, the start), or
+			// removes it; one created longer ago was never started (its
+			// starter was killed between the two, or the engine went
+			// away before the start), and counts as stopped at its
+			// creation.
 			present[k.RunID] = true
 		default:
 			stopped[k.RunID] = append(stopped[k.RunID], k)

@@ -292,11 +292,7 @@ func (p *proxyHook) labels(kind, runID, name string, o origin.Origin) map[string
 	if kind == apiproxy.KindImage {
 		l := map[string]string{backend.LabelImageRun: runID, backend.LabelImage: name}
 		if p.buildSince == "" {
-			ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
-			if info, err := p.cli.Info(ctx, client.InfoOptions{}); err == nil {
-				p.buildSince = info.Info.SystemTime
-			}
-			cancel()
+			p.buildSince = engineTime(context.Background(), p.cli)
 		}
 		if p.buildSince != "" {
 			// When the run's first build began, by the engine's clock,

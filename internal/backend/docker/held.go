@@ -181,6 +181,7 @@ func (d *Driver) imageUnused(ctx context.Context, id string) error {
 // API's types no longer hold, and the engine still says), tags, creation
 // and the build's start.
 type imageNode struct {
+	ID       string `json:"Id"`
 	Parent   string
 	RepoTags []string
 	Created  string
