@@ -4,7 +4,6 @@ package kubernetes_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
-	"github.com/rightsize/rightsize-go/internal/envlist"
 	"github.com/rightsize/rightsize-go/internal/kubetest"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/usermod"
@@ -37,19 +35,10 @@ func TestUserModuleLeaseDeleted(t *testing.T) {
 	bin := usermod.Build(t, usermod.Pods)
 	ns := kubetest.Namespace(t, cs, "rz-usermod-lost-")
 	info := filepath.Join(t.TempDir(), "info")
-	env := envlist.Without(os.Environ(), func(k string) bool { return strings.HasPrefix(k, "RIGHTSIZE_") })
-	env = append(env,
-		"RIGHTSIZE_BACKEND=kubernetes",
-		"KUBECONFIG="+os.Getenv(kubetest.EnvKubeconfig),
-		"RIGHTSIZE_KUBE_NAMESPACE="+ns,
-		"RIGHTSIZE_CACHE_DIR="+t.TempDir(),
-		usermod.EnvImage+"="+img,
-		usermod.EnvInfo+"="+info,
-	)
 	p, err := proctest.Start(proctest.Spec{
 		Name: "user's test holding a pod across its Lease's deletion",
 		Argv: []string{bin, "-test.run=^TestHoldsAcross$", "-test.count=1", "-test.v"},
-		Env:  env,
+		Env:  userPodsEnv(ns, t.TempDir(), img, info),
 		Dir:  filepath.Dir(bin),
 	})
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,8 +17,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/rightsize/rightsize-go/internal/backend"
+	rzkube "github.com/rightsize/rightsize-go/internal/backend/kubernetes"
 	"github.com/rightsize/rightsize-go/internal/envlist"
 	"github.com/rightsize/rightsize-go/internal/kubetest"
+	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/origin"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/usermod"
@@ -46,48 +50,12 @@ func TestUserModuleOnNode(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := kubetest.Namespace(t, cs, "rz-usermod-")
-			info := filepath.Join(t.TempDir(), "info")
-			env := envlist.Without(os.Environ(), func(k string) bool { return strings.HasPrefix(k, "RIGHTSIZE_") })
-			env = append(env,
-				"RIGHTSIZE_BACKEND=kubernetes",
-				"KUBECONFIG="+os.Getenv(kubetest.EnvKubeconfig),
-				"RIGHTSIZE_KUBE_NAMESPACE="+ns,
-				"RIGHTSIZE_CACHE_DIR="+t.TempDir(),
-				"RIGHTSIZE_REAPER_DEBUG=1",
-				usermod.EnvImage+"="+img,
-				usermod.EnvInfo+"="+info,
-			)
-			if tc.pass {
-				env = append(env, usermod.EnvPass+"=1")
-			}
-			p, err := proctest.Start(proctest.Spec{
-				Name: "user's test on kubernetes (" + tc.name + ")",
-				Argv: []string{bin, "-test.run=^TestHolds$", "-test.count=1", "-test.timeout=" + tc.timeout},
-				Env:  env,
-				Dir:  filepath.Dir(bin),
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = p.EnsureDead() })
-			done := make(chan struct{})
-			go func() { p.Wait(10 * time.Minute); close(done) }()
-			in, err := usermod.WaitBlocked(info, done, 3*time.Minute)
-			if err != nil {
-				t.Fatalf("%v\n%s", err, p.Output())
-			}
+			p, _, run := startUserPods(t, cs, bin, "user's test on kubernetes ("+tc.name+")", ns, t.TempDir(), img, tc.timeout, tc.pass)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				t.Fatal(err)
-			}
-			if len(pods.Items) != len(in.Sandboxes) || len(in.Sandboxes) != 2 {
-				t.Fatalf("the user's test said it started %q; the namespace has %d pods", in.Sandboxes, len(pods.Items))
-			}
-			run := pods.Items[0].Labels[backend.LabelRunID]
-			if run == "" {
-				t.Fatalf("pod %s has no run label: %v", pods.Items[0].Name, pods.Items[0].Labels)
 			}
 			// Which test made each pod, as the cluster keeps it: the whole
 			// origin in annotations, the test's name as a label too.
@@ -187,4 +155,148 @@ func waitPodsGone(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// userPodsEnv is the environment of the user's test binary on namespace
+// ns with cache dir cache, the image img, and the info file info; more is
+// added.
+func userPodsEnv(ns, cache, img, info string, more ...string) []string {
+	env := envlist.Without(os.Environ(), func(k string) bool { return strings.HasPrefix(k, "RIGHTSIZE_") })
+	env = append(env,
+		"RIGHTSIZE_BACKEND=kubernetes",
+		"KUBECONFIG="+os.Getenv(kubetest.EnvKubeconfig),
+		"RIGHTSIZE_KUBE_NAMESPACE="+ns,
+		"RIGHTSIZE_CACHE_DIR="+cache,
+		usermod.EnvImage+"="+img,
+		usermod.EnvInfo+"="+info,
+	)
+	return append(env, more...)
+}
+
+// startUserPods starts the user's TestHolds of bin on namespace ns with
+// cache dir cache and the -test.timeout timeout, and waits until it says
+// it started its two pods, which the namespace must hold; it
+// returns what the test said and its run. With pass, it passes once its
+// stdin closes; more is added to its environment.
+func startUserPods(t *testing.T, cs kubernetes.Interface, bin, name, ns, cache, img, timeout string, pass bool, more ...string) (*proctest.Proc, usermod.Info, string) {
+	t.Helper()
+	info := filepath.Join(t.TempDir(), "info")
+	more = append(more, "RIGHTSIZE_REAPER_DEBUG=1")
+	if pass {
+		more = append(more, usermod.EnvPass+"=1")
+	}
+	p, err := proctest.Start(proctest.Spec{
+		Name: name,
+		Argv: []string{bin, "-test.run=^TestHolds$", "-test.count=1", "-test.timeout=" + timeout},
+		Env:  userPodsEnv(ns, cache, img, info, more...),
+		Dir:  filepath.Dir(bin),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.EnsureDead() })
+	done := make(chan struct{})
+	go func() { p.Wait(10 * time.Minute); close(done) }()
+	in, err := usermod.WaitBlocked(info, done, 3*time.Minute)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, p.Output())
+	}
+	pods, err := cs.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: origin.LabelTest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run string
+	for _, pod := range pods.Items {
+		if pod.DeletionTimestamp == nil && slices.Contains(in.Sandboxes, pod.Name) {
+			run = pod.Labels[backend.LabelRunID]
+		}
+	}
+	if len(in.Sandboxes) != 2 || run == "" {
+		t.Fatalf("the user's test said it started %q; the namespace has %d pods", in.Sandboxes, len(pods.Items))
+	}
+	return p, in, run
+}
+
+// The user's path for a death no watchdog saw: the user's test and its
+// watchdog are both SIGKILLed, and the run's Lease, long enough not to
+// lapse meanwhile, stays with nobody to delete it. The next run of the
+// user's tests, on the same cache dir, sweeps at its first pod: it drops
+// the dead run's Lease, which its recorded owner held on this machine, and
+// the garbage collector deletes the pods; the live run is left alone.
+func TestUserModuleSweepsARunWhoseWatchdogDiedToo(t *testing.T) {
+	img := kubetest.Busybox(t)
+	cs := kubetest.Client(t)
+	bin := usermod.Build(t, usermod.Pods)
+	ns := kubetest.Namespace(t, cs, "rz-usersweep-")
+	cache := t.TempDir()
+	const leaseSeconds = 600
+	lease := "RIGHTSIZE_KUBE_LEASE_SECONDS=" + strconv.Itoa(leaseSeconds)
+	first, _, run := startUserPods(t, cs, bin, "the user's first test (SIGKILLed with its watchdog)", ns, cache, img, "20m", false, lease)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	wds := ledger.LiveWatchdogs(cache, run)
+	if len(wds) == 0 {
+		t.Fatalf("run %s has no live watchdog in %s", run, cache)
+	}
+	for _, pid := range wds {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill watchdog %d: %v", pid, err)
+		}
+	}
+	proctest.WaitUntil(t, time.Minute, "the watchdogs ended", func() bool {
+		for _, pid := range wds {
+			if syscall.Kill(pid, 0) == nil {
+				return false
+			}
+		}
+		return true
+	})
+	if err := first.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if !first.Wait(time.Minute) {
+		t.Fatal("the test did not die of SIGKILL")
+	}
+	leaseName := rzkube.LeaseName(run)
+	if _, err := cs.CoordinationV1().Leases(ns).Get(ctx, leaseName, metav1.GetOptions{}); err != nil {
+		t.Fatalf("run %s's Lease %s, with nobody left to delete it: %v", run, leaseName, err)
+	}
+
+	second, in2, _ := startUserPods(t, cs, bin, "the user's next test", ns, cache, img, "20m", true, lease)
+	proctest.WaitUntil(t, 90*time.Second, "the dead run's Lease gone and its pods being deleted", func() bool {
+		if _, err := cs.CoordinationV1().Leases(ns).Get(ctx, leaseName, metav1.GetOptions{}); err == nil {
+			return false
+		}
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: backend.LabelRunID + "=" + run})
+		if err != nil {
+			return false
+		}
+		for _, pod := range pods.Items {
+			if pod.DeletionTimestamp == nil {
+				return false
+			}
+		}
+		return true
+	})
+	live, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alive := 0
+	for _, pod := range live.Items {
+		if pod.Labels[backend.LabelRunID] != run && pod.DeletionTimestamp == nil {
+			alive++
+		}
+	}
+	if alive != 2 {
+		t.Errorf("the next run's pods: %d live, want its 2 (%q)", alive, in2.Sandboxes)
+	}
+	second.CloseStdin()
+	if !second.Wait(2 * time.Minute) {
+		t.Fatal("the next test did not end")
+	}
+	if _, err := second.Exited(); err != nil {
+		t.Fatalf("the next test: %v\n%s", err, second.Output())
+	}
+	waitPodsGone(t, ctx, cs, ns, run)
 }

@@ -385,7 +385,7 @@ func (d *dockerSide) close() {
 
 // keepAliveTag keeps this harness's keep-alive identities apart from any
 // other's: each owner's keep-alive spec carries it in RZ_CHAOS_KA.
-func (h *harness) keepAliveTag() string { return strconv.FormatInt(h.seed, 36) }
+func (h *harness) keepAliveTag() string { return strconv.FormatInt(h.seed, 36) + "-" + h.id() }
 
 // keepAlives are the names of the keep-alive sandboxes any owner held.
 func (h *harness) keepAlives() []string {

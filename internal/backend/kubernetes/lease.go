@@ -397,19 +397,8 @@ func (d *Driver) DropRun(ctx context.Context, runID string, owner int) error {
 	if name == "" {
 		return fmt.Errorf("kubernetes: run id %q cannot name a Lease", runID)
 	}
-	d.mu.Lock()
-	rl := d.runs[runID]
-	delete(d.runs, runID)
-	d.mu.Unlock()
-	if rl != nil {
-		// A create under way finishes with the Lease it has; one yet to
-		// be given an owner is refused rather than given none.
-		rl.mu.Lock()
-		rl.dropped = true
-		if rl.stop != nil {
-			rl.stop()
-		}
-		rl.mu.Unlock()
+	if owner == 0 {
+		d.stopRun(runID)
 	}
 	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
@@ -437,6 +426,24 @@ func (d *Driver) DropRun(ctx context.Context, runID string, owner int) error {
 		return fmt.Errorf("kubernetes: Lease %s/%s was renewed or made again as it was read: left to lapse: %w", d.ns, name, backend.ErrNotOwned)
 	}
 	return err
+}
+
+// stopRun stops this process's hold on run runID: no more renewals, and
+// a create yet to be given an owner is refused rather than given none (one
+// under way finishes with the Lease it has).
+func (d *Driver) stopRun(runID string) {
+	d.mu.Lock()
+	rl := d.runs[runID]
+	delete(d.runs, runID)
+	d.mu.Unlock()
+	if rl != nil {
+		rl.mu.Lock()
+		rl.dropped = true
+		if rl.stop != nil {
+			rl.stop()
+		}
+		rl.mu.Unlock()
+	}
 }
 
 // deleteLease deletes l, and only the very version read when current is
