@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -232,7 +233,7 @@ func TestUserModuleSweepsARunWhoseWatchdogDiedToo(t *testing.T) {
 	const leaseSeconds = 600
 	lease := "RIGHTSIZE_KUBE_LEASE_SECONDS=" + strconv.Itoa(leaseSeconds)
 	first, _, run := startUserPods(t, cs, bin, "the user's first test (SIGKILLed with its watchdog)", ns, cache, img, "20m", false, lease)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	wds := ledger.LiveWatchdogs(cache, run)
 	if len(wds) == 0 {
@@ -264,7 +265,7 @@ func TestUserModuleSweepsARunWhoseWatchdogDiedToo(t *testing.T) {
 
 	second, in2, _ := startUserPods(t, cs, bin, "the user's next test", ns, cache, img, "20m", true, lease)
 	proctest.WaitUntil(t, 90*time.Second, "the dead run's Lease gone and its pods being deleted", func() bool {
-		if _, err := cs.CoordinationV1().Leases(ns).Get(ctx, leaseName, metav1.GetOptions{}); err == nil {
+		if _, err := cs.CoordinationV1().Leases(ns).Get(ctx, leaseName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			return false
 		}
 		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: backend.LabelRunID + "=" + run})
