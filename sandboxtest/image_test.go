@@ -71,8 +71,13 @@ func TestNewImage(t *testing.T) {
 	t.Run("built", func(t *testing.T) {
 		img := sandboxtest.NewImage(t, sandboxtest.Build{Dir: dir, Args: map[string]string{"WORD": "argued"}})
 		name = img.Name()
-		t.Cleanup(func() { // a failure's leftover, removed whatever happens
-			testimage.RemoveBuilt(context.Background(), r.cli, backend.LabelImage+"="+name)
+		t.Cleanup(func() {
+			// A failure's leftover. This runs before the image's own
+			// removal (cleanups run last in, first out): only after a
+			// failure, or it would do the removal the test checks.
+			if t.Failed() {
+				testimage.RemoveBuilt(context.Background(), r.cli, backend.LabelImage+"="+name)
+			}
 		})
 		if !strings.HasPrefix(name, names.ImagePrefix) {
 			t.Errorf("image %q: want the prefix %s", name, names.ImagePrefix)

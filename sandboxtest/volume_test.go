@@ -159,8 +159,11 @@ func TestNamedVolume(t *testing.T) {
 	t.Run("made", func(t *testing.T) {
 		v = sandboxtest.NewVolume(t)
 		name = v.Name()
-		t.Cleanup(func() { // a failure's leftover, removed whatever happens
-			if !r.volumeGone(name) {
+		t.Cleanup(func() {
+			// A failure's leftover. This runs before the volume's own
+			// removal (cleanups run last in, first out): only after a
+			// failure, or it would do the removal the test checks.
+			if t.Failed() && !r.volumeGone(name) {
 				_, _ = r.cli.VolumeRemove(context.Background(), name, client.VolumeRemoveOptions{Force: true})
 			}
 		})
