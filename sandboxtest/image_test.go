@@ -94,8 +94,10 @@ func TestNewImage(t *testing.T) {
 			t.Errorf("image %s is not in the run's ledger (%s)", name, lines)
 		}
 		chain = r.builtChain(name, base)
-		if len(chain) < 3 {
-			t.Errorf("image %s: its build's own images %q; want one a step, at least three", name, chain)
+		// Docker's classic builder makes an image of each step; Podman's
+		// commits fewer (two here).
+		if len(chain) < 2 {
+			t.Errorf("image %s: its build's own images %q; want at least two, the image and a step below it", name, chain)
 		}
 		g := sandboxtest.Start(t, sandboxtest.Spec{Image: name, Cmd: []string{"sleep", "300"}})
 		res, err := g.Exec(t.Context(), []string{"sh", "-c", "cat /word /ctx/hello; ls /ctx"})
@@ -185,12 +187,16 @@ func (r *rig) builtChain(name, base string) []string {
 		r.t.Fatal(err)
 	}
 	var ids []string
+	// Podman gives the history's ids without "sha256:", and refuses a
+	// bare 64-hex id as a name: each is kept as "sha256:<hex>".
+	baseID := strings.TrimPrefix(bi.ID, "sha256:")
 	for _, it := range h.Items {
-		if it.ID == bi.ID {
+		id := strings.TrimPrefix(it.ID, "sha256:")
+		if id == baseID {
 			break
 		}
-		if it.ID != "" && it.ID != "<missing>" {
-			ids = append(ids, it.ID)
+		if id != "" && id != "<missing>" {
+			ids = append(ids, "sha256:"+id)
 		}
 	}
 	return ids
