@@ -379,7 +379,7 @@ func (p *proxyHook) forgetGone(kind, name string, a *admit) {
 	if kind == apiproxy.KindImage {
 		// Gone when no image carries its line's mark and the run's.
 		var il client.ImageListResult
-		if il, err = p.cli.ImageList(ctx, client.ImageListOptions{All: true, Filters: client.Filters{}.Add("label", backend.LabelImage+"="+name)}); err != nil {
+		if il, err = listImages(ctx, p.cli, backend.LabelImage+"="+name); err != nil {
 			return
 		}
 		for _, im := range il.Items {

@@ -43,6 +43,25 @@ func classifyHeld(what string, err error) error {
 	return classify(what, err)
 }
 
+// listImages lists the images, intermediate ones too, that carry label
+// ("key=value"). Podman fails a listing that meets an image another
+// removal is taking away ("checking if image … is dangling: … image not
+// known", seen when a run's two images went at once): it is asked again,
+// a few times, before that is an error.
+func listImages(ctx context.Context, cli *client.Client, label string) (client.ImageListResult, error) {
+	for try := 1; ; try++ {
+		il, err := cli.ImageList(ctx, client.ImageListOptions{All: true, Filters: client.Filters{}.Add("label", label)})
+		if err == nil || try == 5 || !strings.Contains(err.Error(), "image not known") {
+			return il, err
+		}
+		select {
+		case <-ctx.Done():
+			return il, err
+		case <-time.After(time.Duration(try) * 100 * time.Millisecond):
+		}
+	}
+}
+
 // imageID is the bare hex of an image id ("sha256:<hex>" or "<hex>").
 func imageID(id string) string { return strings.TrimPrefix(id, "sha256:") }
 
@@ -68,7 +87,7 @@ func (d *Driver) removeHeld(ctx context.Context, k backend.Kind, runID, name str
 		}
 		return d.removeVolume(ctx, name)
 	}
-	il, err := d.cli.ImageList(ctx, client.ImageListOptions{All: true, Filters: client.Filters{}.Add("label", backend.LabelImage+"="+name)})
+	il, err := listImages(ctx, d.cli, backend.LabelImage+"="+name)
 	if err != nil {
 		return classify("list images of "+name, err)
 	}
@@ -208,7 +227,7 @@ func (d *Driver) imageNode(ctx context.Context, id string) (imageNode, error) {
 func (d *Driver) findHeld(ctx context.Context, k backend.Kind, runID string) ([]backend.Found, error) {
 	var found []backend.Found
 	if k == backend.ImageKind {
-		il, err := d.cli.ImageList(ctx, client.ImageListOptions{All: true, Filters: client.Filters{}.Add("label", backend.LabelImageRun+"="+runID)})
+		il, err := listImages(ctx, d.cli, backend.LabelImageRun+"="+runID)
 		if err != nil {
 			return nil, classify("list images", err)
 		}
