@@ -143,7 +143,10 @@ func (r *rig) startUser(name, bin, timeout string, pass bool, env ...string) *ow
 func (r *rig) startUserTest(name, bin, run, timeout string, pass bool, env ...string) *owner {
 	r.t.Helper()
 	info := filepath.Join(r.t.TempDir(), "info")
-	extra := []string{usermod.EnvImage + "=" + r.img, usermod.EnvInfo + "=" + info}
+	// A TMPDIR of the row's own: the user's t.TempDir (the Dockerfile of
+	// its build) outlives a killed test, and this one goes with the row.
+	// It comes first, so a caller's own TMPDIR wins.
+	extra := []string{"TMPDIR=" + r.t.TempDir(), usermod.EnvImage + "=" + r.img, usermod.EnvInfo + "=" + info}
 	if pass {
 		extra = append(extra, usermod.EnvPass+"=1")
 	}
