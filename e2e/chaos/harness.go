@@ -117,7 +117,14 @@ func newHarness(ctx context.Context, seed int64) (*harness, error) {
 		return strings.HasPrefix(k, "RIGHTSIZE_") || strings.HasPrefix(k, "RZ_") || strings.HasPrefix(k, "TESTCONTAINERS_") ||
 			k == "TMPDIR" || k == "DOCKER_HOST" || k == "GOFLAGS"
 	})
-	h.env = append(h.env, ledger.EnvCacheDir+"="+h.cache, "TMPDIR="+h.tmp, "TESTCONTAINERS_RYUK_DISABLED=true", "RIGHTSIZE_REAPER_DEBUG=1")
+	// HOST_PROC names no folder: testcontainers-go's package init lists
+	// every process of the machine through gopsutil (a session id that no
+	// run here uses), and with hundreds of owners, watchdogs and their
+	// commands alive, that list was a tenth of each owner's CPU. The
+	// library reads /proc itself, never through gopsutil; its watchdogs
+	// set the same.
+	h.env = append(h.env, ledger.EnvCacheDir+"="+h.cache, "TMPDIR="+h.tmp, "TESTCONTAINERS_RYUK_DISABLED=true", "RIGHTSIZE_REAPER_DEBUG=1",
+		"HOST_PROC=/nonexistent/rightsize-chaos-reads-proc-itself")
 	if err := eng.setup(ctx, h); err != nil {
 		return nil, err
 	}
@@ -131,16 +138,22 @@ func (h *harness) build() error {
 	if err != nil {
 		return err
 	}
+	// Only a Kubernetes run links the kubernetes backend into its binaries
+	// (owner/kube_test.go says why).
+	tags := "rightsize_nokube"
+	if h.eng.name == "kubernetes" {
+		tags = ""
+	}
 	h.owner, h.cli = *ownerBin, *cliBin
 	if h.owner == "" {
 		h.owner = filepath.Join(h.work, "owner.test")
-		if out, err := goCmd(root, "test", "-c", "-o", h.owner, "./e2e/chaos/owner").CombinedOutput(); err != nil {
+		if out, err := goCmd(root, "test", "-c", "-tags", tags, "-o", h.owner, "./e2e/chaos/owner").CombinedOutput(); err != nil {
 			return fmt.Errorf("building the owner: %v\n%s", err, out)
 		}
 	}
 	if h.cli == "" {
 		h.cli = filepath.Join(h.work, "rightsize")
-		if out, err := goCmd(root, "build", "-o", h.cli, "./cmd/rightsize").CombinedOutput(); err != nil {
+		if out, err := goCmd(root, "build", "-tags", tags, "-o", h.cli, "./cmd/rightsize").CombinedOutput(); err != nil {
 			return fmt.Errorf("building the rightsize command: %v\n%s", err, out)
 		}
 	}

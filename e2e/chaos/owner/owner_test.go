@@ -17,8 +17,6 @@ import (
 
 	"github.com/testcontainers/testcontainers-go"
 
-	// The kubernetes backend, for its effect, as docs/kubernetes.md says.
-	_ "github.com/rightsize/rightsize-go/backend/kubernetes"
 	"github.com/rightsize/rightsize-go/e2e/chaos/internal/plan"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/sandboxtest"
