@@ -401,11 +401,20 @@ type FateFile struct {
 // ReadFates returns cache's fates, newest first, at most MaxFates of them
 // (the rest are PruneFates's). A fate that cannot be read is returned with
 // its Err.
-func ReadFates(cache string) ([]FateFile, error) { return ReadFatesSince(cache, time.Time{}) }
+func ReadFates(cache string) ([]FateFile, error) { return readFates(cache, time.Time{}, false) }
 
 // ReadFatesSince is ReadFates of the fates written at since or later
 // (the time in a fate's name): the others are not opened.
 func ReadFatesSince(cache string, since time.Time) ([]FateFile, error) {
+	return readFates(cache, since, false)
+}
+
+// ReadUntoldFates is ReadFates of the fates no process has told yet
+// (ClaimTell): told ones are not opened. Every test process's first use
+// asks this, and most of the folder's fates are told.
+func ReadUntoldFates(cache string) ([]FateFile, error) { return readFates(cache, time.Time{}, true) }
+
+func readFates(cache string, since time.Time, untoldOnly bool) ([]FateFile, error) {
 	dir := FatesPath(cache)
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -433,8 +442,13 @@ func ReadFatesSince(cache string, since time.Time) ([]FateFile, error) {
 		out = out[:MaxFates]
 	}
 	for i := range out {
+		out[i].Told = told[strings.TrimSuffix(filepath.Base(out[i].Path), ".json")]
+	}
+	if untoldOnly {
+		out = slices.DeleteFunc(out, func(ff FateFile) bool { return ff.Told })
+	}
+	for i := range out {
 		ff := &out[i]
-		ff.Told = told[strings.TrimSuffix(filepath.Base(ff.Path), ".json")]
 		b, err := ReadFile(ff.Path, MaxFateSize)
 		if err != nil {
 			ff.Err = err

@@ -250,3 +250,36 @@ func TestJoinFateOneStep(t *testing.T) {
 	_, err = ledger.JoinFate(cache, ledger.Fate{Run: "../x"}, time.Now(), join(ledger.Fate{}))
 	require.Error(t, err)
 }
+
+// TestReadUntoldFates: the fates no process has told, newest first; a
+// told fate is not opened (a told fate that cannot be read is not among
+// them, where ReadFates returns it with its error).
+func TestReadUntoldFates(t *testing.T) {
+	cache := t.TempDir()
+	now := time.Now()
+	var paths []string
+	for i := range 4 {
+		p, err := ledger.WriteFate(cache, ledger.Fate{Run: fmt.Sprintf("r%d", i), By: "sweep"}, now.Add(-time.Duration(i)*time.Minute))
+		require.NoError(t, err)
+		paths = append(paths, p)
+	}
+	require.True(t, ledger.ClaimTell(paths[1]))
+	require.True(t, ledger.ClaimTell(paths[3]))
+	require.NoError(t, os.WriteFile(paths[3], []byte("{not json"), 0o600))
+
+	got, err := ledger.ReadUntoldFates(cache)
+	require.NoError(t, err)
+	var runs []string
+	for _, f := range got {
+		require.NoError(t, f.Err, f.Path)
+		require.False(t, f.Told)
+		runs = append(runs, f.Run)
+	}
+	require.Equal(t, []string{"r0", "r2"}, runs)
+
+	all, err := ledger.ReadFates(cache)
+	require.NoError(t, err)
+	require.Len(t, all, 4)
+	require.True(t, all[1].Told)
+	require.Error(t, all[3].Err, "ReadFates opens the told ones")
+}

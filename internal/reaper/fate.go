@@ -141,13 +141,13 @@ const maxToldFates = 3
 // joins its share to the fate when it is done, and the death is told
 // whole, once.
 func UntoldFates(cache, own string) []ledger.FateFile {
-	fates, err := ledger.ReadFates(cache)
+	fates, err := ledger.ReadUntoldFates(cache)
 	if err != nil {
 		return nil
 	}
 	var out []ledger.FateFile
 	for _, f := range fates {
-		if f.Told || f.Run == own {
+		if f.Run == own {
 			continue
 		}
 		if f.Err == nil && byWatchdog(f.Fate) && slices.ContainsFunc(ledger.LiveWatchdogs(cache, f.Run), func(pid int) bool { return pid != f.ByPID }) {
