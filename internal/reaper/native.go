@@ -244,6 +244,11 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, mode 
 	// A stub left by a watchdog killed here is pruned with the fates.
 	os.Remove(ledger.OwnerStubPath(cache, runID))
 	_ = ledger.RemoveOrigins(cache, runID)
+	// The run's watchdog marks, this one's and its other watchdog's (whose
+	// share is done: the run lists nothing): left, they stayed an hour
+	// (PruneFates), and every sweep and fate teller reads the folder they
+	// crowd (a 10,000-death chaos run slowed down by half with 5,000 of them).
+	ledger.RemoveWatchdogMarks(cache, runID)
 	logger.Printf("everything removed; ledger files deleted")
 	return 0
 }
