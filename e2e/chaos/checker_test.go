@@ -4,7 +4,9 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -150,5 +152,42 @@ func TestOwnerMayRemove(t *testing.T) {
 		if got != cleans {
 			t.Errorf("after dying %q: its own removal %v, want %v", how, got, cleans)
 		}
+	}
+}
+
+// TestProcessStoppedBeforeItsStepIsDone: an async step's process can be
+// stopped by a later step before the async step's done (its pid) reaches
+// the harness; the owner's word that it ends it still counts, and its end
+// is no violation (a 10,000-death run called it one).
+func TestProcessStoppedBeforeItsStepIsDone(t *testing.T) {
+	h := &harness{byRun: map[string]*owner{}, objects: map[string]*object{}, notes: map[string]int{}, cache: t.TempDir(), start: time.Now()}
+	child := exec.Command("sleep", "60")
+	child.Env = []string{h.ourEnv(), "RIGHTSIZE_PROCESS=rz-0000abcd-p1"}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
+	pid := strconv.Itoa(child.Process.Pid)
+	o := h.newOwner(plan.Owner{Death: plan.Kill, Steps: []plan.Step{{Op: plan.Process, Async: true}, {Op: plan.Stop}}})
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	o.onEvent(at(0), plan.EvBegin, []string{"0", plan.Process})
+	o.onEvent(at(10), plan.EvBegin, []string{"1", plan.Stop})
+	o.onEvent(at(11), plan.EvProcStop, []string{pid})
+	o.onEvent(at(12), plan.EvDone, []string{"0", plan.Process, pid})
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := o.procs[child.Process.Pid]
+	if p == nil {
+		t.Fatalf("the harness does not watch the owner's process %s (notes %v)", pid, h.notes)
+	}
+	if !p.stopAt.Equal(at(11)) {
+		t.Fatalf("the process's stop word is at %v, want the owner's, at %v", p.stopAt, at(11))
+	}
+	p.exitAt, o.dead, o.deathLB = at(50), true, at(100)
+	h.judgeProcessLocked(p)
+	if len(h.violations) > 0 {
+		t.Errorf("the owner ended its process itself, and the checker says %q", h.violations[0].msg)
 	}
 }

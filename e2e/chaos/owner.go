@@ -45,13 +45,16 @@ type owner struct {
 	run      string
 	events   []event
 	procs    map[int]*proc
-	keep     []keepUse
-	wdKilled []int
-	hadAny   bool      // something of it was there when it died
-	goneAt   time.Time // none of its sandboxes, networks, processes left
-	clearAt  time.Time // nor any file of its run
-	stuck    bool
-	outlived map[int]bool // library processes already reported
+	// stopEarly: pids the owner said it ends before the harness knew them
+	// as its processes, and when.
+	stopEarly map[int]time.Time
+	keep      []keepUse
+	wdKilled  []int
+	hadAny    bool      // something of it was there when it died
+	goneAt    time.Time // none of its sandboxes, networks, processes left
+	clearAt   time.Time // nor any file of its run
+	stuck     bool
+	outlived  map[int]bool // library processes already reported
 	// open are the steps under way that may remove what the owner made
 	// (a start that fails releases it, a stop), by index; openEnd is when
 	// the last of them ended; ending, when a clean end's cleanups began.
@@ -329,7 +332,16 @@ func (o *owner) onEvent(at time.Time, ev string, args []string) {
 		o.keep = append(o.keep, keepUse{name: arg(0), since: at})
 	case plan.EvProcStop:
 		if pid, err := strconv.Atoi(arg(0)); err == nil {
-			if p := o.procs[pid]; p != nil && p.stopAt.IsZero() {
+			switch p := o.procs[pid]; {
+			case p == nil:
+				// A process started by an async step can be stopped before
+				// that step's done (its pid) arrives: trackProcessLocked
+				// takes this word then.
+				if o.stopEarly == nil {
+					o.stopEarly = map[int]time.Time{}
+				}
+				o.stopEarly[pid] = at
+			case p.stopAt.IsZero():
 				p.stopAt = at
 			}
 		}

@@ -75,7 +75,7 @@ func (h *harness) trackProcessLocked(o *owner, pid int, at time.Time) {
 		h.notes["a process could not be proven the owner's before it ended"]++
 		return
 	}
-	p := &proc{pid: pid, owner: o, fd: fd, since: at}
+	p := &proc{pid: pid, owner: o, fd: fd, since: at, stopAt: o.stopEarly[pid]}
 	o.procs[pid] = p
 	pidfds.Lock()
 	pidfds.byFD[fd] = p
