@@ -358,7 +358,12 @@ func TestUserModuleGuardAllBuildAndVolume(t *testing.T) {
 			// settings of the machine's in it.
 			"HOME="+t.TempDir(),
 			// GuardAll's proxy socket is in TMPDIR, whose path has a limit.
-			"TMPDIR="+shortDir(t))...),
+			"TMPDIR="+shortDir(t),
+			// The engine the row checks: the environment is built from
+			// nothing, and without it the user's test went to the default
+			// socket (Docker's), where the row, run against Podman, found
+			// none of what it made.
+			"DOCKER_HOST="+r.eng.Host)...),
 		Dir: filepath.Dir(bin),
 	})
 	if err != nil {
