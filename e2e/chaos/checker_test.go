@@ -12,6 +12,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/e2e/chaos/internal/plan"
 	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/proctest"
 )
 
 // TestFamilyParses: the checker's stand-in for the other members'
@@ -167,6 +168,10 @@ func TestProcessStoppedBeforeItsStepIsDone(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
+	// Until its exec, the child's environment is this process's.
+	proctest.WaitUntil(t, 10*time.Second, "the child's exec", func() bool {
+		return hasEntry(readEnviron(child.Process.Pid), h.ourEnv())
+	})
 	pid := strconv.Itoa(child.Process.Pid)
 	o := h.newOwner(plan.Owner{Death: plan.Kill, Steps: []plan.Step{{Op: plan.Process, Async: true}, {Op: plan.Stop}}})
 	t0 := time.Now()
