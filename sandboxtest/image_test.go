@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,15 +45,7 @@ func (r *rig) imagesMarked(name string) []string {
 func TestNewImage(t *testing.T) {
 	base := testimage.Busybox(t)
 	r := newRig(t)
-	in, err := sandboxtest.Session(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := ledger.LinePath(filepath.Join(in.CacheDir, ledger.RunsDir), in.RunID, ledger.ImageKind)
-	listed := func(name string) bool {
-		b, err := os.ReadFile(lines)
-		return err == nil && slices.Contains(strings.Split(string(b), "\n"), name)
-	}
+	in, lines, listed := sessionLines(t, ledger.ImageKind)
 	dir := t.TempDir()
 	for f, content := range map[string]string{
 		"Dockerfile":    "FROM " + base + "\nARG WORD\nCOPY . /ctx/\nRUN echo \"$WORD\" > /word\n",

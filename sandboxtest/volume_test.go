@@ -137,15 +137,7 @@ func helperVolumeOwner(t *testing.T) {
 func TestNamedVolume(t *testing.T) {
 	img := testimage.Busybox(t)
 	r := newRig(t)
-	in, err := sandboxtest.Session(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := ledger.LinePath(filepath.Join(in.CacheDir, ledger.RunsDir), in.RunID, ledger.VolumeKind)
-	listed := func(name string) bool {
-		b, err := os.ReadFile(lines)
-		return err == nil && slices.Contains(strings.Split(string(b), "\n"), name)
-	}
+	in, lines, listed := sessionLines(t, ledger.VolumeKind)
 	run := func(t *testing.T, g *sandboxtest.Guard, script string) sandboxtest.ExecResult {
 		t.Helper()
 		res, err := g.Exec(t.Context(), []string{"sh", "-c", script})
@@ -220,5 +212,20 @@ func TestNamedVolume(t *testing.T) {
 	}
 	if !r.volumeGone(name) {
 		t.Errorf("volume %s was made again", name)
+	}
+}
+
+// sessionLines is this process's session, the file of its run's ledger
+// lines of kind, and whether a name is listed there.
+func sessionLines(t *testing.T, kind names.Kind) (sandboxtest.Info, string, func(name string) bool) {
+	t.Helper()
+	in, err := sandboxtest.Session(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := ledger.LinePath(filepath.Join(in.CacheDir, ledger.RunsDir), in.RunID, kind)
+	return in, lines, func(name string) bool {
+		b, err := os.ReadFile(lines)
+		return err == nil && slices.Contains(strings.Split(string(b), "\n"), name)
 	}
 }
