@@ -441,6 +441,11 @@ func (h *harness) readFates() {
 // The watchdogs are given time to end, one sweep runs, and then nothing
 // of any owner may be left.
 func (h *harness) finish(ctx context.Context) error {
+	if ctx.Err() != nil {
+		// Interrupted: the owners were cut short, no final sweep can run,
+		// and what they left says nothing of the library.
+		return fmt.Errorf("interrupted after %d deaths: the end (a final sweep, then nothing of a dead owner left) is not judged", h.deaths())
+	}
 	deadline := time.Now().Add(h.eng.settle)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		busy := false

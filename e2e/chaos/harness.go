@@ -197,6 +197,14 @@ func (h *harness) close() {
 		fmt.Printf("chaos: the work folder stays: %s\n", h.work)
 		return
 	}
+	// After an interrupt the watchdogs of the owners cut short are still at
+	// work in the folder (they would write their fates into it again):
+	// they are given the backend's settle time.
+	for deadline := time.Now().Add(h.eng.settle); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if !slices.ContainsFunc(h.ours(), func(p libProc) bool { return p.role == "watchdog" }) {
+			break
+		}
+	}
 	// The owners' temporary folders may hold what they made read-only.
 	_ = filepath.Walk(h.work, func(p string, fi os.FileInfo, err error) error {
 		if err == nil && fi.IsDir() {
@@ -272,9 +280,11 @@ func (h *harness) run(ctx context.Context) error {
 	err := h.finish(ctx)
 	stopBG()
 	bgWG.Wait()
-	h.mu.Lock()
-	h.checkPending(true)
-	h.mu.Unlock()
+	if ctx.Err() == nil {
+		h.mu.Lock()
+		h.checkPending(true)
+		h.mu.Unlock()
+	}
 	return err
 }
 
