@@ -45,13 +45,12 @@ func classifyHeld(what string, err error) error {
 
 // listImages lists the images, intermediate ones too, that carry label
 // ("key=value"). Podman fails a listing that meets an image another
-// removal is taking away ("checking if image … is dangling: … image not
-// known", seen when a run's two images went at once): it is asked again,
-// a few times, before that is an error.
+// removal is taking away (imageGoing): it is asked again, a few times,
+// before that is an error.
 func listImages(ctx context.Context, cli *client.Client, label string) (client.ImageListResult, error) {
 	for try := 1; ; try++ {
 		il, err := cli.ImageList(ctx, client.ImageListOptions{All: true, Filters: client.Filters{}.Add("label", label)})
-		if err == nil || try == 5 || !strings.Contains(err.Error(), "image not known") {
+		if err == nil || try == 5 || !imageGoing(err) {
 			return il, err
 		}
 		select {
@@ -60,6 +59,18 @@ func listImages(ctx context.Context, cli *client.Client, label string) (client.I
 		case <-time.After(time.Duration(try) * 100 * time.Millisecond):
 		}
 	}
+}
+
+// imageGoing: Podman 4.3's answer about an image another removal is
+// taking away at that moment, whose record is still listed while its
+// parts are gone. Which part a reader meets first says it: "checking if
+// image … is dangling: … image not known" (seen when a run's two images
+// went at once), or, once the image's blobs went before its record,
+// "reading data blob size "manifest" for "…": size is not known" (seen
+// in an inspect of an image a watchdog was removing; a listing reads the
+// same blobs for each image's labels and size).
+func imageGoing(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "image not known") || strings.Contains(err.Error(), "size is not known"))
 }
 
 // imageID is the bare hex of an image id ("sha256:<hex>" or "<hex>").
