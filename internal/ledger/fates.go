@@ -369,6 +369,15 @@ func LiveWatchdogs(cache, run string) []int {
 	return out
 }
 
+// RemoveWatchdogMark deletes the mark of run's watchdog pid (the watchdog
+// itself, as it ends).
+func RemoveWatchdogMark(cache, run string, pid int) {
+	if !ValidRunID(run) || pid <= 0 {
+		return
+	}
+	os.Remove(filepath.Join(FatesPath(cache), watchdogMarkPrefix(run)+strconv.Itoa(pid)))
+}
+
 // RemoveWatchdogMarks deletes run's watchdog marks.
 func RemoveWatchdogMarks(cache, run string) {
 	if !ValidRunID(run) {

@@ -190,6 +190,15 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, mode 
 		t.procs = &proctree.Scope{Marks: proctree.OfRun(runID), Commands: told.commands(), PinnedUntil: proctree.Now()}
 	}
 	cache := filepath.Dir(runsDir)
+	// This watchdog's mark goes with it, whatever its end; never another
+	// watchdog's, which may still be at work though the run lists nothing
+	// (its processes' lines go once they are ended, and their escaped
+	// descendants are still waited for): that one's word is what keeps the
+	// death untold until both shares are in (UntoldFates). Left, marks
+	// stayed an hour (PruneFates), and every sweep and fate teller reads
+	// the folder they crowd: 5,000 of them halved a 10,000-death chaos
+	// run's pace.
+	defer ledger.RemoveWatchdogMark(cache, runID, os.Getpid())
 	if mode != processesOnly {
 		logger.Printf("owner gone (stdin closed): reaping run %s in %s", runID, runsDir)
 		_, labelled := b.(backend.RunLister)
@@ -244,11 +253,6 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, mode 
 	// A stub left by a watchdog killed here is pruned with the fates.
 	os.Remove(ledger.OwnerStubPath(cache, runID))
 	_ = ledger.RemoveOrigins(cache, runID)
-	// The run's watchdog marks, this one's and its other watchdog's (whose
-	// share is done: the run lists nothing): left, they stayed an hour
-	// (PruneFates), and every sweep and fate teller reads the folder they
-	// crowd (a 10,000-death chaos run slowed down by half with 5,000 of them).
-	ledger.RemoveWatchdogMarks(cache, runID)
 	logger.Printf("everything removed; ledger files deleted")
 	return 0
 }
