@@ -164,11 +164,14 @@ func (h *harness) build() error {
 // starts without the dynamic loader, and the owner and the command line
 // are started tens of thousands of times in a long run (each watchdog
 // runs the owner's binary again): a 500-death memory run took 14% less
-// time and CPU so. Nothing the owners do needs cgo.
+// time and CPU so. Nothing the owners do needs cgo; the race detector
+// does, so a GOFLAGS that asks for it keeps cgo.
 func goCmd(dir string, args ...string) *exec.Cmd {
 	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if !slices.Contains(strings.Fields(os.Getenv("GOFLAGS")), "-race") {
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	}
 	return cmd
 }
 

@@ -76,6 +76,7 @@ func (h *harness) trackProcessLocked(o *owner, pid int, at time.Time) {
 		return
 	}
 	p := &proc{pid: pid, owner: o, fd: fd, since: at, stopAt: o.stopEarly[pid]}
+	delete(o.stopEarly, pid) // taken once: a pid used again is another process
 	o.procs[pid] = p
 	pidfds.Lock()
 	pidfds.byFD[fd] = p
