@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -40,7 +41,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if mainFixture.bin != "" { // built once, for every test of the process
+		os.RemoveAll(filepath.Dir(mainFixture.bin))
+	}
+	os.Exit(code)
 }
 
 // TestOwner is the owner process of every row: this binary, re-executed
