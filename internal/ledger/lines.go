@@ -48,6 +48,14 @@ var ErrOversized = errors.New("oversized")
 type LineFile struct {
 	// Names are the valid names, in order.
 	Names []string
+	// Unfinished is the length in bytes of a last line without its '\n',
+	// which is not read: every member of the family ends each line with
+	// one, in the same write, so such a line is an append (or a rewrite)
+	// under way, caught in the middle, or what is left of a writer killed
+	// in one. Its name, if it is one yet, may be only the start of the name
+	// being written, and nothing was created under it: each member appends
+	// a name whole before it asks for the thing.
+	Unfinished int
 	// Rejected are the first MaxRejectedKept lines that are not valid
 	// names; RejectedCount counts them all.
 	Rejected      []Rejected
@@ -88,6 +96,10 @@ func readLines(r io.Reader, base string) (lf LineFile, err error) {
 		if n > MaxLines || size > MaxLineFileSize+1 {
 			return fmt.Errorf("more than %d lines or %d bytes: %w", MaxLines, MaxLineFileSize, ErrOversized)
 		}
+		if !l.ended {
+			lf.Unfinished = l.total
+			return nil
+		}
 		name, blank := l.trimmed()
 		switch {
 		case blank:
@@ -120,8 +132,9 @@ type line struct {
 	// core is the line from its first non-space byte on, up to coreLen
 	// bytes; over is set when a non-space byte comes after that, i.e. when
 	// the trimmed line is longer than any name.
-	core []byte
-	over bool
+	core  []byte
+	over  bool
+	ended bool // the line ends in '\n'
 }
 
 // coreLen is enough for the longest name plus one byte, so that a name
@@ -160,7 +173,7 @@ func (l *line) trimmed() (s string, blank bool) {
 }
 
 // scanLines calls fn for every line of r, until fn returns an error, split at '\n' (a last line
-// without one included). Lines of any length are read in buffer-sized
+// without one included, with l.ended false). Lines of any length are read in buffer-sized
 // pieces and never held whole: the trim and the name check only need the
 // first MaxNameLen+1 bytes after the leading space, and whether anything
 // but space follows them.
@@ -170,11 +183,12 @@ func scanLines(r io.Reader, fn func(n int, l *line) error) error {
 	l.head = make([]byte, 0, excerptLen)
 	l.core = make([]byte, 0, coreLen)
 	for n := 1; ; n++ {
-		l.total, l.head, l.core, l.over = 0, l.head[:0], l.core[:0], false
+		l.total, l.head, l.core, l.over, l.ended = 0, l.head[:0], l.core[:0], false, false
 		for {
 			chunk, err := br.ReadSlice('\n')
 			if len(chunk) > 0 && chunk[len(chunk)-1] == '\n' {
 				l.feed(chunk[:len(chunk)-1])
+				l.ended = true
 				break
 			}
 			l.feed(chunk)
