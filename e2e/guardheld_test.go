@@ -370,18 +370,13 @@ func TestUserModuleGuardAllBuildAndVolume(t *testing.T) {
 	proc, err := proctest.Start(proctest.Spec{
 		Name: "user's guarded test",
 		Argv: []string{bin, "-test.run=^TestBuildsAndVolumes$", "-test.count=1", "-test.timeout=20m"},
-		Env: harness.OwnerEnv(nil, r.cache, harness.Plan{}, r.ownerEnv(
+		Env: r.userEnv(
 			usermod.EnvImage+"="+r.img, usermod.EnvInfo+"="+info, usermod.EnvTag+"="+tag,
 			// testcontainers-go's build needs a home, and this one has no
 			// settings of the machine's in it.
 			"HOME="+t.TempDir(),
 			// GuardAll's proxy socket is in TMPDIR, whose path has a limit.
-			"TMPDIR="+shortDir(t),
-			// The engine the row checks: the environment is built from
-			// nothing, and without it the user's test went to the default
-			// socket (Docker's), where the row, run against Podman, found
-			// none of what it made.
-			"DOCKER_HOST="+r.eng.Host)...),
+			"TMPDIR="+shortDir(t)),
 		Dir: filepath.Dir(bin),
 	})
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/rightsize/rightsize-go/e2e/internal/harness"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctest"
 	"github.com/rightsize/rightsize-go/internal/usermod"
@@ -63,7 +62,7 @@ func TestRowKeepAliveTTL(t *testing.T) {
 		p, err := proctest.Start(proctest.Spec{
 			Name: "user's test (" + what + ")",
 			Argv: []string{bin, "-test.run=" + test, "-test.count=1", "-test.timeout=10m"},
-			Env:  harness.OwnerEnv(nil, r.cache, harness.Plan{}, r.ownerEnv(env...)...),
+			Env:  r.userEnv(env...),
 			Dir:  filepath.Dir(bin),
 		})
 		if err != nil {

@@ -156,6 +156,15 @@ func (r *rig) ownerEnv(env ...string) []string {
 	return append(out, env...)
 }
 
+// userEnv is the environment of a test binary built in a user's module:
+// built from nothing, as a user's shell would not hand it this module's
+// settings, but with the engine the row checks (without it, the user's
+// test went to the default socket, Docker's, where a row run against
+// Podman found none of what it made), the rig's env, then env.
+func (r *rig) userEnv(env ...string) []string {
+	return harness.OwnerEnv(nil, r.cache, harness.Plan{}, r.ownerEnv(append([]string{"DOCKER_HOST=" + r.eng.Host}, env...)...)...)
+}
+
 // sub is the rig for subtest t: same cache dir, engine and bystander.
 func (r *rig) sub(t *testing.T) *rig {
 	c := *r

@@ -125,7 +125,7 @@ func (o *owner) checkImages() {
 		if err != nil {
 			o.r.t.Fatal(err)
 		}
-		if img != o.images[0] {
+		if !harness.SameImage(img, o.images[0]) {
 			o.r.t.Errorf("sandbox %s runs image %q; want %s", sb, img, o.images[0])
 		}
 	}
@@ -153,7 +153,7 @@ func (r *rig) startUserTest(name, bin, run, timeout string, pass bool, env ...st
 	proc, err := proctest.Start(proctest.Spec{
 		Name: "user's test (" + name + ")",
 		Argv: []string{bin, "-test.run=" + run, "-test.count=1", "-test.timeout=" + timeout},
-		Env:  harness.OwnerEnv(nil, r.cache, harness.Plan{}, r.ownerEnv(append(extra, env...)...)...),
+		Env:  r.userEnv(append(extra, env...)...),
 		Dir:  filepath.Dir(bin),
 	})
 	if err != nil {

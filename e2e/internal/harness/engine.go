@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/distribution/reference"
 	"io"
 	"slices"
 	"strings"
@@ -204,6 +205,18 @@ func (e *Engine) ImageOf(ctx context.Context, name string) (string, error) {
 		return "", fmt.Errorf("container %s: the engine gives no config", name)
 	}
 	return res.Container.Config.Image, nil
+}
+
+// SameImage says whether image references a and b name the same image:
+// Podman records a short name qualified (docker.io/library/x:latest for
+// x), Docker as given.
+func SameImage(a, b string) bool {
+	na, errA := reference.ParseNormalizedNamed(a)
+	nb, errB := reference.ParseNormalizedNamed(b)
+	if errA != nil || errB != nil {
+		return a == b
+	}
+	return reference.TagNameOnly(na).String() == reference.TagNameOnly(nb).String()
 }
 
 // Mounts lists the named volumes container name mounts, as
