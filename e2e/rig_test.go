@@ -158,11 +158,18 @@ func (r *rig) ownerEnv(env ...string) []string {
 
 // userEnv is the environment of a test binary built in a user's module:
 // built from nothing, as a user's shell would not hand it this module's
-// settings, but with the engine the row checks (without it, the user's
-// test went to the default socket, Docker's, where a row run against
-// Podman found none of what it made), the rig's env, then env.
+// settings, but with the engine settings this process was given (without
+// them, the user's test went to the default socket, Docker's, where a row
+// run against Podman found none of what it made; with none, both go to
+// the default, as a user's would), then the rig's env, then env.
 func (r *rig) userEnv(env ...string) []string {
-	return harness.OwnerEnv(nil, r.cache, harness.Plan{}, r.ownerEnv(append([]string{"DOCKER_HOST=" + r.eng.Host}, env...)...)...)
+	var engine []string
+	for _, k := range []string{"DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH"} {
+		if v, ok := os.LookupEnv(k); ok {
+			engine = append(engine, k+"="+v)
+		}
+	}
+	return harness.OwnerEnv(nil, r.cache, harness.Plan{}, append(engine, r.ownerEnv(env...)...)...)
 }
 
 // sub is the rig for subtest t: same cache dir, engine and bystander.

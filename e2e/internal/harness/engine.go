@@ -195,7 +195,9 @@ func (e *Engine) RunImages(ctx context.Context, runID string) ([]string, error) 
 	return out, nil
 }
 
-// ImageOf is the image container name was created from, as it was named.
+// ImageOf is the image container name was created from, as the engine
+// recorded its name: as given on Docker, qualified on Podman (SameImage
+// compares the two).
 func (e *Engine) ImageOf(ctx context.Context, name string) (string, error) {
 	res, err := e.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	if err != nil {

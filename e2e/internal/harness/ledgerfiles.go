@@ -29,8 +29,9 @@ func RunFiles(cache, id string) []string {
 }
 
 // ListedNames reads a line file the simple way (split on newlines, trim,
-// skip blank lines), independently of the ledger package. A missing file
-// lists nothing.
+// skip blank lines), independently of the ledger package. As the contract
+// has it, a line ends in its newline: a last piece without one is an
+// append not finished, and not listed. A missing file lists nothing.
 func ListedNames(path string) ([]string, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -40,7 +41,8 @@ func ListedNames(path string) ([]string, error) {
 		return nil, err
 	}
 	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
+	lines := strings.Split(string(b), "\n")
+	for _, l := range lines[:len(lines)-1] {
 		if l = strings.TrimSpace(l); l != "" {
 			out = append(out, l)
 		}
