@@ -104,6 +104,10 @@ func (a answer) saysText(msg string) bool {
 // with what. Other errors are wrapped as they are; nil stays nil.
 func Classify(what string, err error) error { return classify(what, err) }
 
+// IsRemoving reports whether err is the engine's refusal of a removal
+// because another removal of the same container is under way.
+func IsRemoving(err error) bool { return removing.says(err) }
+
 // classify maps an engine error to the backend's errors.
 func classify(what string, err error) error {
 	if err == nil {
