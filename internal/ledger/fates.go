@@ -375,7 +375,10 @@ func RemoveWatchdogMark(cache, run string, pid int) {
 	if !ValidRunID(run) || pid <= 0 {
 		return
 	}
-	os.Remove(filepath.Join(FatesPath(cache), watchdogMarkPrefix(run)+strconv.Itoa(pid)))
+	// Through retryBusy: on Windows a reader of the mark at that moment
+	// (LiveWatchdogs) makes the delete fail, and the mark would stay (a
+	// mark was seen left so under Wine).
+	_ = removeIfExists(filepath.Join(FatesPath(cache), watchdogMarkPrefix(run)+strconv.Itoa(pid)))
 }
 
 // RemoveWatchdogMarks deletes run's watchdog marks.
@@ -390,7 +393,7 @@ func RemoveWatchdogMarks(cache, run string) {
 	}
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), watchdogMarkPrefix(run)) {
-			os.Remove(filepath.Join(dir, e.Name()))
+			_ = removeIfExists(filepath.Join(dir, e.Name()))
 		}
 	}
 }
