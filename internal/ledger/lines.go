@@ -48,14 +48,6 @@ var ErrOversized = errors.New("oversized")
 type LineFile struct {
 	// Names are the valid names, in order.
 	Names []string
-	// Unfinished is the length in bytes of a last line without its '\n',
-	// which is not read: every member of the family ends each line with
-	// one, in the same write, so such a line is an append (or a rewrite)
-	// under way, caught in the middle, or what is left of a writer killed
-	// in one. Its name, if it is one yet, may be only the start of the name
-	// being written, and nothing was created under it: each member appends
-	// a name whole before it asks for the thing.
-	Unfinished int
 	// Rejected are the first MaxRejectedKept lines that are not valid
 	// names; RejectedCount counts them all.
 	Rejected      []Rejected
@@ -97,7 +89,11 @@ func readLines(r io.Reader, base string) (lf LineFile, err error) {
 			return fmt.Errorf("more than %d lines or %d bytes: %w", MaxLines, MaxLineFileSize, ErrOversized)
 		}
 		if !l.ended {
-			lf.Unfinished = l.total
+			// Every member of the family ends each line with '\n' in the
+			// same write, and writes a name before it asks for the thing:
+			// a last line without one is an append (or a rewrite) caught
+			// in the middle, or left by a writer killed in one. It may be
+			// only the start of a name, and nothing was created under it.
 			return nil
 		}
 		name, blank := l.trimmed()
