@@ -17,12 +17,14 @@ import (
 
 // `go test -short ./...` is the module's engine-free run (README): it
 // passes whichever backend RIGHTSIZE_BACKEND names, and never opens an
-// engine's socket. This runs it twice, with RIGHTSIZE_BACKEND=docker (the
-// default made explicit) and =memory, with DOCKER_HOST at a socket that
-// records every connection and answers none; as root, the engine's
-// default sockets (/var/run/docker.sock, Podman's) are replaced by the
-// recorder too, in a mount namespace of the run's own, so a test that
-// unsets DOCKER_HOST is caught as well.
+// engine's socket. This runs it with each test binary run twice, through
+// go test's -exec (one build and link serves both): with
+// RIGHTSIZE_BACKEND=docker (the default made explicit) and =memory, each
+// with DOCKER_HOST at a socket of its own that records every connection
+// and answers none; as root, the engine's default sockets
+// (/var/run/docker.sock, Podman's) are replaced by a third recorder, in a
+// mount namespace of the run's own, so a test that unsets DOCKER_HOST is
+// caught as well.
 func TestShortOpensNoEngine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("this test runs `go test -short ./...` itself")
@@ -32,55 +34,74 @@ func TestShortOpensNoEngine(t *testing.T) {
 		t.Skipf("no go command: %v", err)
 	}
 	dir := t.TempDir()
-	rec := &recorder{}
-	sock := filepath.Join(dir, "engine.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
+	backends := []string{"docker", "memory"}
+	recs := map[string]*recorder{}
+	sockets := map[string]string{}
+	for _, name := range append([]string{"default"}, backends...) {
+		rec := &recorder{}
+		sock := filepath.Join(dir, name+".sock")
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go rec.serve(ln)
+		recs[name], sockets[name] = rec, sock
+	}
+	// The -exec program: each test binary once per backend, saying which
+	// before it starts, so a failure's output names its backend.
+	wrapper := filepath.Join(dir, "each-backend")
+	script := "#!/bin/sh\n"
+	for _, be := range backends {
+		script += fmt.Sprintf("echo 'short run: RIGHTSIZE_BACKEND=%[1]s'\nRIGHTSIZE_BACKEND=%[1]s DOCKER_HOST=unix://%[2]s \"$@\" || { echo 'short run: failed with RIGHTSIZE_BACKEND=%[1]s'; exit 1; }\n", be, sockets[be])
+	}
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go rec.serve(ln)
 
-	for _, be := range []string{"docker", "memory"} {
-		t.Run(be, func(t *testing.T) {
-			argv := []string{goBin, "test", "-short", "-count=1"}
-			if raceBuilt() {
-				// make test's own build: the run costs no compile.
-				argv = append(argv, "-race")
-			}
-			argv = append(argv, "./...")
-			if os.Geteuid() == 0 {
-				if unshare, err := exec.LookPath("unshare"); err == nil {
-					// The default sockets are bound over by the recorder
-					// where they exist; a missing one cannot be opened
-					// anyway.
-					script := `set -e
+	argv := []string{goBin, "test", "-short", "-count=1", "-exec", wrapper}
+	if raceBuilt() {
+		// make test's own build: the run costs no compile.
+		argv = append(argv, "-race")
+	}
+	argv = append(argv, "./...")
+	if os.Geteuid() == 0 {
+		if unshare, err := exec.LookPath("unshare"); err == nil {
+			// The default sockets are bound over by the recorder where
+			// they exist; a missing one cannot be opened anyway.
+			script := `set -e
 for s in /var/run/docker.sock /run/podman/podman.sock; do
   if [ -S "$s" ]; then mount --bind "$REC" "$s"; fi
 done
 exec "$@"`
-					argv = append([]string{unshare, "--mount", "--propagation", "private", "sh", "-c", script, "sh"}, argv...)
-				}
-			}
-			cmd := exec.Command(argv[0], argv[1:]...)
-			cmd.Env = append(os.Environ(),
-				"RIGHTSIZE_BACKEND="+be,
-				"DOCKER_HOST=unix://"+sock,
-				"REC="+sock,
-				"RIGHTSIZE_CACHE_DIR="+t.TempDir(),
-				"RIGHTSIZE_TEST_KUBECONFIG=",
-			)
-			start := time.Now()
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Errorf("RIGHTSIZE_BACKEND=%s go test -short ./...: %v\n%s", be, err, failures(out))
-			}
-			if got := rec.take(); len(got) > 0 {
-				t.Errorf("RIGHTSIZE_BACKEND=%s go test -short ./... opened the engine's socket %d times; first requests:\n%s", be, len(got), strings.Join(got[:min(len(got), 10)], "\n"))
-			}
-			t.Logf("RIGHTSIZE_BACKEND=%s go test -short ./...: %s", be, time.Since(start).Round(time.Second))
-		})
+			argv = append([]string{unshare, "--mount", "--propagation", "private", "sh", "-c", script, "sh"}, argv...)
+		}
 	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(),
+		// Unset here, in case the wrapper misses a binary: the default
+		// recorder then sees it.
+		"RIGHTSIZE_BACKEND=",
+		"DOCKER_HOST=unix://"+sockets["default"],
+		"REC="+sockets["default"],
+		"RIGHTSIZE_CACHE_DIR="+t.TempDir(),
+		"RIGHTSIZE_TEST_KUBECONFIG=",
+	)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("go test -short ./... (RIGHTSIZE_BACKEND=docker, then =memory): %v\n%s", err, failures(out))
+	}
+	for _, name := range append([]string{"default"}, backends...) {
+		what := "with RIGHTSIZE_BACKEND=" + name + ", DOCKER_HOST's socket"
+		if name == "default" {
+			what = "an engine's default socket"
+		}
+		if got := recs[name].take(); len(got) > 0 {
+			t.Errorf("go test -short ./... opened %s %d times; first requests:\n%s", what, len(got), strings.Join(got[:min(len(got), 10)], "\n"))
+		}
+	}
+	t.Logf("go test -short ./..., each binary with RIGHTSIZE_BACKEND=docker then =memory: %s", time.Since(start).Round(time.Second))
 }
 
 // recorder is an engine that answers nothing and writes down the first
