@@ -14,7 +14,20 @@ pidfile_live() {
 
 # apt_install [--no-install-recommends] PACKAGE...: apt-get install (say and die are the caller's), updating the package lists first only
 # when apt does not know a package, or when the install fails on stale lists.
+# One at a time: `make test` runs its gates side by side, and on a fresh
+# machine several install at once, where apt-get would fail on dpkg's lock
+# instead of waiting for it.
 apt_install() {
+	local lock
+	exec {lock}>/run/lock/rightsize-apt.lock
+	flock "$lock"
+	apt_install_locked "$@"
+	local rc=$?
+	exec {lock}>&-
+	return $rc
+}
+
+apt_install_locked() {
 	export DEBIAN_FRONTEND=noninteractive
 	local pkg updated="" opts=()
 	if [ "${1:-}" = --no-install-recommends ]; then
