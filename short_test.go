@@ -49,11 +49,13 @@ func TestShortOpensNoEngine(t *testing.T) {
 		recs[name], sockets[name] = rec, sock
 	}
 	// The -exec program: each test binary once per backend, saying which
-	// before it starts, so a failure's output names its backend.
+	// before it starts, so a failure's output names its backend. Each
+	// backend has a cache folder of its own, as two runs of go test had:
+	// go test runs two binaries at once, one may be on each backend.
 	wrapper := filepath.Join(dir, "each-backend")
 	script := "#!/bin/sh\n"
 	for _, be := range backends {
-		script += fmt.Sprintf("echo 'short run: RIGHTSIZE_BACKEND=%[1]s'\nRIGHTSIZE_BACKEND=%[1]s DOCKER_HOST=unix://%[2]s \"$@\" || { echo 'short run: failed with RIGHTSIZE_BACKEND=%[1]s'; exit 1; }\n", be, sockets[be])
+		script += fmt.Sprintf("echo 'short run: RIGHTSIZE_BACKEND=%[1]s'\nRIGHTSIZE_BACKEND=%[1]s DOCKER_HOST='unix://%[2]s' RIGHTSIZE_CACHE_DIR='%[3]s' \"$@\" || { echo 'short run: failed with RIGHTSIZE_BACKEND=%[1]s'; exit 1; }\n", be, sockets[be], t.TempDir())
 	}
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
@@ -84,7 +86,6 @@ exec "$@"`
 		"RIGHTSIZE_BACKEND=",
 		"DOCKER_HOST=unix://"+sockets["default"],
 		"REC="+sockets["default"],
-		"RIGHTSIZE_CACHE_DIR="+t.TempDir(),
 		"RIGHTSIZE_TEST_KUBECONFIG=",
 	)
 	start := time.Now()
