@@ -180,10 +180,20 @@ func (r *rig) builtChain(name, base string) []string {
 	var ids []string
 	// Podman gives the history's ids without "sha256:", and refuses a
 	// bare 64-hex id as a name: each is kept as "sha256:<hex>".
+	// The walk also ends at the first image below the top that has a
+	// name: a step of the build has none, and the base may be another
+	// image than the inspect above found, where the engine holds two of
+	// that short name (Podman: localhost/rightsize-test/busybox:x beside
+	// a docker.io/rightsize-test/busybox:x, whose build resolves FROM to
+	// the second). Podman's history gives no names: each is inspected.
 	baseID := strings.TrimPrefix(bi.ID, "sha256:")
-	for _, it := range h.Items {
+	named := func(id string) bool {
+		ii, err := r.cli.ImageInspect(ctx, "sha256:"+id)
+		return err == nil && len(ii.RepoTags) > 0
+	}
+	for i, it := range h.Items {
 		id := strings.TrimPrefix(it.ID, "sha256:")
-		if id == baseID {
+		if id == baseID || (i > 0 && id != "" && id != "<missing>" && named(id)) {
 			break
 		}
 		if id != "" && id != "<missing>" {
