@@ -35,9 +35,10 @@ func TestShortOpensNoEngine(t *testing.T) {
 	}
 	dir := t.TempDir()
 	backends := []string{"docker", "memory"}
+	recorded := append([]string{"default"}, backends...)
 	recs := map[string]*recorder{}
 	sockets := map[string]string{}
-	for _, name := range append([]string{"default"}, backends...) {
+	for _, name := range recorded {
 		rec := &recorder{}
 		sock := filepath.Join(dir, name+".sock")
 		ln, err := net.Listen("unix", sock)
@@ -93,7 +94,7 @@ exec "$@"`
 	if err != nil {
 		t.Errorf("go test -short ./... (RIGHTSIZE_BACKEND=docker, then =memory): %v\n%s", err, failures(out))
 	}
-	for _, name := range append([]string{"default"}, backends...) {
+	for _, name := range recorded {
 		what := "with RIGHTSIZE_BACKEND=" + name + ", DOCKER_HOST's socket"
 		if name == "default" {
 			what = "an engine's default socket"

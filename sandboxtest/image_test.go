@@ -193,12 +193,13 @@ func (r *rig) builtChain(name, base string) []string {
 	}
 	for i, it := range h.Items {
 		id := strings.TrimPrefix(it.ID, "sha256:")
-		if id == baseID || (i > 0 && id != "" && id != "<missing>" && named(id)) {
+		if id == "" || id == "<missing>" {
+			continue
+		}
+		if id == baseID || (i > 0 && named(id)) {
 			break
 		}
-		if id != "" && id != "<missing>" {
-			ids = append(ids, "sha256:"+id)
-		}
+		ids = append(ids, "sha256:"+id)
 	}
 	return ids
 }
