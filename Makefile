@@ -188,7 +188,7 @@ cross:
 
 # Every Fuzz target of FUZZPKGS, FUZZTIME each: `go test -fuzz` takes one
 # target at a time, and listing them picks up new ones.
-FUZZPKGS ?= ./ledger ./internal/ledger ./internal/isotime
+FUZZPKGS ?= ./ledger ./internal/ledger ./internal/isotime ./internal/names
 fuzz:
 	@set -e; for p in $(FUZZPKGS); do \
 		list=$$($(GO) test -list '^Fuzz' $$p); \

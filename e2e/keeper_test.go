@@ -300,6 +300,38 @@ func TestKeeperSweepFromAnyMachine(t *testing.T) {
 	t.Logf("machine dead, keeper killed → the kept run and its stopped keeper reaped by a sweep from elsewhere %s after (lease %s)", ms(took), keeperLease)
 }
 
+// A kept run whose one trace left on the engine is a network (two sweeps
+// from elsewhere at once: the network's removal refused while the other
+// was still removing a container of the run, which then went, and both
+// removed the stopped keeper) is reaped by the next sweep from any
+// machine: its network carries the kept mark too. Seen in `make test`,
+// where the e2e tests' sweeps from elsewhere run side by side; here the
+// state those sweeps left is made directly.
+func TestKeeperNetworkLeftAlone(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := context.Background()
+	cli := r.eng.Client()
+	run, err := ledger.NewRunID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "rz-net-" + run
+	created, err := cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{Labels: map[string]string{
+		docker.LabelRunID: run, docker.LabelRunIDAlt: run, docker.LabelKept: keeperLease.String(),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := cli.NetworkRemove(context.Background(), created.ID, client.NetworkRemoveOptions{}); err == nil {
+			t.Logf("cleanup removed network %s, which no sweep did", name)
+		}
+	})
+	took := r.sweepElsewhere(run, nil, []string{name})
+	t.Logf("the kept run's lone network reaped by a sweep from elsewhere %s after its creation (lease %s)", ms(took), keeperLease)
+}
+
 // mustOpenHost is a driver of the rig's engine, for a sweep from
 // elsewhere; closed when the test ends.
 func mustOpenHost(t *testing.T, r *rig) *docker.Driver {

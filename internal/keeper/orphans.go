@@ -15,39 +15,42 @@ import (
 	"github.com/rightsize/rightsize-go/internal/ledger"
 )
 
-// Orphan is a run whose keeper is gone from the engine: its containers
-// carry docker.LabelKept (they were made while a keeper held its lease),
-// no keeper of the run runs on the engine, none stopped within the lease
-// timeout, and the youngest of them is older than the lease timeout they
-// carry. Whoever held that lease is dead: a live holder's keeper is
+// Orphan is a run whose keeper is gone from the engine: its containers or
+// networks carry docker.LabelKept (they were made while a keeper held its
+// lease), no keeper of the run runs on the engine, none stopped within the
+// lease timeout, and the youngest of them is older than the lease timeout
+// they carry. Whoever held that lease is dead: a live holder's keeper is
 // there, or stopped a moment ago and being started again, until the
 // holder lets go.
 type Orphan struct {
 	RunID string
-	// LeaseTimeout is the longest of the containers' LabelKept values
-	// (and of its stopped keepers' lease).
+	// LeaseTimeout is the longest of the containers' and networks'
+	// LabelKept values (and of its stopped keepers' lease).
 	LeaseTimeout time.Duration
 	// Containers are the run's marked containers.
 	Containers []Found
+	// Networks are the run's marked networks.
+	Networks []Found
 	// Keepers are the run's keepers that stopped long ago, to remove once
 	// the run is (RemoveStopped).
 	Keepers []Found
 }
 
-// Found is a container of an orphaned run.
+// Found is a container or network of an orphaned run.
 type Found struct{ ID, Name string }
 
 // Orphans returns the runs on the engine cli talks to whose keeper is
-// gone, as of now, in run id order. A run whose containers carry no
-// docker.LabelKept (another member's, a Go run that had no keeper) is
+// gone, as of now, in run id order. A run whose containers and networks
+// carry no docker.LabelKept (another member's, a Go run that had no keeper) is
 // never among them; nor is a run with a keeper on the engine that runs
 // (or is paused, restarting, or was created within two calls' time: a
 // keeper created longer ago and never started counts as stopped when it
 // was created), nor one whose keeper stopped
 // within the lease timeout (the engine's answer of when), nor one whose
 // mark is not a lease timeout. A keeper that stopped longer ago than its
-// lease timeout, whose run has no marked container left, is an Orphan
-// with no Containers: the keeper alone is to be removed.
+// lease timeout, whose run has no marked container or network left, is an
+// Orphan with no Containers and no Networks: the keeper alone is to be
+// removed.
 func Orphans(ctx context.Context, cli *client.Client, now time.Time) ([]Orphan, error) {
 	lctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
@@ -55,8 +58,18 @@ func Orphans(ctx context.Context, cli *client.Client, now time.Time) ([]Orphan, 
 	if err != nil {
 		return nil, fmt.Errorf("keeper: listing what keepers kept: %w", err)
 	}
+	// A run's networks carry the mark too. One left alone (its removal
+	// refused while a container of the run was still going, the run's
+	// containers and stopped keeper then removed) is the run's last
+	// trace on the engine, and nothing else would bring it to a sweep.
+	nctx, ncancel := context.WithTimeout(ctx, callTimeout)
+	nl, err := cli.NetworkList(nctx, client.NetworkListOptions{Filters: client.Filters{}.Add("label", docker.LabelKept)})
+	ncancel()
+	if err != nil {
+		return nil, fmt.Errorf("keeper: listing the networks keepers kept: %w", err)
+	}
 	// Listed after what they keep: a keeper that is there for a
-	// container seen above is seen here.
+	// container or network seen above is seen here.
 	keepers, err := List(ctx, cli)
 	if err != nil {
 		return nil, err
@@ -81,14 +94,15 @@ func Orphans(ctx context.Context, cli *client.Client, now time.Time) ([]Orphan, 
 	}
 	runs := map[string]*Orphan{}
 	young := map[string]bool{}
-	for _, c := range res.Items {
-		run := c.Labels[docker.LabelRunID]
+	// mark takes one marked container or network of a run.
+	mark := func(labels map[string]string, created time.Time, f Found, network bool) {
+		run := labels[docker.LabelRunID]
 		if run == "" {
-			run = c.Labels[docker.LabelRunIDAlt]
+			run = labels[docker.LabelRunIDAlt]
 		}
-		lease, err := time.ParseDuration(c.Labels[docker.LabelKept])
-		if !ledger.ValidRunID(run) || err != nil || checkLeaseTimeout(lease) != nil || c.Labels[LabelKeeper] != "" || c.Labels[docker.LabelReuse] != "" {
-			continue
+		lease, err := time.ParseDuration(labels[docker.LabelKept])
+		if !ledger.ValidRunID(run) || err != nil || checkLeaseTimeout(lease) != nil || labels[LabelKeeper] != "" || labels[docker.LabelReuse] != "" {
+			return
 		}
 		o := runs[run]
 		if o == nil {
@@ -96,16 +110,27 @@ func Orphans(ctx context.Context, cli *client.Client, now time.Time) ([]Orphan, 
 			runs[run] = o
 		}
 		o.LeaseTimeout = max(o.LeaseTimeout, lease)
-		// The engine gives the creation to the second: a second more
-		// never judges a run early.
-		if now.Sub(time.Unix(c.Created, 0)) <= lease+time.Second {
+		// The engine gives a container's creation to the second: a
+		// second more never judges a run early. No creation given: it
+		// cannot tell, so young.
+		if created.Unix() <= 0 || now.Sub(created) <= lease+time.Second {
 			young[run] = true
 		}
+		if network {
+			o.Networks = append(o.Networks, f)
+		} else {
+			o.Containers = append(o.Containers, f)
+		}
+	}
+	for _, c := range res.Items {
 		name := ""
 		if len(c.Names) > 0 {
 			name = strings.TrimPrefix(c.Names[0], "/")
 		}
-		o.Containers = append(o.Containers, Found{ID: c.ID, Name: name})
+		mark(c.Labels, time.Unix(c.Created, 0), Found{ID: c.ID, Name: name}, false)
+	}
+	for _, n := range nl.Items {
+		mark(n.Labels, n.Created, Found{ID: n.ID, Name: n.Name}, true)
 	}
 	var out []Orphan
 	for run, o := range runs {

@@ -13,12 +13,13 @@ import (
 	"github.com/rightsize/rightsize-go/internal/backend/docker"
 )
 
-// Orphans judges only runs whose containers carry the kept mark, with no
-// keeper running on the engine, once their youngest container is older
-// than the lease, and their keeper, if one stopped, stopped longer ago
-// than its lease: a keeper stopped a moment ago is being started again by
-// its holder. The marks here say an hour: no other sweep on this shared
-// engine judges them meanwhile; the test's clock is moved instead.
+// Orphans judges only runs whose containers or networks carry the kept
+// mark, with no keeper running on the engine, once their youngest
+// container or network is older than the lease, and their keeper, if one
+// stopped, stopped longer ago than its lease: a keeper stopped a moment
+// ago is being started again by its holder. The marks here say an hour:
+// no other sweep on this shared engine judges them meanwhile; the test's
+// clock is moved instead.
 func TestOrphans(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
@@ -66,7 +67,15 @@ func TestOrphans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ours := []string{orphan, held, plain, keepAlive, badMark, restarting, lone, unstarted}
+	// A run whose only trace is a marked network (its removal was
+	// refused while a container of the run was still going; the run's
+	// containers and stopped keeper were removed after), and a run with
+	// a marked container and network both.
+	netOnly, both := newRunID(t), newRunID(t)
+	netOnlyID := r.network("rz-net-"+netOnly, with(netOnly, kept))
+	r.container("", with(both, kept))
+	bothNet := r.network("rz-net-"+both, with(both, kept))
+	ours := []string{orphan, held, plain, keepAlive, badMark, restarting, lone, unstarted, netOnly, both}
 
 	judged := func(now time.Time) map[string]int {
 		t.Helper()
@@ -116,6 +125,12 @@ func TestOrphans(t *testing.T) {
 				t.Errorf("RemoveStopped left the keeper %s, never started", NamePrefix+unstarted)
 			}
 		}
+		if o.RunID == netOnly && (len(o.Networks) != 1 || o.Networks[0].ID != netOnlyID || o.Networks[0].Name != "rz-net-"+netOnly) {
+			t.Errorf("run %s: networks %v, want its network %s", o.RunID, o.Networks, netOnlyID)
+		}
+		if o.RunID == both && (len(o.Networks) != 1 || o.Networks[0].ID != bothNet) {
+			t.Errorf("run %s: networks %v, want its network %s", o.RunID, o.Networks, bothNet)
+		}
 		if o.RunID == lone && (len(o.Keepers) != 1 || o.Keepers[0].ID != loneKeeper.ID) {
 			t.Errorf("run %s: stopped keepers %v, want its keeper %s", o.RunID, o.Keepers, loneKeeper.ID)
 		}
@@ -131,7 +146,7 @@ func TestOrphans(t *testing.T) {
 			}
 		}
 	}
-	if want := map[string]int{orphan: 2, restarting: 1, lone: 0, unstarted: 0}; !maps.Equal(got, want) {
+	if want := map[string]int{orphan: 2, restarting: 1, lone: 0, unstarted: 0, netOnly: 0, both: 1}; !maps.Equal(got, want) {
 		t.Errorf("two hours on: judged %v, want %v (held %s, plain %s, keep-alive %s, bad mark %s)", got, want, held, plain, keepAlive, badMark)
 	}
 }

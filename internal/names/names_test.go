@@ -1,6 +1,8 @@
 package names_test
 
 import (
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/rightsize/rightsize-go/internal/names"
@@ -23,6 +25,49 @@ func TestValid(t *testing.T) {
 			t.Errorf("Valid(%q) = %v, want %v: %s", tc.name, got, tc.want, tc.reason)
 		}
 	}
+}
+
+// rule is Valid's character rule as the regular expression the family's
+// contract writes it; Valid reads it byte by byte.
+var rule = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+func validByRule(s string) bool {
+	hexOnly := s != "" && strings.Trim(s, "0123456789abcdefABCDEF") == ""
+	return rule.MatchString(s) && !(len(s) < 12 && hexOnly)
+}
+
+// TestValidIsTheRule checks Valid against the regular expression on every
+// string of up to two bytes, and on the lengths around the bound.
+func TestValidIsTheRule(t *testing.T) {
+	check := func(s string) {
+		if got, want := names.Valid(s), validByRule(s); got != want {
+			t.Errorf("Valid(%q) = %v, the rule says %v", s, got, want)
+		}
+	}
+	check("")
+	for a := range 256 {
+		check(string([]byte{byte(a)}))
+		for b := range 256 {
+			check(string([]byte{byte(a), byte(b)}))
+		}
+	}
+	for _, n := range []int{11, 12, 127, 128, 129, 200} {
+		for _, c := range []string{"a", "0", "_", "-", ".", "z", "/", "\x00"} {
+			check("x" + strings.Repeat(c, n-1))
+			check(strings.Repeat(c, n))
+		}
+	}
+}
+
+func FuzzValidIsTheRule(f *testing.F) {
+	f.Add("rz-1a2b3c4d-1")
+	f.Add("0123456789ab")
+	f.Add("-rf")
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := names.Valid(s), validByRule(s); got != want {
+			t.Errorf("Valid(%q) = %v, the rule says %v", s, got, want)
+		}
+	})
 }
 
 func TestCanonicalBackend(t *testing.T) {

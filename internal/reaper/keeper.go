@@ -238,16 +238,16 @@ func (c *config) removeStoppedKeeper(ctx context.Context, ke keeperEngine, o kee
 	} else if err := keeper.RemoveStopped(ctx, ke.Client(), o); err != nil {
 		rr.Decision, outcome, note = Kept, ledger.Kept, err.Error()
 	}
-	fileItems(&rr, sandboxItems(o.Keepers, outcome, note))
+	fileItems(&rr, foundItems(names.SandboxKind, o.Keepers, outcome, note))
 	return rr
 }
 
-// sandboxItems are the containers found, each a sandbox with outcome o
-// and note.
-func sandboxItems(found []keeper.Found, o ledger.Outcome, note string) []Item {
+// foundItems are the containers or networks found, each of kind k with
+// outcome o and note.
+func foundItems(k names.Kind, found []keeper.Found, o ledger.Outcome, note string) []Item {
 	items := make([]Item, len(found))
 	for i, f := range found {
-		items[i] = Item{Kind: names.SandboxKind, Name: f.Name, Outcome: o, Note: note}
+		items[i] = Item{Kind: k, Name: f.Name, Outcome: o, Note: note}
 	}
 	return items
 }
@@ -274,27 +274,28 @@ func (c *config) sweepKeepers(ctx context.Context, b backend.Backend, scan *ledg
 			return context.Cause(ctx)
 		}
 		t0 := time.Now()
-		if len(o.Containers) == 0 {
+		if len(o.Containers)+len(o.Networks) == 0 {
 			rep.add(c.finish(c.removeStoppedKeeper(ctx, ke, o), t0))
 			continue
 		}
 		rr := RunReport{ID: o.RunID, Decision: Reaped, Reason: fmt.Sprintf("dead: its containers were kept by an engine-side keeper, and no keeper of it has run on the engine for more than its lease timeout (%s)", o.LeaseTimeout)}
-		ids := make([]string, len(o.Containers))
-		byID := map[string]string{}
-		for i, f := range o.Containers {
-			ids[i], byID[f.ID] = f.ID, f.Name
-		}
 		if c.dryRun {
 			rr.Decision = WouldReap
-			fileItems(&rr, sandboxItems(o.Containers, ledger.WouldRemove, ""))
+			fileItems(&rr, foundItems(names.SandboxKind, o.Containers, ledger.WouldRemove, ""))
+			fileItems(&rr, foundItems(names.NetworkKind, o.Networks, ledger.WouldRemove, ""))
 			rep.add(c.finish(rr, t0))
 			continue
 		}
-		// The one reaping of a run: its containers by id, then whatever
-		// else carries its label (its networks).
+		// The one reaping of a run: its marked containers and networks by
+		// id, then whatever else carries its label.
 		t := target{run: o.RunID, byLabel: true, afterKept: true}
-		t.told[names.SandboxKind] = ids
-		t.toldNames[names.SandboxKind] = byID
+		for k, found := range map[names.Kind][]keeper.Found{names.SandboxKind: o.Containers, names.NetworkKind: o.Networks} {
+			t.toldNames[k] = map[string]string{}
+			for _, f := range found {
+				t.told[k] = append(t.told[k], f.ID)
+				t.toldNames[k][f.ID] = f.Name
+			}
+		}
 		res := reapRun(ctx, b, t)
 		fileItems(&rr, res.items)
 		if !res.engineClean() {
@@ -304,7 +305,7 @@ func (c *config) sweepKeepers(ctx context.Context, b backend.Backend, scan *ledg
 		// which the marks alone bring to the next sweep.
 		if err := keeper.RemoveStopped(ctx, ke.Client(), o); err != nil {
 			rr.Decision = Kept
-			fileItems(&rr, sandboxItems(o.Keepers, ledger.Kept, err.Error()))
+			fileItems(&rr, foundItems(names.SandboxKind, o.Keepers, ledger.Kept, err.Error()))
 		}
 		rep.add(c.finish(rr, t0))
 	}
