@@ -300,13 +300,14 @@ func TestKeeperSweepFromAnyMachine(t *testing.T) {
 	t.Logf("machine dead, keeper killed → the kept run and its stopped keeper reaped by a sweep from elsewhere %s after (lease %s)", ms(took), keeperLease)
 }
 
-// A kept run whose one trace left on the engine is a network (two sweeps
-// from elsewhere at once: the network's removal refused while the other
-// was still removing a container of the run, which then went, and both
-// removed the stopped keeper) is reaped by the next sweep from any
-// machine: its network carries the kept mark too. Seen in `make test`,
-// where the e2e tests' sweeps from elsewhere run side by side; here the
-// state those sweeps left is made directly.
+// A kept run whose one trace left on the engine is a network is reaped by
+// the next sweep from any machine: its network carries the kept mark too.
+// A sweep that removed the run's containers and its stopped keeper but
+// not the network (its removal refused, for example while another sweep
+// from elsewhere, as the e2e tests run side by side, was still removing
+// a container on it) left it so. Seen once in a full run, as
+// TestKeeperSweepFromAnyMachine waiting a minute on such a network; here
+// that state is made directly.
 func TestKeeperNetworkLeftAlone(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
