@@ -54,19 +54,27 @@ type Found struct{ ID, Name string }
 func Orphans(ctx context.Context, cli *client.Client, now time.Time) ([]Orphan, error) {
 	lctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	res, err := cli.ContainerList(lctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", docker.LabelKept)})
-	if err != nil {
-		return nil, fmt.Errorf("keeper: listing what keepers kept: %w", err)
-	}
 	// A run's networks carry the mark too. One left alone (its removal
 	// refused while a container of the run was still going, the run's
 	// containers and stopped keeper then removed) is the run's last
 	// trace on the engine, and nothing else would bring it to a sweep.
-	nctx, ncancel := context.WithTimeout(ctx, callTimeout)
-	nl, err := cli.NetworkList(nctx, client.NetworkListOptions{Filters: client.Filters{}.Add("label", docker.LabelKept)})
-	ncancel()
+	// Listed beside the containers: every sweep asks.
+	type networks struct {
+		res client.NetworkListResult
+		err error
+	}
+	nch := make(chan networks, 1)
+	go func() {
+		nl, err := cli.NetworkList(lctx, client.NetworkListOptions{Filters: client.Filters{}.Add("label", docker.LabelKept)})
+		nch <- networks{nl, err}
+	}()
+	res, err := cli.ContainerList(lctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", docker.LabelKept)})
+	nets := <-nch
 	if err != nil {
-		return nil, fmt.Errorf("keeper: listing the networks keepers kept: %w", err)
+		return nil, fmt.Errorf("keeper: listing what keepers kept: %w", err)
+	}
+	if nets.err != nil {
+		return nil, fmt.Errorf("keeper: listing the networks keepers kept: %w", nets.err)
 	}
 	// Listed after what they keep: a keeper that is there for a
 	// container or network seen above is seen here.
@@ -129,7 +137,7 @@ func Orphans(ctx context.Context, cli *client.Client, now time.Time) ([]Orphan, 
 		}
 		mark(c.Labels, time.Unix(c.Created, 0), Found{ID: c.ID, Name: name}, false)
 	}
-	for _, n := range nl.Items {
+	for _, n := range nets.res.Items {
 		mark(n.Labels, n.Created, Found{ID: n.ID, Name: n.Name}, true)
 	}
 	var out []Orphan
