@@ -300,37 +300,60 @@ func TestKeeperSweepFromAnyMachine(t *testing.T) {
 	t.Logf("machine dead, keeper killed → the kept run and its stopped keeper reaped by a sweep from elsewhere %s after (lease %s)", ms(took), keeperLease)
 }
 
-// A kept run whose one trace left on the engine is a network is reaped by
-// the next sweep from any machine: its network carries the kept mark too.
-// A sweep that removed the run's containers and its stopped keeper but
-// not the network (its removal refused, for example while another sweep
-// from elsewhere, as the e2e tests run side by side, was still removing
-// a container on it) left it so. Seen once in a full run, as
+// A kept run whose last trace on the engine is a network, or a volume, is
+// reaped by the next sweep from any machine: they carry the kept mark
+// too. A sweep that removed the run's containers and its stopped keeper
+// but not these (their removal refused, for example while another sweep
+// from elsewhere, as the e2e tests run side by side, was still removing a
+// container using them) left them so. Seen once in a full run, as
 // TestKeeperSweepFromAnyMachine waiting a minute on such a network; here
 // that state is made directly.
-func TestKeeperNetworkLeftAlone(t *testing.T) {
+func TestKeeperNetworkVolumeLeft(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	ctx := context.Background()
 	cli := r.eng.Client()
+	// Two runs: one left a network, the other a volume.
 	run, err := ledger.NewRunID()
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := "rz-net-" + run
-	created, err := cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{Labels: map[string]string{
-		docker.LabelRunID: run, docker.LabelRunIDAlt: run, docker.LabelKept: keeperLease.String(),
-	}})
+	volRun, err := ledger.NewRunID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	marks := func(run string) map[string]string {
+		return map[string]string{docker.LabelRunID: run, docker.LabelRunIDAlt: run, docker.LabelKept: keeperLease.String()}
+	}
+	netName, volName := "rz-net-"+run, "rz-vol-"+volRun
+	created, err := cli.NetworkCreate(ctx, netName, client.NetworkCreateOptions{Labels: marks(run)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if _, err := cli.NetworkRemove(context.Background(), created.ID, client.NetworkRemoveOptions{}); err == nil {
-			t.Logf("cleanup removed network %s, which no sweep did", name)
+			t.Logf("cleanup removed network %s, which no sweep did", netName)
 		}
 	})
-	took := r.sweepElsewhere(run, nil, []string{name})
-	t.Logf("the kept run's lone network reaped by a sweep from elsewhere %s after its creation (lease %s)", ms(took), keeperLease)
+	if _, err := cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: volName, Labels: marks(volRun)}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := cli.VolumeRemove(context.Background(), volName, client.VolumeRemoveOptions{}); err == nil {
+			t.Logf("cleanup removed volume %s, which no sweep did", volName)
+		}
+	})
+	took := r.sweepElsewhere(run, nil, []string{netName})
+	drv := mustOpenHost(t, r)
+	elsewhere := t.TempDir()
+	poll(t, goneWithin, "a sweep from elsewhere to reap the other kept run's volume", func() (bool, string) {
+		if _, err := reaper.Sweep(ctx, drv, reaper.WithCacheDir(elsewhere)); err != nil {
+			return false, err.Error()
+		}
+		_, err := cli.VolumeInspect(ctx, volName, client.VolumeInspectOptions{})
+		return harness.NotFound(err), fmt.Sprintf("volume %s: %v", volName, err)
+	})
+	t.Logf("a kept run's lone network reaped by a sweep from elsewhere %s after its creation (lease %s); the other's lone volume too", ms(took), keeperLease)
 }
 
 // mustOpenHost is a driver of the rig's engine, for a sweep from

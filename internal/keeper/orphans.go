@@ -15,8 +15,8 @@ import (
 	"github.com/rightsize/rightsize-go/internal/ledger"
 )
 
-// Orphan is a run whose keeper is gone from the engine: its containers or
-// networks carry docker.LabelKept (they were made while a keeper held its
+// Orphan is a run whose keeper is gone from the engine: its containers,
+// networks or volumes carry docker.LabelKept (they were made while a keeper held its
 // lease), no keeper of the run runs on the engine, none stopped within the
 // lease timeout, and the youngest of them is older than the lease timeout
 // they carry. Whoever held that lease is dead: a live holder's keeper is
@@ -24,60 +24,71 @@ import (
 // holder lets go.
 type Orphan struct {
 	RunID string
-	// LeaseTimeout is the longest of the containers' and networks'
-	// LabelKept values (and of its stopped keepers' lease).
+	// LeaseTimeout is the longest of the marks' LabelKept values (and of its stopped keepers' lease).
 	LeaseTimeout time.Duration
 	// Containers are the run's marked containers.
 	Containers []Found
-	// Networks are the run's marked networks.
-	Networks []Found
+	// Networks are the run's marked networks; Volumes its marked volumes
+	// (a volume's ID is its name).
+	Networks, Volumes []Found
 	// Keepers are the run's keepers that stopped long ago, to remove once
 	// the run is (RemoveStopped).
 	Keepers []Found
 }
 
-// Found is a container or network of an orphaned run.
+// Found is a container, network or volume of an orphaned run.
 type Found struct{ ID, Name string }
 
 // Orphans returns the runs on the engine cli talks to whose keeper is
-// gone, as of now, in run id order. A run whose containers and networks
-// carry no docker.LabelKept (another member's, a Go run that had no keeper) is
+// gone, as of now, in run id order. A run whose containers, networks and
+// volumes carry no docker.LabelKept (another member's, a Go run that had no keeper) is
 // never among them; nor is a run with a keeper on the engine that runs
 // (or is paused, restarting, or was created within two calls' time: a
 // keeper created longer ago and never started counts as stopped when it
 // was created), nor one whose keeper stopped
 // within the lease timeout (the engine's answer of when), nor one whose
 // mark is not a lease timeout. A keeper that stopped longer ago than its
-// lease timeout, whose run has no marked container or network left, is an
-// Orphan with no Containers and no Networks: the keeper alone is to be
-// removed.
+// lease timeout, whose run has nothing marked left, is an Orphan with no
+// Containers, Networks or Volumes: the keeper alone is to be removed.
 func Orphans(ctx context.Context, cli *client.Client, now time.Time) ([]Orphan, error) {
 	lctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	// A run's networks carry the mark too. One left alone (its removal
-	// refused while a container of the run was still going, the run's
-	// containers and stopped keeper then removed) is the run's last
-	// trace on the engine, and nothing else would bring it to a sweep.
-	// Listed beside the containers: every sweep asks.
-	type networks struct {
-		res client.NetworkListResult
-		err error
+	// A run's networks and volumes carry the mark too. One left alone
+	// (its removal refused while a container of the run was still using
+	// it, the run's containers and stopped keeper then removed) is the
+	// run's last trace on the engine, and nothing else would bring it to
+	// a sweep. Listed beside the containers: every sweep asks all three.
+	marked := client.Filters{}.Add("label", docker.LabelKept)
+	type listed struct {
+		nets client.NetworkListResult
+		vols client.VolumeListResult
+		err  error
 	}
-	nch := make(chan networks, 1)
+	nch, vch := make(chan listed, 1), make(chan listed, 1)
 	go func() {
-		nl, err := cli.NetworkList(lctx, client.NetworkListOptions{Filters: client.Filters{}.Add("label", docker.LabelKept)})
-		nch <- networks{nl, err}
+		nl, err := cli.NetworkList(lctx, client.NetworkListOptions{Filters: marked})
+		nch <- listed{nets: nl, err: err}
 	}()
-	res, err := cli.ContainerList(lctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", docker.LabelKept)})
-	nets := <-nch
+	go func() {
+		vl, err := cli.VolumeList(lctx, client.VolumeListOptions{Filters: marked})
+		vch <- listed{vols: vl, err: err}
+	}()
+	res, err := cli.ContainerList(lctx, client.ContainerListOptions{All: true, Filters: marked})
+	if err != nil {
+		cancel()
+	}
+	nets, vols := <-nch, <-vch
 	if err != nil {
 		return nil, fmt.Errorf("keeper: listing what keepers kept: %w", err)
 	}
 	if nets.err != nil {
 		return nil, fmt.Errorf("keeper: listing the networks keepers kept: %w", nets.err)
 	}
-	// Listed after what they keep: a keeper that is there for a
-	// container or network seen above is seen here.
+	if vols.err != nil {
+		return nil, fmt.Errorf("keeper: listing the volumes keepers kept: %w", vols.err)
+	}
+	// Listed after what they keep: a keeper that is there for what was
+	// seen above is seen here.
 	keepers, err := List(ctx, cli)
 	if err != nil {
 		return nil, err
@@ -102,14 +113,15 @@ func Orphans(ctx context.Context, cli *client.Client, now time.Time) ([]Orphan, 
 	}
 	runs := map[string]*Orphan{}
 	young := map[string]bool{}
-	// mark takes one marked container or network of a run.
-	mark := func(labels map[string]string, created time.Time, f Found, network bool) {
+	// mark takes one marked container, network or volume of a run,
+	// created at created (zero: the engine did not say).
+	mark := func(k backend.Kind, labels map[string]string, created time.Time, f Found) {
 		run := labels[docker.LabelRunID]
 		if run == "" {
 			run = labels[docker.LabelRunIDAlt]
 		}
 		lease, err := time.ParseDuration(labels[docker.LabelKept])
-		if !ledger.ValidRunID(run) || err != nil || checkLeaseTimeout(lease) != nil || labels[LabelKeeper] != "" || labels[docker.LabelReuse] != "" {
+		if !ledger.ValidRunID(run) || err != nil || checkLeaseTimeout(lease) != nil || labels[LabelKeeper] != "" || backend.NotOwnedWhy(run, f.Name, labels) != "" {
 			return
 		}
 		o := runs[run]
@@ -119,14 +131,17 @@ func Orphans(ctx context.Context, cli *client.Client, now time.Time) ([]Orphan, 
 		}
 		o.LeaseTimeout = max(o.LeaseTimeout, lease)
 		// The engine gives a container's creation to the second: a
-		// second more never judges a run early. No creation given: it
-		// cannot tell, so young.
-		if created.Unix() <= 0 || now.Sub(created) <= lease+time.Second {
+		// second more never judges a run early. A network or volume
+		// whose creation it does not give cannot be judged old.
+		if (k != backend.SandboxKind && created.IsZero()) || now.Sub(created) <= lease+time.Second {
 			young[run] = true
 		}
-		if network {
+		switch k {
+		case backend.NetworkKind:
 			o.Networks = append(o.Networks, f)
-		} else {
+		case backend.VolumeKind:
+			o.Volumes = append(o.Volumes, f)
+		default:
 			o.Containers = append(o.Containers, f)
 		}
 	}
@@ -135,10 +150,14 @@ func Orphans(ctx context.Context, cli *client.Client, now time.Time) ([]Orphan, 
 		if len(c.Names) > 0 {
 			name = strings.TrimPrefix(c.Names[0], "/")
 		}
-		mark(c.Labels, time.Unix(c.Created, 0), Found{ID: c.ID, Name: name}, false)
+		mark(backend.SandboxKind, c.Labels, time.Unix(c.Created, 0), Found{ID: c.ID, Name: name})
 	}
-	for _, n := range nets.res.Items {
-		mark(n.Labels, n.Created, Found{ID: n.ID, Name: n.Name}, true)
+	for _, n := range nets.nets.Items {
+		mark(backend.NetworkKind, n.Labels, n.Created, Found{ID: n.ID, Name: n.Name})
+	}
+	for _, v := range vols.vols.Items {
+		created, _ := time.Parse(time.RFC3339Nano, v.CreatedAt)
+		mark(backend.VolumeKind, v.Labels, created, Found{ID: v.Name, Name: v.Name})
 	}
 	var out []Orphan
 	for run, o := range runs {

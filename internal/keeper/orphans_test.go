@@ -13,9 +13,9 @@ import (
 	"github.com/rightsize/rightsize-go/internal/backend/docker"
 )
 
-// Orphans judges only runs whose containers or networks carry the kept
-// mark, with no keeper running on the engine, once their youngest
-// container or network is older than the lease, and their keeper, if one
+// Orphans judges only runs whose containers, networks or volumes carry
+// the kept mark, with no keeper running on the engine, once the youngest
+// of them is older than the lease, and their keeper, if one
 // stopped, stopped longer ago than its lease: a keeper stopped a moment
 // ago is being started again by its holder. The marks here say an hour:
 // no other sweep on this shared engine judges them meanwhile; the test's
@@ -75,7 +75,15 @@ func TestOrphans(t *testing.T) {
 	netOnlyID := r.network("rz-net-"+netOnly, with(netOnly, kept))
 	r.container("", with(both, kept))
 	bothNet := r.network("rz-net-"+both, with(both, kept))
-	ours := []string{orphan, held, plain, keepAlive, badMark, restarting, lone, unstarted, netOnly, both}
+	// The same of a volume; and a keep-alive's network, never judged.
+	volOnly := newRunID(t)
+	vol := "rz-vol-" + volOnly
+	if _, err := r.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: vol, Labels: with(volOnly, map[string]string{testLabel: r.id, docker.LabelKept: "1h0m0s"})}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.cli.VolumeRemove(context.Background(), vol, client.VolumeRemoveOptions{Force: true}) })
+	r.network("rz-net-"+keepAlive, with(keepAlive, map[string]string{docker.LabelReuse: "x", docker.LabelKept: "1h0m0s"}))
+	ours := []string{orphan, held, plain, keepAlive, badMark, restarting, lone, unstarted, netOnly, both, volOnly}
 
 	judged := func(now time.Time) map[string]int {
 		t.Helper()
@@ -128,6 +136,9 @@ func TestOrphans(t *testing.T) {
 		if o.RunID == netOnly && (len(o.Networks) != 1 || o.Networks[0].ID != netOnlyID || o.Networks[0].Name != "rz-net-"+netOnly) {
 			t.Errorf("run %s: networks %v, want its network %s", o.RunID, o.Networks, netOnlyID)
 		}
+		if o.RunID == volOnly && (len(o.Volumes) != 1 || o.Volumes[0].Name != vol || len(o.Networks) != 0) {
+			t.Errorf("run %s: volumes %v, networks %v; want its volume %s alone", o.RunID, o.Volumes, o.Networks, vol)
+		}
 		if o.RunID == both && (len(o.Networks) != 1 || o.Networks[0].ID != bothNet) {
 			t.Errorf("run %s: networks %v, want its network %s", o.RunID, o.Networks, bothNet)
 		}
@@ -146,7 +157,7 @@ func TestOrphans(t *testing.T) {
 			}
 		}
 	}
-	if want := map[string]int{orphan: 2, restarting: 1, lone: 0, unstarted: 0, netOnly: 0, both: 1}; !maps.Equal(got, want) {
+	if want := map[string]int{orphan: 2, restarting: 1, lone: 0, unstarted: 0, netOnly: 0, both: 1, volOnly: 0}; !maps.Equal(got, want) {
 		t.Errorf("two hours on: judged %v, want %v (held %s, plain %s, keep-alive %s, bad mark %s)", got, want, held, plain, keepAlive, badMark)
 	}
 }

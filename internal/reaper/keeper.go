@@ -274,26 +274,32 @@ func (c *config) sweepKeepers(ctx context.Context, b backend.Backend, scan *ledg
 			return context.Cause(ctx)
 		}
 		t0 := time.Now()
-		if len(o.Containers)+len(o.Networks) == 0 {
+		if len(o.Containers)+len(o.Networks)+len(o.Volumes) == 0 {
 			rep.add(c.finish(c.removeStoppedKeeper(ctx, ke, o), t0))
 			continue
 		}
-		rr := RunReport{ID: o.RunID, Decision: Reaped, Reason: fmt.Sprintf("dead: its containers were kept by an engine-side keeper, and no keeper of it has run on the engine for more than its lease timeout (%s)", o.LeaseTimeout)}
+		rr := RunReport{ID: o.RunID, Decision: Reaped, Reason: fmt.Sprintf("dead: what it made was kept by an engine-side keeper, and no keeper of it has run on the engine for more than its lease timeout (%s)", o.LeaseTimeout)}
 		if c.dryRun {
 			rr.Decision = WouldReap
 			fileItems(&rr, foundItems(names.SandboxKind, o.Containers, ledger.WouldRemove, ""))
 			fileItems(&rr, foundItems(names.NetworkKind, o.Networks, ledger.WouldRemove, ""))
+			fileItems(&rr, foundItems(names.VolumeKind, o.Volumes, ledger.WouldRemove, ""))
 			rep.add(c.finish(rr, t0))
 			continue
 		}
-		// The one reaping of a run: its marked containers and networks by
-		// id, then whatever else carries its label.
+		// The one reaping of a run: its marked containers by id, its
+		// marked networks and volumes by name as a run's lists name them
+		// (a network still held by a container's endpoint is asked again),
+		// then whatever else carries its label.
 		t := target{run: o.RunID, byLabel: true, afterKept: true}
-		for k, found := range map[names.Kind][]keeper.Found{names.SandboxKind: o.Containers, names.NetworkKind: o.Networks} {
-			t.toldNames[k] = map[string]string{}
+		t.toldNames[names.SandboxKind] = map[string]string{}
+		for _, f := range o.Containers {
+			t.told[names.SandboxKind] = append(t.told[names.SandboxKind], f.ID)
+			t.toldNames[names.SandboxKind][f.ID] = f.Name
+		}
+		for k, found := range map[names.Kind][]keeper.Found{names.NetworkKind: o.Networks, names.VolumeKind: o.Volumes} {
 			for _, f := range found {
-				t.told[k] = append(t.told[k], f.ID)
-				t.toldNames[k][f.ID] = f.Name
+				t.listed[k] = append(t.listed[k], f.Name)
 			}
 		}
 		res := reapRun(ctx, b, t)
