@@ -54,12 +54,14 @@ test: lint engine
 # deaths of the machine against a second Podman service of its own, and
 # GuardAll's rows of images built and volumes made through its proxy
 # (the fixture's and the user's module's), which take Podman's answers
-# about a removal under way as not yet gone.
+# about a removal under way as not yet gone; and a user's own test binary
+# (internal/usermod) killed three ways, told where its sandboxes came
+# from, and its keep-alives' leases expiring (about a minute more).
 # Where Podman cannot be had, or its service cannot be brought up, it says
 # so and passes; a test that fails against it fails the gate.
 # RIGHTSIZE_SKIP_PODMAN=1 skips it.
 PODMANROWS ?= TestWatchdogAfterSIGKILL
-PODMANKEEPERROWS ?= ^(TestKeeper|TestRow19|TestGuardAllBuildAndVolume|TestUserModuleGuardAllBuildAndVolume)
+PODMANKEEPERROWS ?= ^(TestKeeper|TestRow19|TestGuardAllBuildAndVolume|TestUserModuleGuardAllBuildAndVolume|TestUserModuleDies|TestUserModuleOrigin|TestRowKeepAliveTTL)
 podman-gate:
 	@if [ -n "$$RIGHTSIZE_SKIP_PODMAN" ]; then echo "podman gate: skipped (RIGHTSIZE_SKIP_PODMAN is set)"; exit 0; fi; \
 	if ! bash scripts/podman.sh available; then echo "podman gate: skipped (make test-podman runs it where Podman is)"; exit 0; fi; \
