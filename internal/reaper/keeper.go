@@ -242,7 +242,7 @@ func (c *config) removeStoppedKeeper(ctx context.Context, ke keeperEngine, o kee
 	return rr
 }
 
-// foundItems are the containers or networks found, each of kind k with
+// foundItems are the containers, networks or volumes found, each of kind k with
 // outcome o and note.
 func foundItems(k names.Kind, found []keeper.Found, o ledger.Outcome, note string) []Item {
 	items := make([]Item, len(found))
