@@ -243,7 +243,9 @@ func TestStartProcessExecsWhenItsOwnerIsKilled(t *testing.T) {
 	require.NoError(t, os.WriteFile(reexec, []byte("[ \"$1\" -gt 0 ] && exec /bin/sh \"$0\" $(($1 - 1))\nexec sleep 1000\n"), 0o600))
 	for i := range 12 {
 		cache := t.TempDir()
-		h := startHelper(t, "process-execs", cache, "DOCKER_HOST=unix://"+filepath.Join(cache, "no-engine.sock"), "RIGHTSIZE_BACKEND=", "RZ_TEST_REEXEC="+reexec)
+		// The watchdogs log (RIGHTSIZE_REAPER_DEBUG): what they ended,
+		// and what they left and why, is what a failure here needs.
+		h := startHelper(t, "process-execs", cache, "DOCKER_HOST=unix://"+filepath.Join(cache, "no-engine.sock"), "RIGHTSIZE_BACKEND=", "RZ_TEST_REEXEC="+reexec, "RIGHTSIZE_REAPER_DEBUG=1")
 		run := h.Expect("run")
 		t.Cleanup(func() { proctree.End(proctree.Scope{Marks: proctree.OfRun(run)}, 0, true) })
 		h.KillAndWait()
@@ -256,10 +258,28 @@ func TestStartProcessExecsWhenItsOwnerIsKilled(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("death %d: the watchdog left %q 30 s after the owner was killed (live: %v)", i, left, proctree.Live(proctree.OfRun(run)))
+				t.Fatalf("death %d: the watchdog left %q 30 s after the owner was killed (live: %v)\n%s", i, left, proctree.Live(proctree.OfRun(run)), watchdogLogs(cache, run))
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 		require.Empty(t, proctree.Live(proctree.OfRun(run)), "death %d: processes of the run outlived its watchdog, which deleted its lines", i)
 	}
+}
+
+// watchdogLogs is what run's watchdogs logged in cache (with
+// RIGHTSIZE_REAPER_DEBUG=1), for a failure's message.
+func watchdogLogs(cache, run string) string {
+	logs, _ := filepath.Glob(filepath.Join(cache, ledger.ReaperDir, "watchdog-"+run+"*.log"))
+	var b strings.Builder
+	for _, l := range logs {
+		text, err := os.ReadFile(l)
+		fmt.Fprintf(&b, "%s:\n%s", filepath.Base(l), text)
+		if err != nil {
+			fmt.Fprintf(&b, "(%v)\n", err)
+		}
+	}
+	if len(logs) == 0 {
+		b.WriteString("(no watchdog log)\n")
+	}
+	return b.String()
 }
