@@ -214,6 +214,12 @@ func (k *Keeper) createAndStart(ctx context.Context, settle time.Duration, start
 			// No stdin: the lease is an exec's (Hold), so that a docker
 			// attach by anyone, its input at its end, reaches nothing.
 			StopSignal: "SIGTERM",
+			// No network at all (beside NetworkMode "none" below, which
+			// Podman reads): Docker then gives the container no network
+			// sandbox and does not run its own binary again as the
+			// container's start hook (libnetwork-setkey), which was
+			// about half of a keeper's start on Docker 20.10.
+			NetworkDisabled: true,
 		},
 		HostConfig: &container.HostConfig{
 			// Not auto-removed: a keeper that was stopped stays, stopped,
