@@ -24,13 +24,14 @@ PLATFORMS ?= linux/amd64 darwin/amd64 windows/amd64 linux/arm64 darwin/arm64
 engine:
 	bash scripts/engine.sh
 
-# The whole gate: the lint, then every test against the real engine and
-# the short chaos pass, then the gates of the other engines and systems.
-# The Podman gate runs beside the other three, which run one after
-# another: each gate has an engine of its own (Podman's service, the
-# Kubernetes test cluster, msb, Wine with this machine's Docker engine,
-# which nothing else uses by then), and the Podman gate, the longest,
-# mostly waits on Podman (the CPU 40% busy). One after another the four
+# The whole gate: the lint, then every test against the real engine,
+# then the short chaos pass and the gates of the other engines and
+# systems. The Podman gate runs beside the others, which run one after
+# another, the short chaos pass first: each has an engine of its own
+# (Podman's service; this machine's Docker engine for the chaos pass and,
+# after it, Wine's tests; the Kubernetes test cluster; msb), and the
+# Podman gate, the longest, mostly waits on Podman (the CPU 40% busy).
+# One after another the four
 # took 18.8 min of a 39.6 min `make test`; all four at once 16.0 min, the
 # CPU then the limit (BENCHMARKS.md, Test runs). Each gate's output is
 # printed whole when it ends (--output-sync, GNU make 4; macOS's make 3.81
@@ -39,10 +40,19 @@ engine:
 GATES ?= podman-gate kube-gate msb-gate windows-gate
 GATEJOBS ?= 2
 GATESYNC := $(if $(filter 3.%,$(MAKE_VERSION)),,--output-sync=recurse)
+# Every package, the longest-running first. `go test` runs packages in
+# the order it is given them, -p (the cores, 2 here) at a time, and a
+# package's run holds its place until it ends, builds included: in
+# `./...`'s order the crash matrix (e2e, ~8 min) started only after the
+# root package and cmd/rightsize, and sandboxtest (~3 min) ran alone at
+# the end (BENCHMARKS.md, Test runs). A package not named here runs after.
+MODULE := github.com/rightsize/rightsize-go
+TESTFIRST ?= e2e . sandboxtest cmd/rightsize internal/reaper internal/keeper internal/backend/docker
+TESTPKGS = $(patsubst %/.,%,$(addprefix $(MODULE)/,$(TESTFIRST))) \
+	$(filter-out $(patsubst %/.,%,$(addprefix $(MODULE)/,$(TESTFIRST))),$(shell $(GO) list ./...))
 test: lint engine
-	$(GO) test $(GOTESTFLAGS) ./...
-	@$(MAKE) --no-print-directory chaos-short
-	@$(MAKE) --no-print-directory -j$(GATEJOBS) $(GATESYNC) $(GATES)
+	$(GO) test $(GOTESTFLAGS) $(TESTPKGS)
+	@$(MAKE) --no-print-directory -j$(GATEJOBS) $(GATESYNC) $(firstword $(GATES)) chaos-short $(wordlist 2,$(words $(GATES)),$(GATES))
 
 # The Podman gate, in `make test` on Linux wherever Podman is installed or
 # can be (root on Debian installs it): the engine tests against Podman's
