@@ -19,7 +19,7 @@ FUZZTIME ?= 10s
 # GOOS/GOARCH pairs that `cross` builds; the module must build for all.
 PLATFORMS ?= linux/amd64 darwin/amd64 windows/amd64 linux/arm64 darwin/arm64
 
-.PHONY: engine test test-podman podman-gate kube kube-gate windows-gate lint cross fuzz demo e2e clean clean-images chaos chaos-short
+.PHONY: engine test test-packages test-podman podman-gate kube kube-gate windows-gate lint cross fuzz demo e2e clean clean-images chaos chaos-short
 
 engine:
 	bash scripts/engine.sh
@@ -53,6 +53,10 @@ TESTPKGS = $(patsubst %/.,%,$(addprefix $(MODULE)/,$(TESTFIRST))) \
 test: lint engine
 	$(GO) test $(GOTESTFLAGS) $(TESTPKGS)
 	@$(MAKE) --no-print-directory -j$(GATEJOBS) $(GATESYNC) $(firstword $(GATES)) chaos-short $(wordlist 2,$(words $(GATES)),$(GATES))
+
+# The packages `make test` runs, in its order (for a run of them by hand).
+test-packages:
+	@echo $(TESTPKGS)
 
 # The Podman gate, in `make test` on Linux wherever Podman is installed or
 # can be (root on Debian installs it): the engine tests against Podman's
