@@ -52,7 +52,7 @@ TESTPKGS = $(patsubst %/.,%,$(addprefix $(MODULE)/,$(TESTFIRST))) \
 	$(filter-out $(patsubst %/.,%,$(addprefix $(MODULE)/,$(TESTFIRST))),$(shell $(GO) list ./...))
 test: lint engine
 	$(GO) test $(GOTESTFLAGS) $(TESTPKGS)
-	@$(MAKE) --no-print-directory -j$(GATEJOBS) $(GATESYNC) $(firstword $(GATES)) chaos-short $(wordlist 2,$(words $(GATES)),$(GATES))
+	@$(MAKE) --no-print-directory -j$(GATEJOBS) $(GATESYNC) CHAOSDEPS= $(firstword $(GATES)) chaos-short $(wordlist 2,$(words $(GATES)),$(GATES))
 
 # The packages `make test` runs, in its order (for a run of them by hand).
 test-packages:
@@ -265,7 +265,11 @@ clean-images:
 CHAOSSEED ?= 1
 CHAOSFLAGS ?=
 CHAOS = $(GO) run ./e2e/chaos $(CHAOSFLAGS)
-chaos-short: engine
+# `make test` has brought the engine up already, and sets CHAOSDEPS empty:
+# a prerequisite still to run would let make give the pass's place beside
+# the Podman gate to the next gate, and run the pass last.
+CHAOSDEPS ?= engine
+chaos-short: $(CHAOSDEPS)
 	$(CHAOS) -backend memory -deaths 300 -seed $(CHAOSSEED)
 	$(CHAOS) -backend memory -deaths 300 -seed 0
 	$(CHAOS) -backend docker -deaths 30 -seed $(CHAOSSEED) -faults -restart-every 0
