@@ -142,3 +142,29 @@ func otherEngineSocket(t *testing.T, r *rig) string {
 	t.Log("no other engine answers on this host: the case of another engine's socket is left out")
 	return ""
 }
+
+// The keeper has no network at all: it talks to the engine through the
+// mounted socket alone. NetworkMode none is what Podman reads; Docker
+// also needs NetworkDisabled, without which it sets up a network
+// namespace for the container and runs its own binary again as the
+// container's start hook (the larger part of a keeper's start).
+func TestKeeperHasNoNetwork(t *testing.T) {
+	r := newRig(t)
+	k := r.start(newRunID(t), Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := r.cli.ContainerInspect(ctx, k.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Container
+	if c.HostConfig == nil || c.HostConfig.NetworkMode != "none" {
+		t.Errorf("the keeper's host config is %+v, want network mode none", c.HostConfig)
+	}
+	if r.podman() {
+		return // Podman 4.3 neither keeps nor reports NetworkDisabled
+	}
+	if c.Config == nil || !c.Config.NetworkDisabled {
+		t.Error("the keeper's container has its network enabled (Config.NetworkDisabled is not set)")
+	}
+}
