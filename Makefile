@@ -19,7 +19,7 @@ FUZZTIME ?= 10s
 # GOOS/GOARCH pairs that `cross` builds; the module must build for all.
 PLATFORMS ?= linux/amd64 darwin/amd64 windows/amd64 linux/arm64 darwin/arm64
 
-.PHONY: engine test test-packages test-podman podman-gate kube kube-gate windows-gate lint cross fuzz demo e2e clean clean-images chaos chaos-short
+.PHONY: engine test test-podman podman-gate kube kube-gate windows-gate lint cross fuzz demo e2e clean clean-images chaos chaos-short
 
 engine:
 	bash scripts/engine.sh
@@ -42,24 +42,10 @@ engine:
 GATES ?= podman-gate kube-gate msb-gate windows-gate
 GATEJOBS ?= 2
 GATESYNC := $(if $(filter 3.%,$(MAKE_VERSION)),,--output-sync=recurse)
-# Every package, the longest-running first. `go test` runs packages in
-# the order it is given them, -p (the cores, 2 here) at a time, and a
-# package's run holds its place until it ends, builds included: in
-# `./...`'s order the crash matrix (e2e, ~8 min) started only after the
-# root package and cmd/rightsize, and sandboxtest (~3 min) ran alone at
-# the end (BENCHMARKS.md, Test runs). A package not named here runs after.
-MODULE := github.com/rightsize/rightsize-go
-TESTFIRST ?= e2e . sandboxtest cmd/rightsize internal/reaper internal/keeper internal/backend/docker
-TESTPKGS = $(patsubst %/.,%,$(addprefix $(MODULE)/,$(TESTFIRST))) \
-	$(filter-out $(patsubst %/.,%,$(addprefix $(MODULE)/,$(TESTFIRST))),$(shell $(GO) list ./...))
 test: lint engine
-	$(GO) test $(GOTESTFLAGS) $(TESTPKGS)
+	$(GO) test $(GOTESTFLAGS) ./...
 	@$(MAKE) --no-print-directory chaos-short
 	@$(MAKE) --no-print-directory -j$(GATEJOBS) $(GATESYNC) $(GATES)
-
-# The packages `make test` runs, in its order (for a run of them by hand).
-test-packages:
-	@echo $(TESTPKGS)
 
 # The Podman gate, in `make test` on Linux wherever Podman is installed or
 # can be (root on Debian installs it): the engine tests against Podman's

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/e2e/internal/harness"
 	"github.com/rightsize/rightsize-go/internal/ledger"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 )
 
 // leftBehind fails the test for what the owner's run kept after its kill,
@@ -144,7 +144,7 @@ func TestRow12RandomKills(t *testing.T) {
 		_, sbx, nets := ledger.Paths(harness.RunsDir(r.cache), o.run)
 		_, serr := os.Lstat(sbx)
 		_, nerr := os.Lstat(nets)
-		_, werr := os.Lstat(filepath.Join(r.cache, ledger.ReaperDir, "watchdog-"+o.run+".log"))
+		_, werr := os.Lstat(reaper.LogPath(r.cache, o.run, false))
 		took, left := r.goneWithin(o, goneWithin)
 		if left != "" {
 			r.leftBehind(o, fmt.Sprintf("kill at the first ledger write %d", i))

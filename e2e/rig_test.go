@@ -452,7 +452,7 @@ func (r *rig) goneWithin(o *owner, timeout time.Duration) (time.Duration, string
 
 // watchdogLog is what the watchdog of run id logged (RIGHTSIZE_REAPER_DEBUG).
 func (r *rig) watchdogLog(id string) string {
-	b, err := os.ReadFile(filepath.Join(r.cache, ledger.ReaperDir, "watchdog-"+id+".log"))
+	b, err := os.ReadFile(reaper.LogPath(r.cache, id, false))
 	if err != nil {
 		return "(" + err.Error() + ")"
 	}

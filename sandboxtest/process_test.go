@@ -4,7 +4,9 @@ package sandboxtest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctree"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 	"github.com/rightsize/rightsize-go/sandboxtest"
 )
@@ -269,16 +272,17 @@ func TestStartProcessExecsWhenItsOwnerIsKilled(t *testing.T) {
 // watchdogLogs is what run's watchdogs logged in cache (with
 // RIGHTSIZE_REAPER_DEBUG=1), for a failure's message.
 func watchdogLogs(cache, run string) string {
-	logs, _ := filepath.Glob(filepath.Join(cache, ledger.ReaperDir, "watchdog-"+run+"*.log"))
 	var b strings.Builder
-	for _, l := range logs {
-		text, err := os.ReadFile(l)
-		fmt.Fprintf(&b, "%s:\n%s", filepath.Base(l), text)
-		if err != nil {
-			fmt.Fprintf(&b, "(%v)\n", err)
+	for _, processesOnly := range []bool{false, true} {
+		l := reaper.LogPath(cache, run, processesOnly)
+		if text, err := os.ReadFile(l); !errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(&b, "%s:\n%s", filepath.Base(l), text)
+			if err != nil {
+				fmt.Fprintf(&b, "(%v)\n", err)
+			}
 		}
 	}
-	if len(logs) == 0 {
+	if b.Len() == 0 {
 		b.WriteString("(no watchdog log)\n")
 	}
 	return b.String()

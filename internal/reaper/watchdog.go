@@ -210,10 +210,7 @@ func startWatchdog(cache, runsDir, runID string, plan backend.WatchdogPlan, kept
 	cmd.Stdin = r
 	cmd.Dir = string(filepath.Separator) // hold no test folder open
 	if os.Getenv(EnvDebug) == "1" {
-		wd.Log = filepath.Join(dir, "watchdog-"+runID+".log")
-		if plan.ProcessesOnly {
-			wd.Log = filepath.Join(dir, "watchdog-"+runID+"-processes.log")
-		}
+		wd.Log = LogPath(cache, runID, plan.ProcessesOnly)
 		lf, err := ledger.OpenFile(wd.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err == nil {
 			defer lf.Close()
@@ -264,4 +261,15 @@ func script(name string) []byte {
 func scriptName(content []byte, ext string) string {
 	sum := sha256.Sum256(content)
 	return "watchdog-" + hex.EncodeToString(sum[:])[:12] + ext
+}
+
+// LogPath is where the watchdog of run runID logs in cache, with
+// RIGHTSIZE_REAPER_DEBUG=1 (EnvDebug): the reaper folder, and a file of
+// its own for the local processes' watchdog beside a script watchdog.
+func LogPath(cache, runID string, processesOnly bool) string {
+	name := "watchdog-" + runID + ".log"
+	if processesOnly {
+		name = "watchdog-" + runID + "-processes.log"
+	}
+	return filepath.Join(cache, ledger.ReaperDir, name)
 }
