@@ -33,6 +33,7 @@ import (
 	"github.com/rightsize/rightsize-go/internal/backend/docker"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctest"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 	"github.com/rightsize/rightsize-go/sandboxtest"
 )
@@ -837,6 +838,8 @@ func TestGuardHelper(t *testing.T) {
 
 // startHelper re-executes this test binary as role, with cache as its
 // RIGHTSIZE_CACHE_DIR, the RIGHTSIZE_ variables of this process dropped,
+// a first-use sweep of 2 minutes' budget (a test that judges what a sweep
+// did must not see it cut short on a loaded machine; env may set another),
 // and env added. It is killed when the test ends, if it still runs.
 func startHelper(t testing.TB, role, cache string, env ...string) *proctest.Helper {
 	t.Helper()
@@ -852,7 +855,7 @@ func startHelperArgs(t testing.TB, role, cache string, args []string, env ...str
 		Argv: proctest.TestArgv("TestGuardHelper", append([]string{"-test.timeout=3m"}, args...)...),
 		Env: proctest.Environ(
 			func(k string) bool { return strings.HasPrefix(k, "RIGHTSIZE_") || k == docker.EnvHostOverride },
-			append([]string{envHelperRole + "=" + role, "RIGHTSIZE_TEST_KEEP_ENV=1", ledger.EnvCacheDir + "=" + cache}, env...)...),
+			append([]string{envHelperRole + "=" + role, "RIGHTSIZE_TEST_KEEP_ENV=1", ledger.EnvCacheDir + "=" + cache, reaper.EnvSweepBudget + "=2m"}, env...)...),
 	})
 	h.Within = 2 * time.Minute
 	return h

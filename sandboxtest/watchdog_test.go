@@ -27,7 +27,7 @@ func TestWatchdogAfterSIGKILL(t *testing.T) {
 	testimage.Busybox(t)
 	r := newRig(t)
 	cache := t.TempDir()
-	h := startHelper(t, "owner", cache)
+	h := startHelper(t, "owner", cache, reaper.EnvDebug+"=1")
 	o := readOwner(h, r)
 	if o.watchdog <= 0 {
 		t.Fatalf("the owner has no watchdog (pid %d)", o.watchdog)
@@ -39,9 +39,13 @@ func TestWatchdogAfterSIGKILL(t *testing.T) {
 
 	start := time.Now()
 	h.KillAndWait()
-	proctest.WaitUntil(t, 10*time.Second, "the watchdog to remove the killed owner's containers, network and run files", func() bool {
-		return o.gone(r, cache)
-	})
+	// Nothing else removes them here (no other process of this cache
+	// sweeps), however long this waits; how soon the watchdog does is
+	// BENCHMARKS.md's crash-to-clean figure, not this test's. A Podman
+	// beside the other gates once took more than 10 s.
+	if !proctest.Poll(time.Minute, func() bool { return o.gone(r, cache) }) {
+		t.Fatalf("a minute after the owner's SIGKILL its watchdog has not removed %s\n%s", o.left(r, cache), watchdogLogs(cache, o.run))
+	}
 	t.Logf("SIGKILL of the owner → %d containers, their network and the run's files gone in %s",
 		len(o.sandboxes), time.Since(start).Round(time.Millisecond))
 }
@@ -189,6 +193,30 @@ func (o owned) gone(r *rig, cache string) bool {
 	}
 	l := r.lines(cache, o.run)
 	return !l.record && !l.sandboxFile && !l.networkFile
+}
+
+// left names what gone finds still there, for a failure's message.
+func (o owned) left(r *rig, cache string) string {
+	var left []string
+	for _, n := range o.sandboxes {
+		if _, ok := r.inspect(n); ok {
+			left = append(left, "container "+n)
+		}
+	}
+	if ok, _, _ := r.networkExists(o.network); ok {
+		left = append(left, "network "+o.network)
+	}
+	l := r.lines(cache, o.run)
+	if l.record {
+		left = append(left, "the run's record")
+	}
+	if l.sandboxFile || l.networkFile {
+		left = append(left, "the run's lists")
+	}
+	if len(left) == 0 {
+		return "(nothing: it has since)"
+	}
+	return strings.Join(left, ", ")
 }
 
 // helperOwner starts a network and RZ_TEST_OWNER_SANDBOXES sandboxes on it
