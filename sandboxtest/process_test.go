@@ -4,9 +4,7 @@ package sandboxtest_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -21,7 +19,6 @@ import (
 
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctree"
-	"github.com/rightsize/rightsize-go/internal/reaper"
 	"github.com/rightsize/rightsize-go/internal/testimage"
 	"github.com/rightsize/rightsize-go/sandboxtest"
 )
@@ -267,23 +264,4 @@ func TestStartProcessExecsWhenItsOwnerIsKilled(t *testing.T) {
 		}
 		require.Empty(t, proctree.Live(proctree.OfRun(run)), "death %d: processes of the run outlived its watchdog, which deleted its lines", i)
 	}
-}
-
-// watchdogLogs is what run's watchdogs logged in cache (with
-// RIGHTSIZE_REAPER_DEBUG=1), for a failure's message.
-func watchdogLogs(cache, run string) string {
-	var b strings.Builder
-	for _, processesOnly := range []bool{false, true} {
-		l := reaper.LogPath(cache, run, processesOnly)
-		if text, err := os.ReadFile(l); !errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(&b, "%s:\n%s", filepath.Base(l), text)
-			if err != nil {
-				fmt.Fprintf(&b, "(%v)\n", err)
-			}
-		}
-	}
-	if b.Len() == 0 {
-		b.WriteString("(no watchdog log)\n")
-	}
-	return b.String()
 }

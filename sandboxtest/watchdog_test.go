@@ -1,6 +1,8 @@
 package sandboxtest_test
 
 import (
+	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -283,4 +285,23 @@ func treeFiles(t testing.TB, dir string) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// watchdogLogs is what run's watchdogs logged in cache (with
+// RIGHTSIZE_REAPER_DEBUG=1), for a failure's message.
+func watchdogLogs(cache, run string) string {
+	var b strings.Builder
+	for _, processesOnly := range []bool{false, true} {
+		l := reaper.LogPath(cache, run, processesOnly)
+		if text, err := os.ReadFile(l); !errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(&b, "%s:\n%s", filepath.Base(l), text)
+			if err != nil {
+				fmt.Fprintf(&b, "(%v)\n", err)
+			}
+		}
+	}
+	if b.Len() == 0 {
+		b.WriteString("(no watchdog log)\n")
+	}
+	return b.String()
 }
