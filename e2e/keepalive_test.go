@@ -36,7 +36,11 @@ func TestRowKeepAliveTTL(t *testing.T) {
 	r := newRig(t)
 	bin := usermod.Build(t, usermod.Store)
 	tmp := t.TempDir() // the use dir of these processes alone: their sweeps judge their keep-alives only
-	const ttl = 3 * time.Second
+	// The adopter lets its keep-alive go, then the frozen sweep resumes
+	// and judges it: that must take less than the time-to-live. 3 s was
+	// too little for Podman beside make test's other gates (the sweep
+	// judged the adopted one idle past it, and removed it, rightly).
+	const ttl = 10 * time.Second
 	words := func(n int) []string {
 		var out []string
 		for range n {

@@ -49,11 +49,14 @@ func TestUserModuleDies(t *testing.T) {
 				t.Errorf("the owner ended with %s, want SIGKILL", o.Status())
 			}
 		}},
-		{name: "test timeout", timeout: "20s", end: func(t *testing.T, o *owner) {
+		// 45 s: the alarm must not ring before the user's test has
+		// started everything, and 20 s was too little for Podman beside
+		// make test's other gates (its container start still waiting).
+		{name: "test timeout", timeout: "45s", end: func(t *testing.T, o *owner) {
 			if !o.Wait(exitWithin) {
 				t.Fatal("the -test.timeout alarm did not end the owner")
 			}
-			if want := "panic: test timed out after 20s"; !strings.Contains(o.Output(), want) {
+			if want := "panic: test timed out after 45s"; !strings.Contains(o.Output(), want) {
 				t.Errorf("want %q in the owner's output:\n%s", want, o.Output())
 			}
 		}},
