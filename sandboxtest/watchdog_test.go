@@ -1,6 +1,7 @@
 package sandboxtest_test
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -46,7 +47,7 @@ func TestWatchdogAfterSIGKILL(t *testing.T) {
 	// BENCHMARKS.md's crash-to-clean figure, not this test's. A Podman
 	// beside the other gates once took more than 10 s.
 	if !proctest.Poll(time.Minute, func() bool { return o.gone(r, cache) }) {
-		t.Fatalf("a minute after the owner's SIGKILL its watchdog has not removed %s\n%s", o.left(r, cache), watchdogLogs(cache, o.run))
+		t.Fatalf("a minute after the owner's SIGKILL its watchdog has not removed %s\n%s", cmp.Or(o.left(r, cache), "(nothing now: it went after the last look)"), watchdogLogs(cache, o.run))
 	}
 	t.Logf("SIGKILL of the owner → %d containers, their network and the run's files gone in %s",
 		len(o.sandboxes), time.Since(start).Round(time.Millisecond))
@@ -184,20 +185,9 @@ func (o owned) checkAlive(t testing.TB, r *rig, cache string) {
 
 // gone reports whether nothing of the owner's is left: no container, no
 // network, no file of its run.
-func (o owned) gone(r *rig, cache string) bool {
-	for _, n := range o.sandboxes {
-		if _, ok := r.inspect(n); ok {
-			return false
-		}
-	}
-	if ok, _, _ := r.networkExists(o.network); ok {
-		return false
-	}
-	l := r.lines(cache, o.run)
-	return !l.record && !l.sandboxFile && !l.networkFile
-}
+func (o owned) gone(r *rig, cache string) bool { return o.left(r, cache) == "" }
 
-// left names what gone finds still there, for a failure's message.
+// left names what of the owner's is still there ("" when nothing is).
 func (o owned) left(r *rig, cache string) string {
 	var left []string
 	for _, n := range o.sandboxes {
@@ -214,9 +204,6 @@ func (o owned) left(r *rig, cache string) string {
 	}
 	if l.sandboxFile || l.networkFile {
 		left = append(left, "the run's lists")
-	}
-	if len(left) == 0 {
-		return "(nothing: it has since)"
 	}
 	return strings.Join(left, ", ")
 }
