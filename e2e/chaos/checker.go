@@ -3,11 +3,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -52,8 +54,8 @@ func (h *harness) forget(obj object) {
 // removedAt is removed, for an object that process by asked at asked to
 // remove, gone at at, and already stopped (killed) at earliest: the owner
 // must have been dead by earliest, unless it asked itself, alive.
-// unanswered: the remover never heard that it was removed (the fault
-// proxy dropped the answer).
+// unanswered: the remover never heard that it was removed (the answer
+// did not reach it: removal.unanswered).
 func (h *harness) removedAt(obj object, by int, asked, at, earliest time.Time, unanswered bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -596,14 +598,18 @@ func (h *harness) checkFates() {
 			}
 			if rm.unanswered && len(claims) == 0 {
 				// Its remover never heard it went: a fate says kept, a later
-				// one already gone.
+				// one already gone; but some fate of the death names it.
+				h.notes["a removal whose answer never reached its remover, told by the death's fates as kept or already gone"]++
+				if !fatesName(fates, rm.obj) {
+					h.violateLocked(o, fmt.Sprintf("%s, removed by %s at %s, whose answer never reached it, is named by none of the run's fates", rm.obj.String(), h.whoLocked(rm.by, rm.asked), stamp(rm.at, h.start)), fateLines(fates)...)
+				}
 				continue
 			}
 			// Where removers are unseen (Kubernetes), what the garbage
 			// collector took with the run's Lease may be told by no fate
 			// (a pod made after the reaper's look); never by two.
 			if len(claims) > 1 || len(claims) == 0 && !h.eng.blindRemovers {
-				h.violateLocked(o, fmt.Sprintf("%s, removed by %s at %s, is told removed by %d fates %v, not one", rm.obj.String(), h.whoLocked(rm.by, rm.asked), stamp(rm.at, h.start), len(claims), claims))
+				h.violateLocked(o, fmt.Sprintf("%s, removed by %s at %s, is told removed by %d fates %v, not one", rm.obj.String(), h.whoLocked(rm.by, rm.asked), stamp(rm.at, h.start), len(claims), claims), fateLines(fates)...)
 			}
 		}
 	}
@@ -630,18 +636,38 @@ func (h *harness) checkFates() {
 				return it.Outcome == ledger.Kept || it.Outcome == ledger.Escaped
 			})
 			if !kept {
-				var each []string
-				for _, n := range names {
-					f := fates[n]
-					var items []string
-					for _, it := range f.Items {
-						items = append(items, it.Kind+" "+it.Name+" "+string(it.Outcome))
-					}
-					each = append(each, fmt.Sprintf("%s: by %s (pid %d): %s", n, f.By, f.ByPID, strings.Join(items, ", ")))
-				}
-				h.violateLocked(h.byRun[run], fmt.Sprintf("run %s has %d fates, and %s, not its last, kept nothing: one death, two fates", run, len(fates), n), each...)
+				h.violateLocked(h.byRun[run], fmt.Sprintf("run %s has %d fates, and %s, not its last, kept nothing: one death, two fates", run, len(fates), n), fateLines(fates)...)
 				break
 			}
 		}
 	}
+}
+
+// fateLines are a run's fates, one line each with its items, in name
+// order: what a violation about them prints.
+func fateLines(fates map[string]ledger.Fate) []string {
+	names := slices.Sorted(maps.Keys(fates))
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		f := fates[n]
+		var items []string
+		for _, it := range f.Items {
+			items = append(items, it.Kind+" "+cmp.Or(it.Name, it.ID)+" "+string(it.Outcome))
+		}
+		out = append(out, fmt.Sprintf("fate %s: by %s (pid %d): %s", n, f.By, f.ByPID, strings.Join(items, ", ")))
+	}
+	return out
+}
+
+// fatesName: some fate of the run has an item for obj, whatever its
+// outcome.
+func fatesName(fates map[string]ledger.Fate, obj object) bool {
+	for _, f := range fates {
+		for _, it := range f.Items {
+			if it.Name == obj.name || obj.id != "" && it.ID == obj.id {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/rightsize/rightsize-go/e2e/chaos/internal/plan"
 	"github.com/rightsize/rightsize-go/internal/ledger"
 	"github.com/rightsize/rightsize-go/internal/proctest"
+	"github.com/rightsize/rightsize-go/internal/reaper"
 )
 
 // TestFamilyParses: the checker's stand-in for the other members'
@@ -194,5 +195,60 @@ func TestProcessStoppedBeforeItsStepIsDone(t *testing.T) {
 	h.judgeProcessLocked(p)
 	if len(h.violations) > 0 {
 		t.Errorf("the owner ended its process itself, and the checker says %q", h.violations[0].msg)
+	}
+}
+
+// TestUnheardRemoval: a removal the engine made whose answer never reached
+// its remover (the remover's own deadline had passed, a restart broke the
+// connection, the fault proxy dropped it) is told removed by no fate: the
+// remover said kept, a later sweep already gone. That is no violation so
+// long as a fate of the death names the thing; a removal its remover heard
+// of, told by no fate, still is, and so is an unheard one no fate names.
+// (A 1,000-death Docker run with faults, seed 20261205, called two such
+// removals violations: first uses' sweeps whose 5 s budget ran out while
+// the engine, slowed by the faults, was still removing a network.)
+func TestUnheardRemoval(t *testing.T) {
+	const run = "0123abcd"
+	net := object{kind: "network", name: "rz-net-0123abcd", id: "9f0e", run: run}
+	item := func(o ledger.Outcome) ledger.FateItem {
+		return ledger.FateItem{Kind: "network", Name: net.name, Outcome: o}
+	}
+	for _, c := range []struct {
+		name       string
+		unanswered bool
+		fates      map[string]ledger.Fate
+		violations int
+	}{
+		{"unheard, kept then already gone", true, map[string]ledger.Fate{
+			run + "-1.json": {Run: run, By: reaper.ByWatchdog, ByPID: 200, Items: []ledger.FateItem{item(ledger.Kept)}},
+			run + "-2.json": {Run: run, By: reaper.BySweep, ByPID: 400, Items: []ledger.FateItem{item(ledger.AlreadyGone)}},
+		}, 0},
+		{"heard, and no fate says removed", false, map[string]ledger.Fate{
+			run + "-1.json": {Run: run, By: reaper.ByWatchdog, ByPID: 200, Items: []ledger.FateItem{item(ledger.Kept)}},
+			run + "-2.json": {Run: run, By: reaper.BySweep, ByPID: 400, Items: []ledger.FateItem{item(ledger.AlreadyGone)}},
+		}, 1},
+		{"unheard, and no fate names it", true, map[string]ledger.Fate{
+			run + "-1.json": {Run: run, By: reaper.ByWatchdog, ByPID: 200, Items: []ledger.FateItem{{Kind: "sandbox", Name: "rz-0123abcd-1", Outcome: ledger.Removed}}},
+		}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newTestHarness()
+			o := &owner{h: h, plan: plan.Owner{Index: 1, Death: plan.Clean}, pid: 100, spawnAt: h.start, procs: map[int]*proc{}, run: run, dead: true}
+			h.owners = append(h.owners, o)
+			h.byRun[run] = o
+			at := h.start.Add(time.Second)
+			h.removals = append(h.removals, removal{obj: net, by: 300, asked: at.Add(-500 * time.Millisecond), at: at, earliest: at, unanswered: c.unanswered})
+			h.fates[run] = c.fates
+			h.checkFates()
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if len(h.violations) != c.violations {
+				var msgs []string
+				for _, v := range h.violations {
+					msgs = append(msgs, v.msg)
+				}
+				t.Errorf("%d violations, want %d: %q", len(h.violations), c.violations, msgs)
+			}
+		})
 	}
 }

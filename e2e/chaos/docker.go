@@ -213,7 +213,7 @@ func (d *dockerSide) take(ctx context.Context, h *harness, m events.Message) {
 			h.forget(o.obj)
 			return
 		}
-		h.removedAt(o.obj, rc.pid, rc.at, at, earliest, rc.fault == faultNames[faultLost])
+		h.removedAt(o.obj, rc.pid, rc.at, at, earliest, rc.verb != "" && !rc.heard)
 	}
 }
 

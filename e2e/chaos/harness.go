@@ -79,8 +79,10 @@ type removal struct {
 	asked    time.Time // when by asked for it
 	at       time.Time
 	earliest time.Time // it was killed then, before it went
-	// unanswered: the fault proxy dropped the engine's answer to the
-	// removal: its remover never heard that it went.
+	// unanswered: the engine's answer to the removal never reached its
+	// remover (the fault proxy dropped it, a restart broke the engine's
+	// connection, or the remover had given up the call): it never heard
+	// that it went.
 	unanswered bool
 }
 

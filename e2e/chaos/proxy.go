@@ -47,6 +47,15 @@ type apiCall struct {
 	verb   string // "create", "kill", "stop", "remove"
 	fault  string // what the fault proxy did to it, if anything
 	status int    // the engine's answer (0: none came)
+	// heard: the engine's answer reached the client. A removal the engine
+	// made but whose asker never heard of it (its answer lost by the fault
+	// proxy, the engine's connection broken by a restart, or the asker
+	// gone already, its own deadline passed) is told by no fate as removed:
+	// the asker says kept, a later sweep already gone.
+	heard bool
+	// passed: the proxy is done with the engine's answer (heard says
+	// whether it got through).
+	passed bool
 }
 
 func startProxy(path, target string, f *faults) (*apiProxy, error) {
@@ -175,7 +184,7 @@ func (p *apiProxy) handle(c net.Conn) {
 		}
 		resp, err := http.ReadResponse(upBr, req)
 		if err != nil {
-			return
+			return // no answer came: the client hears of none
 		}
 		if idx >= 0 {
 			p.mu.Lock()
@@ -195,6 +204,11 @@ func (p *apiProxy) handle(c net.Conn) {
 		}
 		werr := resp.Write(c)
 		resp.Body.Close()
+		if idx >= 0 {
+			p.mu.Lock()
+			p.calls[idx].heard, p.calls[idx].passed = werr == nil, true
+			p.mu.Unlock()
+		}
 		if werr != nil || resp.Close || req.Close {
 			return
 		}
@@ -346,7 +360,7 @@ func (p *apiProxy) dump(path string) {
 	defer p.mu.Unlock()
 	var b strings.Builder
 	for _, c := range p.calls {
-		fmt.Fprintf(&b, "%s pid %d %s %s %s %s name=%s fault=%s\n", c.at.Format(time.RFC3339Nano), c.pid, c.method, c.kind, c.verb, c.target, c.name, c.fault)
+		fmt.Fprintf(&b, "%s pid %d %s %s %s %s name=%s fault=%s status=%d heard=%t\n", c.at.Format(time.RFC3339Nano), c.pid, c.method, c.kind, c.verb, c.target, c.name, c.fault, c.status, c.heard)
 	}
 	_ = os.WriteFile(path, []byte(b.String()), 0o600)
 }
