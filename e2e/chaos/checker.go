@@ -42,7 +42,7 @@ func (h *harness) created(obj object) {
 
 // removed takes note of an object's removal by process by, at at, and
 // judges it: nothing of a live owner may go, but by the owner itself.
-func (h *harness) removed(obj object, by int, at time.Time) { h.removedAt(obj, by, at, at, at, false) }
+func (h *harness) removed(obj object, by int, at time.Time) { h.removedAt(obj, by, at, at, at, nil) }
 
 // forget drops an object the harness does not judge the removal of.
 func (h *harness) forget(obj object) {
@@ -54,9 +54,9 @@ func (h *harness) forget(obj object) {
 // removedAt is removed, for an object that process by asked at asked to
 // remove, gone at at, and already stopped (killed) at earliest: the owner
 // must have been dead by earliest, unless it asked itself, alive.
-// unanswered: the remover never heard that it was removed (the answer
-// did not reach it: removal.unanswered).
-func (h *harness) removedAt(obj object, by int, asked, at, earliest time.Time, unanswered bool) {
+// unheard, when not nil, tells later whether the remover never heard that
+// it was removed (removal.unheard).
+func (h *harness) removedAt(obj object, by int, asked, at, earliest time.Time, unheard func() (bool, string)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.objects, obj.kind+"/"+obj.name)
@@ -78,7 +78,7 @@ func (h *harness) removedAt(obj object, by int, asked, at, earliest time.Time, u
 		return
 	}
 	h.seen.reaped++
-	rm := removal{obj: obj, by: by, asked: asked, at: at, earliest: earliest, unanswered: unanswered}
+	rm := removal{obj: obj, by: by, asked: asked, at: at, earliest: earliest, unheard: unheard}
 	h.removals = append(h.removals, rm)
 	h.pending = append(h.pending, rm)
 	h.checkPending(false)
@@ -596,13 +596,21 @@ func (h *harness) checkFates() {
 					}
 				}
 			}
-			if rm.unanswered && len(claims) == 0 {
-				// Its remover never heard it went: a fate says kept, a later
-				// one already gone; but some fate of the death names it.
-				h.notes["a removal whose answer never reached its remover, told by the death's fates as kept or already gone"]++
+			if unheard, fault := rm.unheardNow(); unheard && len(claims) == 0 {
+				// Its remover never heard it went: it tells kept, or nothing
+				// new, and a later look already gone; some fate of the death
+				// still names it.
 				if !fatesName(fates, rm.obj) {
 					h.violateLocked(o, fmt.Sprintf("%s, removed by %s at %s, whose answer never reached it, is named by none of the run's fates", rm.obj.String(), h.whoLocked(rm.by, rm.asked), stamp(rm.at, h.start)), fateLines(fates)...)
+					continue
 				}
+				why := "its answer dropped by the fault proxy"
+				if fault != faultNames[faultLost] {
+					// No fault of the harness's: the remover gave the call up,
+					// or the engine's connection broke (a restart).
+					why = "no fault: the remover had given the call up, or the engine's connection broke"
+				}
+				h.notes["a removal whose answer never reached its remover ("+why+"), named by its death's fates"]++
 				continue
 			}
 			// Where removers are unseen (Kubernetes), what the garbage
@@ -659,12 +667,20 @@ func fateLines(fates map[string]ledger.Fate) []string {
 	return out
 }
 
+// unheardNow is rm.unheard's answer now (false for a removal with none).
+func (rm removal) unheardNow() (bool, string) {
+	if rm.unheard == nil {
+		return false, ""
+	}
+	return rm.unheard()
+}
+
 // fatesName: some fate of the run has an item for obj, whatever its
 // outcome.
 func fatesName(fates map[string]ledger.Fate, obj object) bool {
 	for _, f := range fates {
 		for _, it := range f.Items {
-			if it.Name == obj.name || obj.id != "" && it.ID == obj.id {
+			if obj.name != "" && it.Name == obj.name || obj.id != "" && it.ID == obj.id {
 				return true
 			}
 		}

@@ -237,7 +237,8 @@ func TestUnheardRemoval(t *testing.T) {
 			h.owners = append(h.owners, o)
 			h.byRun[run] = o
 			at := h.start.Add(time.Second)
-			h.removals = append(h.removals, removal{obj: net, by: 300, asked: at.Add(-500 * time.Millisecond), at: at, earliest: at, unanswered: c.unanswered})
+			unheard := func() (bool, string) { return c.unanswered, "" }
+			h.removals = append(h.removals, removal{obj: net, by: 300, asked: at.Add(-500 * time.Millisecond), at: at, earliest: at, unheard: unheard})
 			h.fates[run] = c.fates
 			h.checkFates()
 			h.mu.Lock()

@@ -213,7 +213,14 @@ func (d *dockerSide) take(ctx context.Context, h *harness, m events.Message) {
 			h.forget(o.obj)
 			return
 		}
-		h.removedAt(o.obj, rc.pid, rc.at, at, earliest, rc.verb != "" && !rc.heard)
+		id, name := m.Actor.ID, o.obj.name
+		unheard := func() (bool, string) {
+			// Asked again at the end: when the event came, the engine's
+			// answer may not have reached the proxy yet.
+			rc := d.proxy.remover(kind, id, name, at)
+			return rc.sent && !rc.heard, rc.fault
+		}
+		h.removedAt(o.obj, rc.pid, rc.at, at, earliest, unheard)
 	}
 }
 

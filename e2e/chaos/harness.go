@@ -79,11 +79,12 @@ type removal struct {
 	asked    time.Time // when by asked for it
 	at       time.Time
 	earliest time.Time // it was killed then, before it went
-	// unanswered: the engine's answer to the removal never reached its
-	// remover (the fault proxy dropped it, a restart broke the engine's
-	// connection, or the remover had given up the call): it never heard
-	// that it went.
-	unanswered bool
+	// unheard, when not nil, says whether the engine's answer to the
+	// removal never reached its remover (the fault proxy dropped it, the
+	// engine's connection broke, or the remover had given up the call),
+	// and the fault the proxy put on it. Asked when the fates are judged,
+	// at the end: the engine's event of a removal comes before its answer.
+	unheard func() (bool, string)
 }
 
 // violation is one broken invariant: what, and the owner it concerns.

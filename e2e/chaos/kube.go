@@ -284,7 +284,7 @@ func (k *kubeSide) judge(h *harness, o object, at time.Time) {
 		by = ow.pid
 	}
 	h.mu.Unlock()
-	h.removedAt(o, by, at, at, at, false)
+	h.removedAt(o, by, at, at, at, nil)
 }
 
 func (k *kubeSide) settle(ctx context.Context, _ *harness) {

@@ -47,6 +47,9 @@ type apiCall struct {
 	verb   string // "create", "kill", "stop", "remove"
 	fault  string // what the fault proxy did to it, if anything
 	status int    // the engine's answer (0: none came)
+	// sent: the request went on to the engine (the faults that answer in
+	// its place, or never, send none).
+	sent bool
 	// heard: the engine's answer reached the client. A removal the engine
 	// made but whose asker never heard of it (its answer lost by the fault
 	// proxy, the engine's connection broken by a restart, or the asker
@@ -181,6 +184,11 @@ func (p *apiProxy) handle(c net.Conn) {
 		}
 		if err := req.Write(up); err != nil {
 			return
+		}
+		if idx >= 0 {
+			p.mu.Lock()
+			p.calls[idx].sent = true
+			p.mu.Unlock()
 		}
 		resp, err := http.ReadResponse(upBr, req)
 		if err != nil {
@@ -360,7 +368,7 @@ func (p *apiProxy) dump(path string) {
 	defer p.mu.Unlock()
 	var b strings.Builder
 	for _, c := range p.calls {
-		fmt.Fprintf(&b, "%s pid %d %s %s %s %s name=%s fault=%s status=%d heard=%t\n", c.at.Format(time.RFC3339Nano), c.pid, c.method, c.kind, c.verb, c.target, c.name, c.fault, c.status, c.heard)
+		fmt.Fprintf(&b, "%s pid %d %s %s %s %s name=%s fault=%s sent=%t status=%d heard=%t\n", c.at.Format(time.RFC3339Nano), c.pid, c.method, c.kind, c.verb, c.target, c.name, c.fault, c.sent, c.status, c.heard)
 	}
 	_ = os.WriteFile(path, []byte(b.String()), 0o600)
 }

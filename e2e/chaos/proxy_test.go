@@ -13,8 +13,9 @@ import (
 
 // TestProxyHeard: the proxy notes whether the engine's answer to a
 // removal reached its asker. One asker waits for it; another gives up
-// before the engine answers, and the engine removes it all the same: the
-// checker must not expect a fate to tell that removal as the asker's.
+// while the engine is still at work, and the engine removes it all the
+// same: the checker must not expect a fate to tell that removal as the
+// asker's. A request a fault answers in the engine's place is never sent.
 func TestProxyHeard(t *testing.T) {
 	dir := t.TempDir()
 	engineSock := filepath.Join(dir, "engine.sock")
@@ -22,12 +23,12 @@ func TestProxyHeard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slowDone := make(chan struct{})
+	arrived, release := make(chan struct{}), make(chan struct{})
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1.41/networks/slow" {
-			// The engine works on past the asker's deadline.
-			time.Sleep(300 * time.Millisecond)
-			defer close(slowDone)
+			// The engine works on until the asker has given up.
+			close(arrived)
+			<-release
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})}
@@ -39,12 +40,12 @@ func TestProxyHeard(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.stop)
-	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", p.path)
-	}}}
-	remove := func(name string, within time.Duration) error {
-		ctx, cancel := context.WithTimeout(context.Background(), within)
-		defer cancel()
+	// Each removal on a connection of its own, to the proxy p is then.
+	remove := func(ctx context.Context, name string) error {
+		path := p.path
+		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", path)
+		}}}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, "http://engine/v1.41/networks/"+name, nil)
 		resp, err := client.Do(req)
 		if err == nil {
@@ -52,20 +53,25 @@ func TestProxyHeard(t *testing.T) {
 		}
 		return err
 	}
-	if err := remove("quick", 10*time.Second); err != nil {
+	if err := remove(context.Background(), "quick"); err != nil {
 		t.Fatalf("a removal through the proxy: %v", err)
 	}
-	if err := remove("slow", 50*time.Millisecond); err == nil {
-		t.Fatal("the asker with a 50 ms deadline heard the engine's answer, given after 300 ms")
-	}
+	ctx, giveUp := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- remove(ctx, "slow") }()
 	select {
-	case <-slowDone:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the engine never finished the slow removal")
+	case <-arrived:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the slow removal never reached the engine")
 	}
-	// The proxy writes the late answer to the asker's closed connection
-	// a moment after the engine gives it.
-	deadline := time.Now().Add(10 * time.Second)
+	giveUp()
+	if err := <-done; err == nil {
+		t.Fatal("the asker that gave up heard the engine's answer")
+	}
+	close(release) // the engine answers now, to an asker gone
+
+	// The proxy passes the late answer on (and fails) a moment after.
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		p.mu.Lock()
 		calls := append([]apiCall(nil), p.calls...)
@@ -73,18 +79,40 @@ func TestProxyHeard(t *testing.T) {
 		if len(calls) != 2 {
 			t.Fatalf("the proxy noted %d calls, want the 2 removals: %+v", len(calls), calls)
 		}
-		if !calls[0].heard || calls[0].status != http.StatusNoContent {
-			t.Fatalf("the quick removal: heard %t, status %d; want heard, 204", calls[0].heard, calls[0].status)
-		}
-		if calls[1].passed {
-			if calls[1].heard || calls[1].status != http.StatusNoContent {
-				t.Fatalf("the slow removal, whose asker had given up: heard %t, status %d; want not heard, 204", calls[1].heard, calls[1].status)
+		if calls[0].passed && calls[1].passed {
+			if !calls[0].sent || !calls[0].heard || calls[0].status != http.StatusNoContent {
+				t.Errorf("the quick removal: sent %t, heard %t, status %d; want sent, heard, 204", calls[0].sent, calls[0].heard, calls[0].status)
 			}
-			return
+			if !calls[1].sent || calls[1].heard || calls[1].status != http.StatusNoContent {
+				t.Errorf("the slow removal, whose asker had given up: sent %t, heard %t, status %d; want sent, not heard, 204", calls[1].sent, calls[1].heard, calls[1].status)
+			}
+			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the slow removal's answer never reached the proxy: %+v", calls[1])
+			t.Fatalf("the proxy did not pass the answers on within 30 s: %+v", calls)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+
+	// A fault that answers in the engine's place sends nothing on.
+	f := newFaults(1)
+	f.on, f.prob = faultError, 1
+	fp, err := startProxy(filepath.Join(dir, "faults.sock"), engineSock, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fp.stop)
+	p = fp
+	if err := remove(context.Background(), "refused"); err != nil {
+		t.Fatalf("a removal the fault answers 500: %v", err)
+	}
+	p.mu.Lock()
+	if len(p.calls) != 1 {
+		t.Fatalf("the fault proxy noted %d calls, want 1: %+v", len(p.calls), p.calls)
+	}
+	last := p.calls[0]
+	p.mu.Unlock()
+	if last.sent || last.heard || last.fault == "" {
+		t.Errorf("a removal a fault answered: sent %t, heard %t, fault %q; want not sent, not heard, the fault named", last.sent, last.heard, last.fault)
 	}
 }
