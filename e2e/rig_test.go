@@ -451,8 +451,16 @@ func (r *rig) goneWithin(o *owner, timeout time.Duration) (time.Duration, string
 }
 
 // watchdogLog is what the watchdog of run id logged (RIGHTSIZE_REAPER_DEBUG).
-func (r *rig) watchdogLog(id string) string {
-	b, err := os.ReadFile(reaper.LogPath(r.cache, id, false))
+func (r *rig) watchdogLog(id string) string { return readLog(reaper.LogPath(r.cache, id, false)) }
+
+// processWatchdogLog is the log of run id's watchdog of local processes,
+// the native one beside a script watchdog ("(…)" when there is none).
+func (r *rig) processWatchdogLog(id string) string {
+	return readLog(reaper.LogPath(r.cache, id, true))
+}
+
+func readLog(path string) string {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return "(" + err.Error() + ")"
 	}
