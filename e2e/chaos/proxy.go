@@ -50,15 +50,9 @@ type apiCall struct {
 	// sent: the request went on to the engine (the faults that answer in
 	// its place, or never, send none).
 	sent bool
-	// heard: the engine's answer reached the client. A removal the engine
-	// made but whose asker never heard of it (its answer lost by the fault
-	// proxy, the engine's connection broken by a restart, or the asker
-	// gone already, its own deadline passed) is told by no fate as removed:
-	// the asker says kept, a later sweep already gone.
+	// heard: the engine's answer was written back to the asker's
+	// connection (removal.unheard says what the checker makes of it).
 	heard bool
-	// passed: the proxy is done with the engine's answer (heard says
-	// whether it got through).
-	passed bool
 }
 
 func startProxy(path, target string, f *faults) (*apiProxy, error) {
@@ -214,7 +208,7 @@ func (p *apiProxy) handle(c net.Conn) {
 		resp.Body.Close()
 		if idx >= 0 {
 			p.mu.Lock()
-			p.calls[idx].heard, p.calls[idx].passed = werr == nil, true
+			p.calls[idx].heard = werr == nil
 			p.mu.Unlock()
 		}
 		if werr != nil || resp.Close || req.Close {
