@@ -600,7 +600,8 @@ func (h *harness) checkFates() {
 				// Its remover never heard it went: it tells kept, or nothing
 				// new, and a later look already gone; some fate of the death
 				// still names it.
-				if !fatesName(fates, rm.obj) {
+				told := fatesName(fates, rm.obj)
+				if len(told) == 0 {
 					h.violateLocked(o, fmt.Sprintf("%s, removed by %s at %s, whose answer never reached it, is named by none of the run's fates", rm.obj.String(), h.whoLocked(rm.by, rm.asked), stamp(rm.at, h.start)), fateLines(fates)...)
 					continue
 				}
@@ -610,7 +611,13 @@ func (h *harness) checkFates() {
 					// or the engine's connection broke (a restart).
 					why = "no fault: the remover had given the call up, or the engine's connection broke"
 				}
-				h.notes["a removal whose answer never reached its remover ("+why+"), named by its death's fates"]++
+				// Whether a later look told it already gone is counted apart:
+				// the evidence for asking that of every such removal.
+				as := "named already gone by a later fate"
+				if !slices.Contains(told, ledger.AlreadyGone) {
+					as = "named by its death's fates only as " + joinOutcomes(told)
+				}
+				h.notes["a removal whose answer never reached its remover ("+why+"), "+as]++
 				continue
 			}
 			// Where removers are unseen (Kubernetes), what the garbage
@@ -675,15 +682,26 @@ func (rm removal) unheardNow() (bool, string) {
 	return rm.unheard()
 }
 
-// fatesName: some fate of the run has an item for obj, whatever its
-// outcome.
-func fatesName(fates map[string]ledger.Fate, obj object) bool {
+// fatesName is what the run's fates tell of obj: the outcomes of their
+// items for it, each once, sorted; none when no fate names it.
+func fatesName(fates map[string]ledger.Fate, obj object) []ledger.Outcome {
+	var out []ledger.Outcome
 	for _, f := range fates {
 		for _, it := range f.Items {
-			if obj.name != "" && it.Name == obj.name || obj.id != "" && it.ID == obj.id {
-				return true
+			if (obj.name != "" && it.Name == obj.name || obj.id != "" && it.ID == obj.id) && !slices.Contains(out, it.Outcome) {
+				out = append(out, it.Outcome)
 			}
 		}
 	}
-	return false
+	slices.Sort(out)
+	return out
+}
+
+// joinOutcomes is outcomes as "kept" or "kept, escaped".
+func joinOutcomes(outcomes []ledger.Outcome) string {
+	s := make([]string, len(outcomes))
+	for i, o := range outcomes {
+		s[i] = string(o)
+	}
+	return strings.Join(s, ", ")
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -218,18 +219,22 @@ func TestUnheardRemoval(t *testing.T) {
 		unanswered bool
 		fates      map[string]ledger.Fate
 		violations int
+		note       string // a note the checker must count, if any
 	}{
 		{"unheard, kept then already gone", true, map[string]ledger.Fate{
 			run + "-1.json": {Run: run, By: reaper.ByWatchdog, ByPID: 200, Items: []ledger.FateItem{item(ledger.Kept)}},
 			run + "-2.json": {Run: run, By: reaper.BySweep, ByPID: 400, Items: []ledger.FateItem{item(ledger.AlreadyGone)}},
-		}, 0},
+		}, 0, "named already gone by a later fate"},
+		{"unheard, told kept by every fate", true, map[string]ledger.Fate{
+			run + "-1.json": {Run: run, By: reaper.ByWatchdog, ByPID: 200, Items: []ledger.FateItem{item(ledger.Kept)}},
+		}, 0, "named by its death's fates only as kept"},
 		{"heard, and no fate says removed", false, map[string]ledger.Fate{
 			run + "-1.json": {Run: run, By: reaper.ByWatchdog, ByPID: 200, Items: []ledger.FateItem{item(ledger.Kept)}},
 			run + "-2.json": {Run: run, By: reaper.BySweep, ByPID: 400, Items: []ledger.FateItem{item(ledger.AlreadyGone)}},
-		}, 1},
+		}, 1, ""},
 		{"unheard, and no fate names it", true, map[string]ledger.Fate{
 			run + "-1.json": {Run: run, By: reaper.ByWatchdog, ByPID: 200, Items: []ledger.FateItem{{Kind: "sandbox", Name: "rz-0123abcd-1", Outcome: ledger.Removed}}},
-		}, 1},
+		}, 1, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newTestHarness()
@@ -249,6 +254,18 @@ func TestUnheardRemoval(t *testing.T) {
 					msgs = append(msgs, v.msg)
 				}
 				t.Errorf("%d violations, want %d: %q", len(h.violations), c.violations, msgs)
+			}
+			if c.note == "" {
+				return
+			}
+			counted := 0
+			for n, k := range h.notes {
+				if strings.HasSuffix(n, c.note) {
+					counted += k
+				}
+			}
+			if counted != 1 {
+				t.Errorf("the note ending %q counted %d times, want 1; notes: %v", c.note, counted, h.notes)
 			}
 		})
 	}
