@@ -240,11 +240,18 @@ func TestRow13HostileLedger(t *testing.T) {
 		appendLines(t, sbx, lines)
 		appendLines(t, nets, lines)
 		o.kill()
-		// The watchdog never reads the lists: it removes what the owner
-		// told it and what carries the run's label.
+		// The watchdog removes what the owner told it and what carries
+		// the run's label; of the lists, it asks only for the names it was
+		// not told, read as a sweep reads them (a hostile line never
+		// reaches the engine), and only where the engine shows them the
+		// run's.
 		took := r.waitGone(o, "the watchdog, through a hostile ledger")
 		log := r.watchdogLog(o.run)
 		t.Logf("hostile lists: everything removed in %s; the watchdog said: %s", ms(took), strings.ReplaceAll(strings.TrimSpace(log), "\n", " / "))
+		poll(t, goneWithin, "the watchdog to finish", func() (bool, string) {
+			return syscall.Kill(o.watchdog, 0) == syscall.ESRCH, r.watchdogLog(o.run)
+		})
+		r.by.checkAlive("the bystander, after a watchdog read hostile lists")
 
 		// A .networks made a symbolic link to the bystander's: never
 		// read, and removed as a link with the run's files; the

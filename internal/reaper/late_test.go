@@ -164,3 +164,66 @@ func decisionOf(rep *reaper.Report, run string) reaper.Decision {
 	}
 	return ""
 }
+
+// The same create, with the run's watchdog, not a sweep, reaping it: the
+// owner died with a network's create in flight (listed, never told: no id
+// came), and the engine made it after the watchdog's look by label. The
+// watchdog asks for the listed name, tells it already gone in the run's
+// fate, and the next sweep removes what the engine made late. (Seen in a
+// chaos run on Docker with faults: a loaded engine made a network 3 s
+// after its owner's death; the watchdog's fate told nothing and deleted
+// the run's files, and the network stayed.)
+func TestWatchdogTellsAnUnansweredCreate(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "engine")
+	t.Setenv(memory.EnvDir, dir)
+	t.Setenv("RIGHTSIZE_WATCHDOG_SETTLE", "0")
+	d, err := memory.Open(dir)
+	must(t, err)
+	cache := t.TempDir()
+	runs := runsDir(t, cache)
+	dead := deadProcess(t)
+	rec, err := json.Marshal(recordOf(dead, d.Name(), d.Endpoint()))
+	must(t, err)
+
+	run := randHex(t, 8)
+	sbx, net := "rz-"+run+"-1", "rz-net-"+run[:6]+"1"
+	made, err := d.Create(ctx, sbx, backend.Spec{Image: "busybox", RunID: run})
+	must(t, err)
+	writeRun(t, runs, run, rec, []string{sbx}, []string{net})
+	must(t, ledger.WriteOwnerStub(cache, run, ledger.FateOwner{
+		PID: dead.PID, StartedISO: ledger.FormatISO(dead.Start), StartTicks: dead.StartTicks,
+		BootID: dead.BootID, PidNamespace: dead.PidNamespace, Backend: d.Name(),
+	}))
+	told := "+s " + made.ID() + " " + sbx + "\n"
+	if code := reaper.RunScriptWatchdog(strings.NewReader(told), runs, run, backend.Memory, ""); code != 0 {
+		t.Fatalf("the watchdog exited %d", code)
+	}
+	if ledger.HasFiles(runs, run) {
+		t.Fatalf("the run's files stay: %q", listDir(t, runs))
+	}
+	fates := fatesOf(t, cache, run)
+	if len(fates) != 1 {
+		t.Fatalf("the run's fates: %d, want the watchdog's", len(fates))
+	}
+	var got []string
+	for _, it := range fates[0].Items {
+		got = append(got, it.Kind+" "+it.Name+" "+string(it.Outcome))
+	}
+	slices.Sort(got)
+	if want := []string{"network " + net + " " + string(ledger.AlreadyGone), "sandbox " + sbx + " " + string(ledger.Removed)}; !slices.Equal(got, want) {
+		t.Fatalf("the watchdog's fate tells %q, want %q", got, want)
+	}
+
+	// The engine answers the create now.
+	_, err = d.CreateNetwork(ctx, net, run)
+	must(t, err)
+	rep, err := reaper.Sweep(ctx, d, reaper.WithCacheDir(cache))
+	must(t, err)
+	if len(rep.Late) != 1 || rep.Late[0].ID != run {
+		t.Errorf("the sweep's late removals: %+v, want the run's network", rep.Late)
+	}
+	if ids, err := d.(backend.RunLister).ListRun(ctx, backend.NetworkKind, run); err != nil || len(ids) > 0 {
+		t.Errorf("the network made after the watchdog's look is still on the engine: %v %v", ids, err)
+	}
+}

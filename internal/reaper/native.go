@@ -211,6 +211,9 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, mode 
 				t.listed[k] = told.ids(k)
 			}
 		}
+		if labelled {
+			untoldListed(&t, cache, runID, told)
+		}
 		// Then whatever still carries the run's label, with what the first
 		// pass could not remove.
 		t.byLabel, t.afterKept, t.settle, t.call, t.giveUp = true, true, settle(), callTimeout(), true
@@ -282,6 +285,39 @@ func writeNativeFate(cache, runID, by string, noticed time.Time, reaped []Item, 
 	}
 	if _, err := ledger.JoinFate(cache, fate, now, joinShare(fate)); err != nil {
 		logger.Printf("fate: %v", err)
+	}
+}
+
+// untoldListed has t ask, by name, for what the run's lists name of a
+// labelled kind that the owner never told: a create the engine had not
+// answered when the owner died, whose id never came. The look by label
+// finds it only if the engine makes it within the settle; asked for by
+// name, as a sweep asks, it is told already gone, the run's fate says so,
+// and the sweeps within LateHorizon look for it by label again, however
+// late the engine makes it. (Without this, the run's files went with the
+// name, no fate told it, and a network a loaded engine made 3 s after its
+// owner's death stayed.) Names the owner told, and untold again while it
+// removed them itself, are asked for too: a removal cut short by the
+// death leaves the line.
+func untoldListed(t *target, cache, runID string, told *toldSet) {
+	rf, err := ledger.ReadRun(cache, runID)
+	if err != nil {
+		return // the look by label is still made
+	}
+	l := rf.ReadLists()
+	for _, k := range names.EngineKinds {
+		if k == names.VolumeKind || k == names.ImageKind {
+			continue // told by name before each create: listed already
+		}
+		toldNames := map[string]bool{}
+		for _, n := range told.names[k] {
+			toldNames[n] = true
+		}
+		for _, n := range l.Of(k) {
+			if !toldNames[n] {
+				t.listed[k] = append(t.listed[k], n)
+			}
+		}
 	}
 }
 
