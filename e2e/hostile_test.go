@@ -241,10 +241,11 @@ func TestRow13HostileLedger(t *testing.T) {
 		appendLines(t, nets, lines)
 		o.kill()
 		// The watchdog removes what the owner told it and what carries
-		// the run's label; of the lists, it asks only for the names it was
-		// not told, read as a sweep reads them (a hostile line never
-		// reaches the engine), and only where the engine shows them the
-		// run's.
+		// the run's label. Of the lists it asks only for the names it was
+		// not told, read as a sweep reads them (a line that is no valid
+		// name never reaches the engine; a valid one is removed only where
+		// the engine shows it the run's): here both lists are past their
+		// bounds, so it reads none of them.
 		took := r.waitGone(o, "the watchdog, through a hostile ledger")
 		log := r.watchdogLog(o.run)
 		t.Logf("hostile lists: everything removed in %s; the watchdog said: %s", ms(took), strings.ReplaceAll(strings.TrimSpace(log), "\n", " / "))
@@ -278,6 +279,30 @@ func TestRow13HostileLedger(t *testing.T) {
 		}
 		r.by.checkAlive("the bystander, after a linked .networks")
 		t.Logf("linked .networks: %s", strings.ReplaceAll(strings.TrimSpace(r.watchdogLog(o2.run)), "\n", " / "))
+
+		// Lists within their bounds that name the bystander's sandboxes
+		// and networks, which the owner never told: the watchdog asks for
+		// each by name, and the engine shows none of them the run's.
+		o3 := r.start("owner whose lists name the bystander's", harness.Plan{Containers: 1, Networks: 1}).ready()
+		_, sbx3, nets3 := ledger.Paths(runs, o3.run)
+		appendLines(t, sbx3, r.by.sandboxes)
+		appendLines(t, nets3, r.by.networks)
+		o3.kill()
+		poll(t, goneWithin, "the watchdog to finish", func() (bool, string) {
+			return syscall.Kill(o3.watchdog, 0) == syscall.ESRCH, r.watchdogLog(o3.run)
+		})
+		for _, n := range o3.sandboxes {
+			if exists, _, err := r.eng.ContainerState(t.Context(), n); exists || err != nil {
+				t.Errorf("the watchdog left container %s (%v), its run's lists naming the bystander's", n, err)
+			}
+		}
+		for _, n := range o3.networks {
+			if exists, err := r.eng.NetworkExists(t.Context(), n); exists || err != nil {
+				t.Errorf("the watchdog left network %s (%v), its run's lists naming the bystander's", n, err)
+			}
+		}
+		r.by.checkAlive("the bystander, named in a dead run's lists its watchdog read")
+		t.Logf("lists naming the bystander's: %s", strings.ReplaceAll(strings.TrimSpace(r.watchdogLog(o3.run)), "\n", " / "))
 		noMarks(t, markDir, "/", cwd, r.cache, runs)
 	})
 }

@@ -13,16 +13,18 @@ import (
 	"github.com/rightsize/rightsize-go/internal/names"
 )
 
-// LateHorizon is how long after a sweep's fate of a run a sweep still
-// looks for what was made of it late.
+// LateHorizon is how long after a fate of a run (a sweep's or its
+// watchdog's) a sweep still looks for what was made of it late.
 //
 // A test asks the engine for a sandbox or a network once its name is in
-// the run's list, and may die with the request in flight. A sweep that
-// comes before the engine has answered finds the name on no engine (it
-// is told "already gone"), looks by the run's label, finds nothing, and
-// deletes the run's files; then the engine makes what it was asked, with
-// the run's label, and no later sweep has a reason to look for the run.
-// A slow engine (a latency of 750 ms, in the chaos runs) is enough. So
+// the run's list, and may die with the request in flight. A sweep (or
+// the run's watchdog, for the names it was never told) that comes before
+// the engine has answered finds the name on no engine (it is told
+// "already gone"), looks by the run's label, finds nothing, and deletes
+// the run's files; then the engine makes what it was asked, with the
+// run's label, and no later sweep has a reason to look for the run. A
+// slow engine (a latency of 750 ms, in the chaos runs; a loaded one 3 s
+// after a watchdog's look, in another) is enough. So
 // every sweep looks again, by label, for the runs whose fate was written
 // within the horizon and told a listed name already gone, and removes
 // what it finds, with a fate of its own (NoteLate).

@@ -212,7 +212,7 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, mode 
 			}
 		}
 		if labelled {
-			untoldListed(&t, cache, runID, told)
+			untoldListed(&t, runsDir, runID, told, logger)
 		}
 		// Then whatever still carries the run's label, with what the first
 		// pass could not remove.
@@ -299,12 +299,13 @@ func writeNativeFate(cache, runID, by string, noticed time.Time, reaped []Item, 
 // owner's death stayed.) Names the owner told, and untold again while it
 // removed them itself, are asked for too: a removal cut short by the
 // death leaves the line.
-func untoldListed(t *target, cache, runID string, told *toldSet) {
-	rf, err := ledger.ReadRun(cache, runID)
-	if err != nil {
-		return // the look by label is still made
+func untoldListed(t *target, runsDir, runID string, told *toldSet, logger *log.Logger) {
+	if err := ledger.CheckPrivate(runsDir); err != nil {
+		logger.Printf("the run's lists are not read (%v): only what carries its label is looked for", err)
+		return
 	}
-	l := rf.ReadLists()
+	// The line files alone: not the record, nor the folder's listing.
+	l := ledger.RunFiles{ID: runID, Dir: runsDir}.ReadLists()
 	for _, k := range names.EngineKinds {
 		if k == names.VolumeKind || k == names.ImageKind {
 			continue // told by name before each create: listed already

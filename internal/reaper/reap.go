@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -73,6 +74,17 @@ type reaped struct {
 	procsKept bool
 	// procs is what the end of the local processes found.
 	procs proctree.Result
+	// found names, by id, what the look by label found (where it asked
+	// for names: goneByName).
+	found [len(names.Kinds)]map[string]string
+}
+
+// goneByName reports whether a name of kind k, asked for by name, was
+// told already gone.
+func (r *reaped) goneByName(k names.Kind) bool {
+	return slices.ContainsFunc(r.items, func(it Item) bool {
+		return it.Kind == k && it.ID == "" && it.Outcome == ledger.AlreadyGone
+	})
 }
 
 // engineClean reports whether nothing of the run is known to be left on
@@ -158,6 +170,19 @@ func reapRun(ctx context.Context, b backend.Backend, t target) *reaped {
 			var ids []string
 			var err error
 			r.call(ctx, t, func(ctx context.Context) []error {
+				if f, ok := lister.(backend.RunFinder); ok && r.goneByName(k) {
+					// What it finds may be a listed name the ask by name
+					// told already gone (a create the engine finished
+					// since): named, its item takes that one's place.
+					var found []backend.Found
+					found, err = f.FindRun(ctx, k, t.run)
+					r.found[k] = map[string]string{}
+					for _, x := range found {
+						ids = append(ids, x.ID)
+						r.found[k][x.ID] = x.Name
+					}
+					return nil
+				}
 				ids, err = lister.ListRun(ctx, k, t.run)
 				return nil
 			})
@@ -349,10 +374,7 @@ func (r *reaped) removeIDs(ctx context.Context, lister backend.RunLister, t targ
 	for i, id := range ids {
 		err := outcomeAt(errs, i)
 		it := outcome(k, id, err)
-		it.ID, it.Name = id, t.toldNames[k][id]
-		if it.Name == "" {
-			it.Name = id
-		}
+		it.ID, it.Name = id, cmp.Or(t.toldNames[k][id], r.found[k][id], id)
 		if note != "" && it.Note == "" {
 			it.Note = note
 		}
@@ -371,7 +393,10 @@ func (r *reaped) removeIDs(ctx context.Context, lister backend.RunLister, t targ
 
 // note adds it, or replaces what an earlier pass found of the same id: an
 // id kept by the first pass and removed by the second is removed, and one
-// removed by the first and gone in the second stays removed.
+// removed by the first and gone in the second stays removed. A name asked
+// for by name and told already gone, then found by the run's label under
+// that name (the engine finished its create in between), is one thing:
+// what the look by label did with it takes its place, listed as it was.
 func (r *reaped) note(it Item) {
 	if it.ID != "" {
 		for i, old := range r.items {
@@ -379,6 +404,15 @@ func (r *reaped) note(it Item) {
 				if !(it.Outcome == ledger.AlreadyGone && old.Outcome == ledger.Removed) {
 					r.items[i] = it
 				}
+				return
+			}
+		}
+		for i, old := range r.items {
+			if old.Kind == it.Kind && old.ID == "" && old.Name == it.Name && old.Outcome == ledger.AlreadyGone {
+				if it.Note == NoteNotListed {
+					it.Note = ""
+				}
+				r.items[i] = it
 				return
 			}
 		}
