@@ -202,17 +202,19 @@ func runNative(in io.Reader, runsDir, runID, backendName, endpoint string, mode 
 	if mode != processesOnly {
 		logger.Printf("owner gone (stdin closed): reaping run %s in %s", runID, runsDir)
 		_, labelled := b.(backend.RunLister)
+		var lists ledger.Lists
+		if labelled {
+			lists = readLists(runsDir, runID, logger)
+		}
 		for _, k := range names.EngineKinds {
 			if labelled && k != names.VolumeKind && k != names.ImageKind {
 				t.told[k] = told.ids(k)
+				t.listed[k] = told.untold(k, lists.Of(k))
 			} else {
 				// Told by name, before each create: removed by name (a
 				// volume's or an image's with its marks checked).
 				t.listed[k] = told.ids(k)
 			}
-		}
-		if labelled {
-			untoldListed(&t, runsDir, runID, told, logger)
 		}
 		// Then whatever still carries the run's label, with what the first
 		// pass could not remove.
@@ -288,38 +290,39 @@ func writeNativeFate(cache, runID, by string, noticed time.Time, reaped []Item, 
 	}
 }
 
-// untoldListed has t ask, by name, for what the run's lists name of a
-// labelled kind that the owner never told: a create the engine had not
-// answered when the owner died, whose id never came. The look by label
-// finds it only if the engine makes it within the settle; asked for by
-// name, as a sweep asks, it is told already gone, the run's fate says so,
-// and the sweeps within LateHorizon look for it by label again, however
-// late the engine makes it. (Without this, the run's files went with the
-// name, no fate told it, and a network a loaded engine made 3 s after its
-// owner's death stayed.) Names the owner told, and untold again while it
-// removed them itself, are asked for too: a removal cut short by the
-// death leaves the line.
-func untoldListed(t *target, runsDir, runID string, told *toldSet, logger *log.Logger) {
+// readLists reads the run's line files (not its record, nor the folder's
+// listing) for untold; none when the folder is not private.
+func readLists(runsDir, runID string, logger *log.Logger) ledger.Lists {
 	if err := ledger.CheckPrivate(runsDir); err != nil {
 		logger.Printf("the run's lists are not read (%v): only what carries its label is looked for", err)
-		return
+		return ledger.Lists{}
 	}
-	// The line files alone: not the record, nor the folder's listing.
-	l := ledger.RunFiles{ID: runID, Dir: runsDir}.ReadLists()
-	for _, k := range names.EngineKinds {
-		if k == names.VolumeKind || k == names.ImageKind {
-			continue // told by name before each create: listed already
-		}
-		toldNames := map[string]bool{}
-		for _, n := range told.names[k] {
-			toldNames[n] = true
-		}
-		for _, n := range l.Of(k) {
-			if !toldNames[n] {
-				t.listed[k] = append(t.listed[k], n)
-			}
+	return ledger.RunFiles{ID: runID, Dir: runsDir}.ReadLists()
+}
+
+// untold is, of listed (a labelled kind k's names in the run's lists), the
+// names the owner never told, for the watchdog to ask for by name as a
+// sweep does: a create the engine had not answered when the owner died,
+// whose id never came. The look by label finds it only if the engine
+// makes it within the settle; asked for by name, it is told already gone,
+// the run's fate says so, and the sweeps within LateHorizon look for it
+// by label again, however late the engine makes it. (Without this, the
+// run's files went with the name, no fate told it, and a network a loaded
+// engine made 3 s after its owner's death stayed.) Names the owner told,
+// and untold again while it removed them itself, are asked for too: a
+// removal cut short by the death leaves the line.
+func (t *toldSet) untold(k names.Kind, listed []string) []string {
+	toldNames := make(map[string]bool, len(t.names[k]))
+	for _, n := range t.names[k] {
+		toldNames[n] = true
+	}
+	var out []string
+	for _, n := range listed {
+		if !toldNames[n] {
+			out = append(out, n)
 		}
 	}
+	return out
 }
 
 func logProcesses(logger *log.Logger, r proctree.Result) {
