@@ -49,10 +49,17 @@ func Example_sweep() {
 	}
 	defer os.RemoveAll(cache)
 	// The memory backend keeps its sandboxes in memory/ of the cache folder.
-	os.Setenv("RIGHTSIZE_BACKEND", "memory")
-	os.Setenv("RIGHTSIZE_CACHE_DIR", cache)
-	defer os.Unsetenv("RIGHTSIZE_BACKEND")
-	defer os.Unsetenv("RIGHTSIZE_CACHE_DIR")
+	for k, v := range map[string]string{"RIGHTSIZE_BACKEND": "memory", "RIGHTSIZE_CACHE_DIR": cache} {
+		old, had := os.LookupEnv(k)
+		os.Setenv(k, v)
+		defer func() { // as the caller had them
+			if had {
+				os.Setenv(k, old)
+			} else {
+				os.Unsetenv(k)
+			}
+		}()
+	}
 
 	// A dead run's record and its one ledger line, as any member writes
 	// them.

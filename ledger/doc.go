@@ -20,13 +20,18 @@
 //     <run-id>.gorecord, the record again (alone where the other members
 //     would misjudge the run: another engine than the default, another pid
 //     namespace), <run-id>.processes, the local processes a test started,
+//     <run-id>.volumes and <run-id>.images, the named volumes and the
+//     images a test made (removed with the run's sandboxes and networks),
 //     and <run-id>.lock, a sweeper's claim;
 //   - <run-id>.jsonl, the sandboxes and networks of the family's systemf
 //     member, one JSON object a line, instead of the two line files.
 //
 // Beside runs/ are reuse/ (the keep-alive registry, one entry per
-// [ReuseIdentity.Hash]), reaper/ (the watchdogs' scripts and logs) and
-// fates/ (what became of each dead run, rightsize-go's own). A run is
+// [ReuseIdentity.Hash]), reaper/ (the watchdogs' scripts and logs),
+// fates/ (what became of each dead run, and a mark of each watchdog at
+// work) and locks/ (the locks the processes of one user share whatever
+// cache folder each was given: an image's build); fates/ and locks/ are
+// rightsize-go's own. A run is
 // reaped only when its owner is judged [Dead]; nothing of an [Alive] or
 // [Unknown] run is ever removed. The package must never call a live process
 // dead: when in doubt the answer is Alive or Unknown, with the reason.

@@ -19,10 +19,17 @@ func ExampleDryRun() {
 		return
 	}
 	defer os.RemoveAll(cache)
-	os.Setenv("RIGHTSIZE_BACKEND", "memory")
-	os.Setenv("RIGHTSIZE_CACHE_DIR", cache)
-	defer os.Unsetenv("RIGHTSIZE_BACKEND")
-	defer os.Unsetenv("RIGHTSIZE_CACHE_DIR")
+	for k, v := range map[string]string{"RIGHTSIZE_BACKEND": "memory", "RIGHTSIZE_CACHE_DIR": cache} {
+		old, had := os.LookupEnv(k)
+		os.Setenv(k, v)
+		defer func() { // as the caller had them
+			if had {
+				os.Setenv(k, old)
+			} else {
+				os.Unsetenv(k)
+			}
+		}()
+	}
 
 	// A record and a ledger line as rightsize-go writes them, of a run of
 	// another boot: its owner is dead, whatever runs as pid 4194305 now.

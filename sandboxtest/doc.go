@@ -16,6 +16,20 @@
 //     binds to itself with [Guard.For].
 //   - [Guard.Exec] runs a command in a sandbox, ended when the test binary
 //     dies.
+//   - [NewVolume](t) and [NewImage](t, build) make a named volume and an
+//     image built for the test, gone as its sandboxes go.
+//   - A [Spec] with Reuse (and RIGHTSIZE_REUSE=1) is a keep-alive: made
+//     once, adopted by later test processes, removed by no run; with
+//     ReuseTTL (or RIGHTSIZE_REUSE_TTL) a sweep removes one no test has
+//     used for that long.
+//   - [LeakCheck] in Main fails the package when its tests leave a
+//     sandbox, network or process of the run behind.
+//
+// Every sandbox, network and process says which test made it and where:
+// the labels dev.rightsize.test (TestCheckout/eu) and
+// dev.rightsize.test.place (store_test.go:42) on the engine, and its
+// run's origins in the ledger, which a crash's fate, `rightsize ls`,
+// LeakCheck and a failed start tell.
 //
 // Behind every sandbox: a line in the run ledger (package ledger) written
 // before it is created and removed only once it is gone; a watchdog that
