@@ -122,7 +122,7 @@ func (c *cli) lsRuns(w *bufio.Writer, cache string, asJSON, verbose bool) error 
 	t := c.runTable()
 	// -v: each run's names, as text, printed after the table.
 	var names bytes.Buffer
-	err = scan.Each(func(rf ledger.RunFiles) error {
+	err = scan.EachAhead(false, func(rf ledger.RunFiles) error {
 		r := describeRun(rf, now)
 		c.runRow(t, r)
 		if verbose {
@@ -153,7 +153,7 @@ func (c *cli) lsRuns(w *bufio.Writer, cache string, asJSON, verbose bool) error 
 // indenting by two spaces would, one run at a time.
 func writeRunsJSON(w *bufio.Writer, scan *ledger.Scan, now time.Time) error {
 	first := true
-	err := scan.Each(func(rf ledger.RunFiles) error {
+	err := scan.EachAhead(false, func(rf ledger.RunFiles) error {
 		b, err := json.MarshalIndent(describeRun(rf, now), "  ", "  ")
 		if err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -168,5 +169,30 @@ func TestLsManyRuns(t *testing.T) {
 	w.Flush()
 	if got := streamed.String(); got != "[]\n" {
 		t.Fatalf("no runs: %q, want \"[]\\n\"", got)
+	}
+}
+
+// TestEachAheadStops: ls's walk is in run id order; the first error of fn
+// ends it and is returned; the reader, a batch ahead, stops too.
+func TestEachAheadStops(t *testing.T) {
+	cache := t.TempDir()
+	writeDeadRuns(t, cache, 2000)
+	scan, err := ledger.ScanRuns(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := errors.New("enough")
+	seen := 0
+	err = scan.EachAhead(false, func(rf ledger.RunFiles) error {
+		if want := fmt.Sprintf("%08x", seen); rf.ID != want {
+			t.Fatalf("run %d is %s, want %s: out of order", seen, rf.ID, want)
+		}
+		if seen++; seen == 700 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || seen != 700 {
+		t.Fatalf("EachAhead = %v after %d runs, want %v after 700", err, seen, stop)
 	}
 }

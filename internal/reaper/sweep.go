@@ -176,7 +176,7 @@ func Sweep(ctx context.Context, b backend.Backend, opts ...Option) (*Report, err
 			}
 		}()
 	}
-	err = scan.EachOnDisk(func(rf ledger.RunFiles) error {
+	err = scan.EachAhead(true, func(rf ledger.RunFiles) error {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
