@@ -19,7 +19,7 @@
 //   - [NewVolume](t) and [NewImage](t, build) make a named volume and an
 //     image built for the test, gone as its sandboxes go.
 //   - A [Spec] with Reuse (and RIGHTSIZE_REUSE=1) is a keep-alive: made
-//     once, adopted by later test processes, removed by no run; with
+//     once, adopted by later test processes, never removed with a run; with
 //     ReuseTTL (or RIGHTSIZE_REUSE_TTL) a sweep removes one no test has
 //     used for that long.
 //   - [LeakCheck] in Main fails the package when its tests leave a
