@@ -10,13 +10,13 @@ import (
 	"github.com/rightsize/rightsize-go/internal/ledger"
 )
 
-// UseLock is a keep-alive sandbox's use lock (ledger.KeepAliveUseLock) as
+// useLock is a keep-alive sandbox's use lock (ledger.KeepAliveUseLock) as
 // a process that adopts or creates it holds it: shared for the life of the
 // process, so that while any process on the host holds it, neither
 // `rightsize reuse prune`, an expiring sweep, nor a process replacing it
 // for a stale image removes the sandbox under it, whatever cache dir each
 // one uses.
-type UseLock struct{ l *ledger.FileLock }
+type useLock struct{ l *ledger.FileLock }
 
 // useRetry is how often a use lock held the other way is tried again.
 const useRetry = 20 * time.Millisecond
@@ -25,12 +25,12 @@ const useRetry = 20 * time.Millisecond
 // held once, by whichever of its guards came first.
 var (
 	usesMu sync.Mutex
-	uses   = map[string]*UseLock{}
+	uses   = map[string]*useLock{}
 )
 
-// UseLock is the use lock of keep-alive name on the session's engine, the
-// same one every time this process asks.
-func (s *Session) UseLock(name string) (*UseLock, error) {
+// keepAliveUseLock is the use lock of keep-alive name on the session's
+// engine, the same one every time this process asks.
+func (s *Session) keepAliveUseLock(name string) (*useLock, error) {
 	usesMu.Lock()
 	defer usesMu.Unlock()
 	dir, err := ledger.UseDir("")
@@ -44,30 +44,30 @@ func (s *Session) UseLock(name string) (*UseLock, error) {
 	if held := uses[l.Path()]; held != nil {
 		return held, nil
 	}
-	u := &UseLock{l: l}
+	u := &useLock{l: l}
 	uses[l.Path()] = u
 	return u, nil
 }
 
 // Held reports whether this process holds it already.
-func (u *UseLock) Held() bool { return u.l.Held() }
+func (u *useLock) Held() bool { return u.l.Held() }
 
 // Path is the lock file's.
-func (u *UseLock) Path() string { return u.l.Path() }
+func (u *useLock) Path() string { return u.l.Path() }
 
 // Share takes it shared, waiting while a process holds it exclusively
 // (one removing the sandbox) until ctx ends; false when it did not.
-func (u *UseLock) Share(ctx context.Context) (bool, error) {
+func (u *useLock) Share(ctx context.Context) (bool, error) {
 	return u.l.TryRLockContext(ctx, useRetry)
 }
 
 // Unlock lets it go.
-func (u *UseLock) Unlock() error { return u.l.Unlock() }
+func (u *useLock) Unlock() error { return u.l.Unlock() }
 
 // TryExclusive takes it exclusively when no other process holds it,
 // giving up this process's own shared hold for the attempt; false when
 // another process uses the sandbox (and this process's hold is back).
-func (u *UseLock) TryExclusive(ctx context.Context) bool {
+func (u *useLock) TryExclusive(ctx context.Context) bool {
 	_ = u.l.Unlock()
 	ok, err := u.l.TryLock()
 	if err != nil || !ok {
@@ -77,12 +77,12 @@ func (u *UseLock) TryExclusive(ctx context.Context) bool {
 	return true
 }
 
-// RecordKeepAliveUse writes this process's use of keep-alive name (of
+// recordKeepAliveUse writes this process's use of keep-alive name (of
 // identity hash) in its use records, with the idle time-to-live its spec
 // asks for (0: none): in the use dir, which every sweep of the host's
 // reads, and in the registry folder of the cache dir, which outlives a
 // temporary folder the system empties.
-func (s *Session) RecordKeepAliveUse(name, hash string, ttl time.Duration) error {
+func (s *Session) recordKeepAliveUse(name, hash string, ttl time.Duration) error {
 	u := ledger.KeepAliveUse{Name: name, Backend: s.drv.Name(), Endpoint: s.drv.Endpoint(), Hash: hash}
 	if ttl > 0 {
 		u.TTL = ttl.String()
@@ -111,55 +111,55 @@ func (s *Session) TouchKeepAliveUse(name string, now time.Time) {
 	}
 }
 
-// CreationLock is the creation lock of a keep-alive in the session's cache
+// creationLock is the creation lock of a keep-alive in the session's cache
 // dir (ledger.ReuseLockPath): a process holds it while it creates the
 // sandbox and writes its registry entry, so that two sharing the cache dir
 // never create it twice.
-type CreationLock struct{ l *ledger.FileLock }
+type creationLock struct{ l *ledger.FileLock }
 
-// KeepAliveCreationLock is the creation lock of the keep-alive of identity
+// keepAliveCreationLock is the creation lock of the keep-alive of identity
 // hash, its folder made (the registry folder, where the use records of
 // the cache dir are written too); not yet taken.
-func (s *Session) KeepAliveCreationLock(hash string) (*CreationLock, error) {
+func (s *Session) keepAliveCreationLock(hash string) (*creationLock, error) {
 	if _, err := ledger.EnsureSubdir(s.cache, ledger.ReuseDir); err != nil {
 		return nil, err
 	}
-	return &CreationLock{l: ledger.NewFileLock(ledger.ReuseLockPath(s.cache, hash))}, nil
+	return &creationLock{l: ledger.NewFileLock(ledger.ReuseLockPath(s.cache, hash))}, nil
 }
 
 // Lock takes it, waiting while another process holds it until ctx ends;
 // false when it did not.
-func (c *CreationLock) Lock(ctx context.Context) (bool, error) {
+func (c *creationLock) Lock(ctx context.Context) (bool, error) {
 	return c.l.TryLockContext(ctx, useRetry)
 }
 
 // Unlock lets it go.
-func (c *CreationLock) Unlock() error { return c.l.Unlock() }
+func (c *creationLock) Unlock() error { return c.l.Unlock() }
 
 // Path is the lock file's.
-func (c *CreationLock) Path() string { return c.l.Path() }
+func (c *creationLock) Path() string { return c.l.Path() }
 
-// KeepAliveEntry is what the family's registry says of a keep-alive this
+// keepAliveEntry is what the family's registry says of a keep-alive this
 // process created.
-type KeepAliveEntry struct {
+type keepAliveEntry struct {
 	Name, Image string
 	// ImageID is the engine's id of the image it was created from; "" when
 	// not known.
 	ImageID string
 	// Ports are its ports as its Spec gives them, in the Spec's order.
-	Ports []KeepAlivePort
+	Ports []keepAlivePort
 }
 
-// KeepAlivePort is a port as a Spec gives it ("8080/tcp", "53/udp") and
+// keepAlivePort is a port as a Spec gives it ("8080/tcp", "53/udp") and
 // the host port it is reached at.
-type KeepAlivePort struct {
+type keepAlivePort struct {
 	Port string
 	Host int
 }
 
-// WriteKeepAliveEntry writes e, the created keep-alive of identity hash,
+// writeKeepAliveEntry writes e, the created keep-alive of identity hash,
 // in the family's registry of the session's cache dir, reuse/<hash>.json.
-func (s *Session) WriteKeepAliveEntry(hash string, e KeepAliveEntry) error {
+func (s *Session) writeKeepAliveEntry(hash string, e keepAliveEntry) error {
 	entry := ledger.ReuseEntry{Name: e.Name, Image: e.Image, ImageID: e.ImageID, Backend: s.drv.Name(), Ports: map[string]int{}}
 	for _, p := range e.Ports {
 		key, udp := ledger.PortKey(p.Port)
