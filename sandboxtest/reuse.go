@@ -72,12 +72,12 @@ func (g *Guard) startReuse(ctx context.Context) (string, error) {
 	g.name, g.keepAlive = ledger.ReuseName(hash), true
 	bs := g.backendSpec("", "", "")
 	bs.Test, bs.TestPlace = g.madeBy()
-	ka, err := g.s.StartKeepAlive(ctx, reaper.KeepAliveRequest{Hash: hash, Extra: reuseExtra(g.spec), TTL: g.spec.ReuseTTL, Spec: bs})
+	ka, err := g.s.StartKeepAlive(ctx, reaper.KeepAliveRequest{
+		Hash: hash, Extra: reuseExtra(g.spec), TTL: g.spec.ReuseTTL, Spec: bs,
+		Warn: func(w string) { warnf("sandboxtest: %s", w) },
+	})
 	if err != nil {
 		return "", err
-	}
-	for _, w := range ka.Warnings {
-		warnf("sandboxtest: %s", w)
 	}
 	g.setSandbox(ka.Sandbox)
 	notes := make([]string, len(ka.Notes))

@@ -29,6 +29,17 @@ type KeepAliveRequest struct {
 	// Spec is what to create: the sandbox as the backend takes it, its
 	// test and place set; its keep-alive marks are set here.
 	Spec backend.Spec
+	// Warn, when set, is told at once what goes wrong without failing the
+	// start (a use or a registry entry not written), for stderr, where it
+	// is seen without -v.
+	Warn func(string)
+}
+
+// warn tells r.Warn, when there is one.
+func (r KeepAliveRequest) warn(format string, args ...any) {
+	if r.Warn != nil {
+		r.Warn(fmt.Sprintf(format, args...))
+	}
 }
 
 // KeepAlive is a keep-alive sandbox a process has adopted or created, and
@@ -37,9 +48,6 @@ type KeepAlive struct {
 	Sandbox backend.Sandbox
 	// Notes are for the test's log: adopted, replaced, adopted as it is.
 	Notes []string
-	// Warnings are for stderr, seen without -v: what went wrong without
-	// failing the start (a use or a registry entry not written).
-	Warnings []string
 }
 
 // How a keep-alive sandbox that someone else is starting is waited for:
@@ -88,7 +96,7 @@ func (s *Session) StartKeepAlive(ctx context.Context, req KeepAliveRequest) (*Ke
 	}
 	// Recorded under the lock: a sweep that takes it next judges this use.
 	if err := s.recordKeepAliveUse(name, req.Hash, req.TTL); err != nil {
-		out.Warnings = append(out.Warnings, fmt.Sprintf("keep-alive %s: its use is not recorded (%v): a sweep with a time-to-live may judge it idle since an earlier use", name, err))
+		req.warn("keep-alive %s: its use is not recorded (%v): a sweep with a time-to-live may judge it idle since an earlier use", name, err)
 	}
 	adopted := false
 	if !held {
@@ -197,7 +205,7 @@ func (s *Session) StartKeepAlive(ctx context.Context, req KeepAliveRequest) (*Ke
 	out.Sandbox = sbx
 	if created {
 		if err := s.writeRegistry(ctx, name, req, sbx, ka); err != nil {
-			out.Warnings = append(out.Warnings, fmt.Sprintf("keep-alive %s: registry: %v", name, err))
+			req.warn("keep-alive %s: registry: %v", name, err)
 		}
 	} else {
 		out.Notes = append(out.Notes, "adopted keep-alive "+name)
