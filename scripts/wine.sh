@@ -298,14 +298,24 @@ run() {
 	rm -f "$BIN/locked"
 	# shellcheck disable=SC2016 # the patterns are shown quoted, as typed
 	echo "windows gate: ${*:+$* }wine64 $pkg.test.exe -test.run '$re'${skip:+ -test.skip '$skip'}"
-	set +e
-	(
-		cd "$ROOT/$pkg" &&
-			"${lock[@]}" env "$@" "$WINE" "$BIN/$(echo "$pkg" | tr / _).test.exe" -test.v=test2json -test.count=1 \
-				-test.timeout="$TIMEOUT" -test.run "$re" ${skip:+-test.skip "$skip"}
-	) </dev/null >"$log" 2>&1
-	rc=$?
-	set -e
+	# A run that failed having printed nothing at all, not even a test
+	# binary's first line, is Wine not starting the program (seen once in
+	# make test: exit 1 within a second, an empty log, while the same
+	# binary passed by hand): said, and run once more. Any run that
+	# printed something counts as it ended.
+	local try
+	for try in 1 2; do
+		set +e
+		(
+			cd "$ROOT/$pkg" &&
+				"${lock[@]}" env "$@" "$WINE" "$BIN/$(echo "$pkg" | tr / _).test.exe" -test.v=test2json -test.count=1 \
+					-test.timeout="$TIMEOUT" -test.run "$re" ${skip:+-test.skip "$skip"}
+		) </dev/null >"$log" 2>&1
+		rc=$?
+		set -e
+		if [ $rc -eq 0 ] || [ -s "$log" ] || [ $try -eq 2 ]; then break; fi
+		echo "    wine64 exited $rc within $((SECONDS - t0)) s and printed nothing: Wine did not start $pkg.test.exe; once more"
+	done
 	local took="$((SECONDS - t0)) s"
 	if [ -s "$BIN/locked" ]; then
 		local waited=$(($(cat "$BIN/locked") - start))
