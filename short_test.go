@@ -17,14 +17,17 @@ import (
 
 // `go test -short ./...` is the module's engine-free run (README): it
 // passes whichever backend RIGHTSIZE_BACKEND names, and never opens an
-// engine's socket. This runs it with each test binary run twice, through
-// go test's -exec (one build and link serves both): with
-// RIGHTSIZE_BACKEND=docker (the default made explicit) and =memory, each
-// with DOCKER_HOST at a socket of its own that records every connection
-// and answers none; as root, the engine's default sockets
-// (/var/run/docker.sock, Podman's) are replaced by a third recorder, in a
-// mount namespace of the run's own, so a test that unsets DOCKER_HOST is
-// caught as well.
+// engine's socket. This runs it with each test binary run once per
+// backend, through go test's -exec (one build and link serves them all):
+// RIGHTSIZE_BACKEND=docker (the default made explicit), memory,
+// kubernetes and msb, each with DOCKER_HOST at a socket of its own that
+// records every connection and answers none. Every run's KUBECONFIG names
+// an API server that records and answers nothing, and its MSB_PATH an msb
+// that writes down its arguments and fails, so a test that reaches a
+// cluster or microsandbox is caught too. As root, the engine's default
+// sockets (/var/run/docker.sock, Podman's) are replaced by one more
+// recorder, in a mount namespace of the run's own, so a test that unsets
+// DOCKER_HOST is caught as well.
 func TestShortOpensNoEngine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("this test runs `go test -short ./...` itself")
@@ -34,7 +37,7 @@ func TestShortOpensNoEngine(t *testing.T) {
 		t.Skipf("no go command: %v", err)
 	}
 	dir := t.TempDir()
-	backends := []string{"docker", "memory"}
+	backends := []string{"docker", "memory", "kubernetes", "msb"}
 	recorded := append([]string{"default"}, backends...)
 	recs := map[string]*recorder{}
 	sockets := map[string]string{}
@@ -48,6 +51,41 @@ func TestShortOpensNoEngine(t *testing.T) {
 		t.Cleanup(func() { ln.Close() })
 		go rec.serve(ln)
 		recs[name], sockets[name] = rec, sock
+	}
+	// A cluster: a kubeconfig whose server records every connection.
+	apiLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { apiLn.Close() })
+	apiRec := &recorder{}
+	go apiRec.serve(apiLn)
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: recorder
+  cluster:
+    server: http://%s
+contexts:
+- name: recorder
+  context:
+    cluster: recorder
+    user: recorder
+    namespace: short
+users:
+- name: recorder
+  user:
+    token: none
+current-context: recorder
+`, apiLn.Addr())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// microsandbox: an msb that writes down how it was called, and fails.
+	msbCalls := filepath.Join(dir, "msb-calls")
+	msb := filepath.Join(dir, "msb")
+	if err := os.WriteFile(msb, []byte("#!/bin/sh\necho \"$*\" >> '"+msbCalls+"'\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	// The -exec program: each test binary once per backend, saying which
 	// before it starts, so a failure's output names its backend. Each
@@ -88,11 +126,19 @@ exec "$@"`
 		"DOCKER_HOST=unix://"+sockets["default"],
 		"REC="+sockets["default"],
 		"RIGHTSIZE_TEST_KUBECONFIG=",
+		"KUBECONFIG="+kubeconfig,
+		"MSB_PATH="+msb,
 	)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Errorf("go test -short ./... (RIGHTSIZE_BACKEND=docker, then =memory): %v\n%s", err, failures(out))
+		t.Errorf("go test -short ./... (RIGHTSIZE_BACKEND=%s, in turn): %v\n%s", strings.Join(backends, ", "), err, failures(out))
+	}
+	if got := apiRec.take(); len(got) > 0 {
+		t.Errorf("go test -short ./... reached the API server KUBECONFIG names %d times; first requests:\n%s", len(got), strings.Join(got[:min(len(got), 10)], "\n"))
+	}
+	if b, err := os.ReadFile(msbCalls); err == nil {
+		t.Errorf("go test -short ./... ran the msb MSB_PATH names:\n%s", b)
 	}
 	for _, name := range recorded {
 		what := "with RIGHTSIZE_BACKEND=" + name + ", DOCKER_HOST's socket"
@@ -103,7 +149,7 @@ exec "$@"`
 			t.Errorf("go test -short ./... opened %s %d times; first requests:\n%s", what, len(got), strings.Join(got[:min(len(got), 10)], "\n"))
 		}
 	}
-	t.Logf("go test -short ./..., each binary with RIGHTSIZE_BACKEND=docker then =memory: %s", time.Since(start).Round(time.Second))
+	t.Logf("go test -short ./..., each binary with RIGHTSIZE_BACKEND=%s in turn: %s", strings.Join(backends, ", "), time.Since(start).Round(time.Second))
 }
 
 // recorder is an engine that answers nothing and writes down the first
