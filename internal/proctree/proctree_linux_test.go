@@ -140,7 +140,11 @@ func TestEndMarkedEscaped(t *testing.T) {
 		}
 		return false
 	})
-	t.Cleanup(func() { syscall.Kill(escapee, syscall.SIGKILL) })
+	t.Cleanup(func() {
+		if escapee != 0 { // still the escaped sleep: not ended below
+			syscall.Kill(escapee, syscall.SIGKILL)
+		}
+	})
 
 	res := proctree.End(proctree.Scope{Marks: proctree.OfMarks(m)}, time.Second, false)
 	require.Len(t, res.Escaped, 1, "%+v", res)
@@ -152,6 +156,7 @@ func TestEndMarkedEscaped(t *testing.T) {
 	res = proctree.End(proctree.Scope{Marks: proctree.OfMarks(m)}, time.Second, true)
 	require.True(t, res.Clean(), "%+v", res)
 	waitFor(t, "the escaped process to end by hand", func() bool { return !alive(escapee) })
+	escapee = 0 // its pid may be another process's from now on
 }
 
 // Where the test's session leader is outside its pid namespace (CI jobs in
@@ -409,7 +414,11 @@ func TestEndEscapedWithoutMark(t *testing.T) {
 				}
 				return false
 			})
-			t.Cleanup(func() { syscall.Kill(escapee, syscall.SIGKILL) })
+			t.Cleanup(func() {
+				if escapee != 0 { // still the escaped sleep: not ended by hand
+					syscall.Kill(escapee, syscall.SIGKILL)
+				}
+			})
 			scope := proctree.Scope{Marks: proctree.OfMarks(m), Commands: []proctree.Command{command(t, c, m)}}
 			var res proctree.Result
 			switch how {
@@ -417,6 +426,7 @@ func TestEndEscapedWithoutMark(t *testing.T) {
 				res = proctree.End(scope, time.Second, true)
 				require.True(t, res.Clean(), "%+v", res)
 				waitFor(t, "the escaped process to end by hand", func() bool { return !alive(escapee) })
+				escapee = 0 // its pid may be another process's from now on
 				return
 			case "by its parent":
 				res = proctree.EndGroup(c.Process.Pid, m, time.Second)
