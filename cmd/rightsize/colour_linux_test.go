@@ -59,7 +59,10 @@ func TestColour(t *testing.T) {
 	}
 	t.Setenv("TERM", "xterm")
 	if testing.Short() {
-		// ls asks the engine what it can; -short has none to ask.
+		// ls asks the backend's engine what it can; -short has none to
+		// ask: the docker backend (whatever RIGHTSIZE_BACKEND says), at
+		// a socket no engine listens on.
+		t.Setenv("RIGHTSIZE_BACKEND", "docker")
 		t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-engine.sock"))
 	}
 
