@@ -55,6 +55,54 @@ func hostPID(ns string, nsPid int) (int, error) {
 	return 0, fmt.Errorf("no process is pid %d of %s", nsPid, ns)
 }
 
+// takeNamespaceNumber makes new pid namespaces, a sleep their first
+// process, until one has the number of ns, whose processes are gone, and
+// reports whether one did (a few tries; a namespace made elsewhere may
+// take it first). The ones made are ended at the test's end.
+func takeNamespaceNumber(t *testing.T, unshare, ns string) bool {
+	t.Helper()
+	mine, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for try := range 8 {
+		cmd := exec.Command(unshare, "--pid", "--fork", "--kill-child", "sleep", "600")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+		// unshare's children's namespace is the new one once it unshared.
+		var got string
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			got, err = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid_for_children", cmd.Process.Pid))
+			if err == nil && got != mine {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("unshare (pid %d) made no pid namespace within 10 s: %q, %v", cmd.Process.Pid, got, err)
+			}
+		}
+		if got == ns {
+			// Its first process, the sleep, must run before the sweep.
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				if _, err := hostPID(ns, 1); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the namespace now numbered %s has no first process within 10 s", ns)
+				}
+			}
+			t.Logf("the namespace made by try %d has the number %s: a newer namespace under the owner's", try+1, ns)
+			return true
+		}
+	}
+	t.Logf("none of 8 new namespaces got the number %s (another took it first); the sweep finds it empty", ns)
+	return false
+}
+
 // Row 10: an owner in another pid namespace (unshare --pid --fork
 // --mount-proc, the real code writing its record from inside). From the
 // host's namespace, which sees every process, a sweep finds the owner by
@@ -155,9 +203,17 @@ func TestRow10PidNamespace(t *testing.T) {
 		if !o.Wait(exitWithin) {
 			t.Fatal("the namespace did not end")
 		}
+		// The kernel gives the freed number to the next namespace made
+		// (on CI, often a container's): take it, when this test can, so
+		// that the sweep finds a newer namespace under the owner's.
+		reused := takeNamespaceNumber(t, unshare, ns)
 		// The namespace's processes are gone; the sweep of a fresh process
 		// here proves it and reaps the run.
-		sweepFromHere(r, o, "namespace gone", "reaped", "no process is left in pid namespace "+ns)
+		because := "no process is left in pid namespace " + ns
+		if reused {
+			because += ", where pid 2 ran: its number now names a newer namespace"
+		}
+		sweepFromHere(r, o, "namespace gone", "reaped", because)
 		took := r.waitGone(o, "the sweep from the host, after the namespace died")
 		t.Logf("namespace torn down → its run reaped from the host in %s", ms(took))
 	})

@@ -102,6 +102,13 @@ func judge(r Record, me procid.Identity, h host) Liveness {
 		case !live:
 			return Liveness{Dead, fmt.Sprintf("no process is left in pid namespace %s, where pid %d ran", r.PidNamespace, r.PID)}
 		}
+		// The kernel gives a freed namespace's number to the next one
+		// made: on a busy machine (a container's start makes several)
+		// the number soon names another namespace. Its first process,
+		// which lives as long as it does, then started after the owner.
+		if init, _, err := h.inNamespace(r.PidNamespace, 1); err == nil && init.Exists && startedAfter(init, r, me) {
+			return Liveness{Dead, fmt.Sprintf("no process is left in pid namespace %s, where pid %d ran: its number now names a newer namespace, whose first process started after the owner", r.PidNamespace, r.PID)}
+		}
 		lookup = func(int) (procid.State, error) { return st, nil }
 	}
 	started, err := r.Started()
@@ -121,8 +128,7 @@ func judge(r Record, me procid.Identity, h host) Liveness {
 	if st.Exited {
 		return Liveness{Dead, fmt.Sprintf("pid %d has exited (its parent has not reaped it yet)", r.PID)}
 	}
-	sameBoot := !ticksNeedSameBoot || (r.BootID != "" && r.BootID == me.BootID)
-	if r.StartTicks != 0 && st.Ticks != 0 && sameBoot {
+	if r.StartTicks != 0 && st.Ticks != 0 && ticksCompare(r, me) {
 		if st.Ticks == r.StartTicks {
 			return Liveness{Alive, fmt.Sprintf("pid %d runs with the recorded start (%d)", r.PID, r.StartTicks)}
 		}
@@ -157,4 +163,20 @@ func writerName(r Record) string {
 	default:
 		return fmt.Sprintf("written by %q", r.Writer)
 	}
+}
+
+// ticksCompare reports whether r's start ticks compare with this boot's.
+func ticksCompare(r Record, me procid.Identity) bool {
+	return !ticksNeedSameBoot || (r.BootID != "" && r.BootID == me.BootID)
+}
+
+// startedAfter reports whether st, a process found now, provably started
+// after r's owner: by start ticks where they compare, else by start time
+// beyond StartWindow. Unknown starts prove nothing.
+func startedAfter(st procid.State, r Record, me procid.Identity) bool {
+	if r.StartTicks != 0 && st.Ticks != 0 && ticksCompare(r, me) {
+		return st.Ticks > r.StartTicks
+	}
+	started, err := r.Started()
+	return err == nil && !started.IsZero() && !st.Start.IsZero() && st.Start.After(started.Add(StartWindow))
 }

@@ -125,6 +125,16 @@ func TestJudgeFromInitialNamespace(t *testing.T) {
 	me := procid.Identity{PID: 100, BootID: "boot-A", PidNamespace: "pid:[4026531836]"}
 	rec := Record{PID: 7, StartedISO: isotime.Format(start), Backend: "docker", StartTicks: 4500, BootID: "boot-A", PidNamespace: "pid:[99]", Writer: "go"}
 	nothingHere := func(int) (procid.State, error) { return procid.State{}, nil }
+	// inNS is a namespace that lives, with those processes in it.
+	inNS := func(procs map[int]procid.State) func(string, int) (procid.State, bool, error) {
+		return func(ns string, pid int) (procid.State, bool, error) {
+			if ns != "pid:[99]" {
+				return procid.State{}, false, nil
+			}
+			return procs[pid], true, nil
+		}
+	}
+	olderInit := procid.State{Exists: true, Start: start.Add(-time.Minute), Ticks: 100}
 	for _, tc := range []struct {
 		name   string
 		ns     func(string, int) (procid.State, bool, error)
@@ -134,17 +144,21 @@ func TestJudgeFromInitialNamespace(t *testing.T) {
 	}{
 		{"namespace gone", func(string, int) (procid.State, bool, error) { return procid.State{}, false, nil }, Dead, "no process is left in pid namespace pid:[99]",
 			"a CI job's container killed whole: nothing of its namespace runs, so its pid cannot"},
-		{"owner runs there", func(ns string, pid int) (procid.State, bool, error) {
-			if ns != "pid:[99]" || pid != 7 {
-				return procid.State{}, true, nil
-			}
-			return procid.State{Exists: true, Start: start, Ticks: 4500}, true, nil
-		}, Alive, "recorded start", "the pid as numbered in its own namespace, with the recorded start ticks"},
-		{"pid reused there", func(string, int) (procid.State, bool, error) {
-			return procid.State{Exists: true, Start: start, Ticks: 9999}, true, nil
-		}, Dead, "reused", "another process of that namespace has the number now"},
-		{"namespace lives, pid gone", func(string, int) (procid.State, bool, error) { return procid.State{}, true, nil }, Dead, "no process has pid 7",
+		{"owner runs there", inNS(map[int]procid.State{1: olderInit, 7: {Exists: true, Start: start, Ticks: 4500}}), Alive, "recorded start",
+			"the pid as numbered in its own namespace, with the recorded start ticks"},
+		{"owner runs there, its init unseen", inNS(map[int]procid.State{7: {Exists: true, Start: start, Ticks: 4500}}), Alive, "recorded start",
+			"a namespace whose first process cannot be found proves nothing"},
+		{"pid reused there", inNS(map[int]procid.State{1: olderInit, 7: {Exists: true, Start: start, Ticks: 9999}}), Dead, "was reused",
+			"another process of that namespace has the number now"},
+		{"namespace lives, pid gone", inNS(map[int]procid.State{1: olderInit}), Dead, "no process has pid 7",
 			"the namespace runs on, without the owner"},
+		{"namespace's number reused", inNS(map[int]procid.State{1: {Exists: true, Start: start.Add(time.Minute), Ticks: 10500}}),
+			Dead, "no process is left in pid namespace pid:[99], where pid 7 ran: its number now names a newer namespace",
+			"the kernel gave the freed number to a namespace made later: its first process started after the owner"},
+		{"namespace's number reused, pid taken", inNS(map[int]procid.State{1: {Exists: true, Start: start.Add(time.Minute), Ticks: 10500}, 7: {Exists: true, Start: start.Add(time.Minute), Ticks: 10600}}),
+			Dead, "newer namespace", "a process of the newer namespace has the owner's number"},
+		{"namespace's init as old as the owner", inNS(map[int]procid.State{1: {Exists: true, Start: start, Ticks: 4500}, 7: {Exists: true, Start: start, Ticks: 4500}}),
+			Alive, "recorded start", "the owner is the namespace's first process's tick: the same namespace"},
 		{"cannot see", func(string, int) (procid.State, bool, error) {
 			return procid.State{}, false, errors.New("permission denied")
 		}, Unknown, "permission denied",
@@ -169,5 +183,32 @@ func TestStateString(t *testing.T) {
 	var zero Liveness
 	if zero.State != Unknown {
 		t.Error("the zero Liveness must be Unknown: an unset judgement never allows a removal")
+	}
+}
+
+// A process found now started after a record's owner by start ticks where
+// they compare (same boot), else by start time beyond StartWindow.
+func TestStartedAfter(t *testing.T) {
+	start := time.Date(2026, 11, 29, 20, 30, 38, 0, time.UTC)
+	me := procid.Identity{BootID: "boot-A"}
+	ticked := Record{PID: 7, StartedISO: isotime.Format(start), StartTicks: 4500, BootID: "boot-A"}
+	unticked := Record{PID: 7, StartedISO: isotime.Format(start)}
+	for _, tc := range []struct {
+		name string
+		st   procid.State
+		r    Record
+		want bool
+	}{
+		{"later ticks", procid.State{Ticks: 4501}, ticked, true},
+		{"same ticks", procid.State{Ticks: 4500, Start: start.Add(time.Hour)}, ticked, false},
+		{"earlier ticks", procid.State{Ticks: 4499, Start: start.Add(time.Hour)}, ticked, false},
+		{"no ticks recorded, started a minute later", procid.State{Ticks: 4499, Start: start.Add(time.Minute)}, unticked, true},
+		{"no ticks recorded, started within the window", procid.State{Start: start.Add(StartWindow / 2)}, unticked, false},
+		{"no start known", procid.State{Ticks: 9999}, unticked, false},
+		{"no start recorded", procid.State{Start: start.Add(time.Hour)}, Record{PID: 7}, false},
+	} {
+		if got := startedAfter(tc.st, tc.r, me); got != tc.want {
+			t.Errorf("%s: startedAfter = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
