@@ -16,7 +16,8 @@
 //     dev.rightsize.keeper=<run id> (never with the run's own label), with
 //     the SHA-256 of its lease's secret (NewSecret), and returns once the
 //     keeper says it reached its own engine through the socket. A keeper
-//     nobody holds ends after its lease timeout.
+//     nobody holds ends after its wait for a first holder (FirstHoldWait,
+//     30 s, or the lease timeout when longer).
 //   - Hold takes its lease, with the secret, from any process that can
 //     reach the engine: an exec of the keeper program's holder in the
 //     keeper's container (docker exec -i), whose stdin is the holder's

@@ -35,6 +35,13 @@ const (
 	// again for what the engine created after the lease ended (the
 	// watchdog's own second look waits as long).
 	DefaultSettle = 2 * time.Second
+	// FirstHoldWait is how long a keeper waits for its first holder,
+	// unless its lease timeout is longer, before it ends as one whose
+	// holder died: a process's start and an exec, which an engine under
+	// load makes longer than a short lease timeout (seen in CI: 11 s for
+	// a container's start, against a 2 s lease). A starter waits for the
+	// hold (WaitHeld) as long, and no longer.
+	FirstHoldWait = 30 * time.Second
 
 	// readyTimeout bounds the wait for a started keeper to say whether it
 	// reached its engine.
@@ -47,6 +54,7 @@ const (
 const (
 	envRun    = "RIGHTSIZE_KEEPER_RUN"
 	envSettle = "RIGHTSIZE_KEEPER_SETTLE"
+	envFirst  = "RIGHTSIZE_KEEPER_FIRST_HOLD"
 	envNonce  = "RIGHTSIZE_KEEPER_NONCE"
 	envLease  = "RIGHTSIZE_KEEPER_LEASE"
 	envSocket = "RIGHTSIZE_KEEPER_SOCKET"
@@ -73,10 +81,12 @@ type Options struct {
 	// Socket is the engine's socket on the engine's host; "" is
 	// SocketPath's answer.
 	Socket string
-	// LeaseTimeout is how long the keeper waits for a heartbeat, and for
-	// its first holder; 0 is LeaseTimeout's (RIGHTSIZE_LEASE_TIMEOUT, or
-	// 10 s).
+	// LeaseTimeout is how long the keeper waits for a heartbeat; 0 is
+	// LeaseTimeout's (RIGHTSIZE_LEASE_TIMEOUT, or 10 s).
 	LeaseTimeout time.Duration
+	// FirstHold is how long the keeper waits for its first holder; 0 is
+	// FirstHoldWait, or the lease timeout when that is longer.
+	FirstHold time.Duration
 	// Settle is how long after its first removals the keeper looks again;
 	// 0 is DefaultSettle, a negative value none.
 	Settle time.Duration
@@ -98,10 +108,12 @@ type Keeper struct {
 	// ID and Name are the keeper container's; Name is NamePrefix+RunID.
 	ID, Name string
 	RunID    string
-	// Image, Socket and LeaseTimeout are what it was started with.
+	// Image, Socket, LeaseTimeout and FirstHold are what it was started
+	// with.
 	Image        string
 	Socket       string
 	LeaseTimeout time.Duration
+	FirstHold    time.Duration
 	// Secret is its lease's: what Hold needs. The keeper knows its hash
 	// alone.
 	Secret string
@@ -111,9 +123,9 @@ type Keeper struct {
 
 // Start starts run runID's keeper on the engine cli talks to, and returns
 // once the keeper has reached its engine through the mounted socket. Until
-// a holder takes its lease (Hold), the keeper waits for one for its lease
-// timeout, then ends as if its holder had died: what carries the run's
-// label is removed. Any error after the container was created removes it
+// a holder takes its lease (Hold), the keeper waits for one for
+// opts.FirstHold, then ends as if its holder had died: what carries the
+// run's label is removed. Any error after the container was created removes it
 // again.
 func Start(ctx context.Context, cli *client.Client, runID string, opts Options) (*Keeper, error) {
 	name := NamePrefix + runID
@@ -129,6 +141,10 @@ func Start(ctx context.Context, cli *client.Client, runID string, opts Options) 
 	} else if err := checkLeaseTimeout(timeout); err != nil {
 		return nil, fmt.Errorf("keeper: %w", err)
 	}
+	first := opts.FirstHold
+	if first <= 0 {
+		first = max(FirstHoldWait, timeout)
+	}
 	settle := opts.Settle
 	switch {
 	case settle == 0:
@@ -136,7 +152,7 @@ func Start(ctx context.Context, cli *client.Client, runID string, opts Options) 
 	case settle < 0:
 		settle = 0
 	}
-	k := &Keeper{Name: name, RunID: runID, Image: opts.Image, Socket: opts.Socket, LeaseTimeout: timeout, Secret: opts.Secret, cli: cli}
+	k := &Keeper{Name: name, RunID: runID, Image: opts.Image, Socket: opts.Socket, LeaseTimeout: timeout, FirstHold: first, Secret: opts.Secret, cli: cli}
 	var err error
 	if k.Secret == "" {
 		if k.Secret, err = NewSecret(); err != nil {
@@ -202,6 +218,7 @@ func (k *Keeper) createAndStart(ctx context.Context, settle time.Duration, start
 			Env: []string{
 				envRun + "=" + k.RunID,
 				EnvLeaseTimeout + "=" + k.LeaseTimeout.String(),
+				envFirst + "=" + k.FirstHold.String(),
 				envSettle + "=" + settle.String(),
 				envNonce + "=" + hex.EncodeToString(nonce),
 				envLease + "=" + secretHash(k.Secret),

@@ -136,13 +136,35 @@ func TestOnlyItsRun(t *testing.T) {
 }
 
 // A keeper nobody holds ends as one whose holder died: the run's
-// containers go after its lease timeout.
+// containers go after its wait for a first holder.
 func TestNobodyHolds(t *testing.T) {
 	r := newRig(t)
 	run := newRunID(t)
-	k := r.start(run, Options{LeaseTimeout: time.Second, Settle: -1})
+	k := r.start(run, Options{LeaseTimeout: time.Second, FirstHold: 2 * time.Second, Settle: -1})
 	c := r.container("rz-"+run+"-1", runLabels(run))
 	r.allGone(time.Minute, "the run's container, with nobody holding the lease", []string{c}, nil)
+	r.keeperGone(time.Minute, k.Name)
+}
+
+// A first holder that comes after the lease timeout, within the first
+// hold's wait, takes the lease: an engine under load may take longer to
+// start the holder's exec than a short lease lasts (CI saw 11 s for a
+// container's start, against a 2 s lease). The run's container stays.
+func TestFirstHolderAfterTheLeaseTimeout(t *testing.T) {
+	r := newRig(t)
+	run := newRunID(t)
+	k := r.start(run, Options{LeaseTimeout: time.Second, FirstHold: 20 * time.Second, Settle: -1})
+	c := r.container("rz-"+run+"-1", runLabels(run))
+	// The holder is late: three lease timeouts.
+	time.Sleep(3 * time.Second)
+	lease := hold(t, k)
+	if !r.exists(c, false) {
+		t.Fatalf("the run's container went before its late first holder came")
+	}
+	if err := lease.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r.allGone(time.Minute, "the run's container, once its late holder let go", []string{c}, nil)
 	r.keeperGone(time.Minute, k.Name)
 }
 

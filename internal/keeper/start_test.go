@@ -43,6 +43,9 @@ func TestStartTwice(t *testing.T) {
 	r := newRig(t)
 	run := newRunID(t)
 	k := r.start(run, Options{})
+	if k.FirstHold != FirstHoldWait {
+		t.Errorf("a keeper of a %s lease waits %s for its first holder, want %s", k.LeaseTimeout, k.FirstHold, FirstHoldWait)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if k2, err := Start(ctx, r.cli, run, Options{}); !errors.Is(err, ErrExists) {

@@ -64,7 +64,9 @@ func secretMatches(secret, hash string) bool {
 // leaseConfig is what the lease loop needs.
 type leaseConfig struct {
 	timeout time.Duration
-	hash    string // the hex SHA-256 of the lease's secret
+	// first is how long to wait for the first holder; 0 is timeout.
+	first time.Duration
+	hash  string // the hex SHA-256 of the lease's secret
 	// refuse, when set, is why no holder may take the lease: the keeper
 	// cannot reach its engine. Holders are told it.
 	refuse error
@@ -81,8 +83,9 @@ type leaseEvent struct {
 }
 
 // lease waits for the lease to end and says why: the holder's connection
-// closed, or no byte came from it for timeout (from the start too: a
-// keeper nobody ever holds ends as one whose holder died), or SIGTERM
+// closed, or no byte came from it for timeout (or no holder came in the
+// first wait: a keeper nobody ever holds ends as one whose holder died),
+// or SIGTERM
 // came, which must not remove anything (reap false). Only a connection
 // that said hello with the secret, while no other holds the lease, takes
 // it; any other is answered and closed, and changes nothing. Each holder
@@ -115,7 +118,11 @@ func lease(ln net.Listener, out io.Writer, lc leaseConfig, stop, ignored <-chan 
 		}
 	}()
 
-	timer := time.NewTimer(lc.timeout)
+	first := lc.first
+	if first <= 0 {
+		first = lc.timeout
+	}
+	timer := time.NewTimer(first)
 	defer timer.Stop()
 	var holder net.Conn
 	defer func() {
@@ -164,7 +171,7 @@ func lease(ln net.Listener, out io.Writer, lc leaseConfig, stop, ignored <-chan 
 			}
 		case <-timer.C:
 			if holder == nil {
-				return fmt.Sprintf("nobody held the lease within %s", lc.timeout), true
+				return fmt.Sprintf("nobody held the lease within %s", first), true
 			}
 			return fmt.Sprintf("no heartbeat for %s", lc.timeout), true
 		case s := <-stop:

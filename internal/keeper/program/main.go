@@ -30,11 +30,13 @@
 //
 // What it does goes to stderr (the engine's log of it).
 //
-// Environment: RIGHTSIZE_KEEPER_RUN (the run id), RIGHTSIZE_LEASE_TIMEOUT
-// and RIGHTSIZE_KEEPER_SETTLE (Go durations), RIGHTSIZE_KEEPER_NONCE (how
-// it recognises itself on the engine), RIGHTSIZE_KEEPER_LEASE (the hex
-// SHA-256 of the lease's secret), RIGHTSIZE_KEEPER_SOCKET (the socket's
-// path inside the container; /var/run/docker.sock by default).
+// Environment: RIGHTSIZE_KEEPER_RUN (the run id), RIGHTSIZE_LEASE_TIMEOUT,
+// RIGHTSIZE_KEEPER_FIRST_HOLD (the wait for the first holder; the lease
+// timeout when unset) and RIGHTSIZE_KEEPER_SETTLE (Go durations),
+// RIGHTSIZE_KEEPER_NONCE (how it recognises itself on the engine),
+// RIGHTSIZE_KEEPER_LEASE (the hex SHA-256 of the lease's secret),
+// RIGHTSIZE_KEEPER_SOCKET (the socket's path inside the container;
+// /var/run/docker.sock by default).
 //
 // SIGTERM (`docker stop`, the engine shutting down) ends it at once and
 // removes nothing, itself included: a stopped keeper is no evidence that
@@ -66,6 +68,7 @@ const (
 	envRun     = "RIGHTSIZE_KEEPER_RUN"
 	envTimeout = "RIGHTSIZE_LEASE_TIMEOUT"
 	envSettle  = "RIGHTSIZE_KEEPER_SETTLE"
+	envFirst   = "RIGHTSIZE_KEEPER_FIRST_HOLD"
 	envNonce   = "RIGHTSIZE_KEEPER_NONCE"
 	envLease   = "RIGHTSIZE_KEEPER_LEASE"
 	envSocket  = "RIGHTSIZE_KEEPER_SOCKET"
@@ -106,6 +109,7 @@ func main() {
 type config struct {
 	run     string
 	timeout time.Duration
+	first   time.Duration // the wait for the first holder
 	settle  time.Duration
 	nonce   string
 	lease   string // the hex SHA-256 of the lease's secret
@@ -129,6 +133,12 @@ func readConfig(getenv func(string) string) (config, error) {
 	var err error
 	if c.timeout, err = time.ParseDuration(getenv(envTimeout)); err != nil || c.timeout <= 0 {
 		return c, fmt.Errorf("%s=%q is not a positive duration", envTimeout, getenv(envTimeout))
+	}
+	c.first = c.timeout
+	if v := getenv(envFirst); v != "" {
+		if c.first, err = time.ParseDuration(v); err != nil || c.first <= 0 {
+			return c, fmt.Errorf("%s=%q is not a positive duration", envFirst, v)
+		}
 	}
 	if v := getenv(envSettle); v != "" {
 		if c.settle, err = time.ParseDuration(v); err != nil || c.settle < 0 {
@@ -154,7 +164,7 @@ func run(out *os.File, stop, ignored <-chan os.Signal) int {
 		return exitConfig
 	}
 	defer ln.Close()
-	lc := leaseConfig{timeout: c.timeout, hash: c.lease}
+	lc := leaseConfig{timeout: c.timeout, first: c.first, hash: c.lease}
 	eng := &engine{socket: c.socket, timeout: callTimeout}
 	found, err := eng.check(c.run, c.nonce)
 	if err != nil {

@@ -91,8 +91,12 @@ func TestReadConfig(t *testing.T) {
 		return func(k string) string { return m[k] }
 	}
 	c, err := readConfig(env(envRun, "r1", envNonce, "n", envLease, testHash, envTimeout, "2s"))
-	if err != nil || c.run != "r1" || c.timeout != 2*time.Second || c.socket != defaultSocket || c.settle != defaultSettle {
+	if err != nil || c.run != "r1" || c.timeout != 2*time.Second || c.first != c.timeout || c.socket != defaultSocket || c.settle != defaultSettle {
 		t.Errorf("readConfig: %+v, %v", c, err)
+	}
+	c, err = readConfig(env(envRun, "r1", envNonce, "n", envLease, testHash, envTimeout, "2s", envFirst, "30s"))
+	if err != nil || c.timeout != 2*time.Second || c.first != 30*time.Second {
+		t.Errorf("readConfig with %s: %+v, %v", envFirst, c, err)
 	}
 	for _, bad := range []func(string) string{
 		env(envNonce, "n", envLease, testHash, envTimeout, "2s"),
@@ -103,6 +107,8 @@ func TestReadConfig(t *testing.T) {
 		env(envRun, "r1", envNonce, "n", envLease, testHash),
 		env(envRun, "r1", envNonce, "n", envLease, testHash, envTimeout, "0s"),
 		env(envRun, "r1", envNonce, "n", envLease, testHash, envTimeout, "2s", envSettle, "-1s"),
+		env(envRun, "r1", envNonce, "n", envLease, testHash, envTimeout, "2s", envFirst, "0s"),
+		env(envRun, "r1", envNonce, "n", envLease, testHash, envTimeout, "2s", envFirst, "soon"),
 	} {
 		if c, err := readConfig(bad); err == nil {
 			t.Errorf("readConfig took %+v", c)
@@ -255,8 +261,38 @@ func TestLeaseTimesOut(t *testing.T) {
 func TestLeaseNobodyHolds(t *testing.T) {
 	ln, _ := leaseSock(t)
 	e := wantEnd(t, runLease(ln, io.Discard, leaseConfig{timeout: 200 * time.Millisecond}, make(chan os.Signal), make(chan os.Signal)), 10*time.Second)
-	if !e.reap || !strings.Contains(e.why, "nobody held") {
+	if !e.reap || !strings.Contains(e.why, "nobody held the lease within 200ms") {
 		t.Errorf("the lease ended %+v; want a removal for nobody holding it", e)
+	}
+}
+
+// The first holder has its own wait, longer than the lease timeout: an
+// engine under load takes longer to start the holder's exec than a short
+// lease lasts. Once held, the lease timeout counts.
+func TestLeaseFirstHold(t *testing.T) {
+	ln, dial := leaseSock(t)
+	const timeout = 200 * time.Millisecond
+	started := time.Now()
+	done := runLease(ln, io.Discard, leaseConfig{timeout: timeout, first: 10 * timeout}, make(chan os.Signal), make(chan os.Signal))
+	select {
+	case e := <-done:
+		t.Fatalf("the lease ended %+v after %s, before its first holder's wait (%s)", e, time.Since(started), 10*timeout)
+	case <-time.After(5 * timeout):
+	}
+	if _, answer := say(t, dial, "hold "+testSecret+"\n"); answer != "held" {
+		t.Fatalf("the answer to a hello after %s is %q", time.Since(started), answer)
+	}
+	if e := wantEnd(t, done, 10*time.Second); !e.reap || e.why != "no heartbeat for "+timeout.String() {
+		t.Errorf("the lease ended %+v; want a removal for no heartbeat for %s", e, timeout)
+	}
+}
+
+func TestLeaseNobodyHoldsFirst(t *testing.T) {
+	ln, _ := leaseSock(t)
+	started := time.Now()
+	e := wantEnd(t, runLease(ln, io.Discard, leaseConfig{timeout: 100 * time.Millisecond, first: 600 * time.Millisecond}, make(chan os.Signal), make(chan os.Signal)), 10*time.Second)
+	if took := time.Since(started); !e.reap || !strings.Contains(e.why, "nobody held the lease within 600ms") || took < 600*time.Millisecond {
+		t.Errorf("the lease ended %+v after %s; want a removal for nobody holding it within 600ms", e, took)
 	}
 }
 
