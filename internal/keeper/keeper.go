@@ -123,9 +123,9 @@ type Keeper struct {
 
 // Start starts run runID's keeper on the engine cli talks to, and returns
 // once the keeper has reached its engine through the mounted socket. Until
-// a holder takes its lease (Hold), the keeper waits for one for
-// opts.FirstHold, then ends as if its holder had died: what carries the
-// run's label is removed. Any error after the container was created removes it
+// a holder takes its lease (Hold), the keeper waits for one for its
+// FirstHold, then ends as if its holder had died: what carries the run's
+// label is removed. Any error after the container was created removes it
 // again.
 func Start(ctx context.Context, cli *client.Client, runID string, opts Options) (*Keeper, error) {
 	name := NamePrefix + runID

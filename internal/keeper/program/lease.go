@@ -85,12 +85,11 @@ type leaseEvent struct {
 // lease waits for the lease to end and says why: the holder's connection
 // closed, or no byte came from it for timeout (or no holder came in the
 // first wait: a keeper nobody ever holds ends as one whose holder died),
-// or SIGTERM
-// came, which must not remove anything (reap false). Only a connection
-// that said hello with the secret, while no other holds the lease, takes
-// it; any other is answered and closed, and changes nothing. Each holder
-// taken is said on out ("held"). A signal on ignored is logged and
-// ignored.
+// or SIGTERM came, which must not remove anything (reap false). Only a
+// connection that said hello with the secret, while no other holds the
+// lease, takes it; any other is answered and closed, and changes nothing.
+// Each holder taken is said on out ("held"). A signal on ignored is logged
+// and ignored.
 func lease(ln net.Listener, out io.Writer, lc leaseConfig, stop, ignored <-chan os.Signal) (why string, reap bool) {
 	events := make(chan leaseEvent)
 	done := make(chan struct{})
