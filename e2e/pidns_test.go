@@ -133,8 +133,8 @@ func TestRow10PidNamespace(t *testing.T) {
 		s.Argv = append([]string{unshare, "--pid", "--fork", "--mount-proc", "/bin/sh", "-c", nsInit, "sh"}, s.Argv...)
 	}
 	// start starts an owner in a new pid namespace and returns it, its
-	// namespace and its pid as seen from here.
-	start := func(r *rig, name string) (*owner, string, int) {
+	// namespace, its pid as seen from here and its pid there.
+	start := func(r *rig, name string) (*owner, string, int, int) {
 		o := r.startWith(name, harness.Plan{Containers: 2, Networks: 1}, inNS).ready()
 		b, err := os.ReadFile(ledger.OwnRecordPath(harness.RunsDir(r.cache), o.run))
 		if err != nil {
@@ -161,7 +161,7 @@ func TestRow10PidNamespace(t *testing.T) {
 				_ = syscall.Kill(init, syscall.SIGKILL)
 			}
 		})
-		return o, rec.PidNamespace, pid
+		return o, rec.PidNamespace, pid, rec.PID
 	}
 	sweepFromHere := func(r *rig, o *owner, when, decision, because string) {
 		t.Helper()
@@ -177,7 +177,7 @@ func TestRow10PidNamespace(t *testing.T) {
 
 	t.Run("owner killed", func(t *testing.T) {
 		r := r.sub(t)
-		o, _, pid := start(r, "owner in a pid namespace")
+		o, _, pid, _ := start(r, "owner in a pid namespace")
 		sweepFromHere(r, o, "owner alive", "left alone", "recorded start")
 		o.checkAlive("the owner in the namespace, after a sweep from here")
 		killed := time.Now()
@@ -190,7 +190,7 @@ func TestRow10PidNamespace(t *testing.T) {
 
 	t.Run("namespace torn down", func(t *testing.T) {
 		r := r.sub(t)
-		o, ns, _ := start(r, "owner in a pid namespace")
+		o, ns, _, inner := start(r, "owner in a pid namespace")
 		initPID, err := hostPID(ns, 1)
 		if err != nil {
 			t.Fatal(err)
@@ -211,7 +211,7 @@ func TestRow10PidNamespace(t *testing.T) {
 		// here proves it and reaps the run.
 		because := "no process is left in pid namespace " + ns
 		if reused {
-			because += ", where pid 2 ran: its number now names a newer namespace"
+			because += fmt.Sprintf(", where pid %d ran: its number now names a newer namespace", inner)
 		}
 		sweepFromHere(r, o, "namespace gone", "reaped", because)
 		took := r.waitGone(o, "the sweep from the host, after the namespace died")

@@ -199,8 +199,6 @@ func (l *Lease) keep() {
 	}
 }
 
-// writeString writes to the lease; a write that cannot finish within the
-// lease timeout has lost the lease anyway.
 // inspectStarted inspects the keeper ref, waiting while it is created and
 // not started yet (its holder may be started as soon as it is created).
 func inspectStarted(ctx context.Context, cli *client.Client, ref string) (client.ContainerInspectResult, error) {
@@ -229,6 +227,8 @@ func inspectStarted(ctx context.Context, cli *client.Client, ref string) (client
 	}
 }
 
+// writeString writes to the lease; a write that cannot finish within the
+// lease timeout has lost the lease anyway.
 func (l *Lease) writeString(s string) error {
 	if err := l.conn.SetWriteDeadline(time.Now().Add(l.Timeout)); err != nil {
 		return err

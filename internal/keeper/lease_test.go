@@ -136,12 +136,13 @@ func TestOnlyItsRun(t *testing.T) {
 }
 
 // A keeper nobody holds ends as one whose holder died: the run's
-// containers go after its wait for a first holder.
+// containers go after its wait for a first holder. The container is made
+// first: one made after a short wait had ended would stay.
 func TestNobodyHolds(t *testing.T) {
 	r := newRig(t)
 	run := newRunID(t)
-	k := r.start(run, Options{LeaseTimeout: time.Second, FirstHold: 2 * time.Second, Settle: -1})
 	c := r.container("rz-"+run+"-1", runLabels(run))
+	k := r.start(run, Options{LeaseTimeout: time.Second, FirstHold: 2 * time.Second, Settle: -1})
 	r.allGone(time.Minute, "the run's container, with nobody holding the lease", []string{c}, nil)
 	r.keeperGone(time.Minute, k.Name)
 }
@@ -153,8 +154,8 @@ func TestNobodyHolds(t *testing.T) {
 func TestFirstHolderAfterTheLeaseTimeout(t *testing.T) {
 	r := newRig(t)
 	run := newRunID(t)
-	k := r.start(run, Options{LeaseTimeout: time.Second, FirstHold: 20 * time.Second, Settle: -1})
 	c := r.container("rz-"+run+"-1", runLabels(run))
+	k := r.start(run, Options{LeaseTimeout: time.Second, FirstHold: time.Minute, Settle: -1})
 	// The holder is late: three lease timeouts.
 	time.Sleep(3 * time.Second)
 	lease := hold(t, k)

@@ -43,8 +43,8 @@ func TestStartTwice(t *testing.T) {
 	r := newRig(t)
 	run := newRunID(t)
 	k := r.start(run, Options{})
-	if k.FirstHold != FirstHoldWait {
-		t.Errorf("a keeper of a %s lease waits %s for its first holder, want %s", k.LeaseTimeout, k.FirstHold, FirstHoldWait)
+	if want := max(FirstHoldWait, k.LeaseTimeout); k.FirstHold != want {
+		t.Errorf("a keeper of a %s lease waits %s for its first holder, want %s", k.LeaseTimeout, k.FirstHold, want)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -31,8 +31,9 @@ const (
 )
 
 // holdWait bounds the owner's wait for its watchdog to take the keeper's
-// lease, and the watchdog's tries: the keeper waits for its first holder
-// at least as long.
+// lease, and the watchdog's tries: as long as the keeper waits for its
+// first holder, from its own start. Whichever gives up first, the owner
+// removes the keeper, and the watchdog serves alone.
 const holdWait = keeper.FirstHoldWait
 
 // keeperEngine is a backend whose engine can run a run's keeper: package
@@ -92,8 +93,6 @@ func (s *Session) startKeeper(ke keeperEngine, start func(k *keeper.Keeper) (*Wa
 			case <-hctx.Done():
 			}
 		}()
-		// The keeper waits at least as long for it: the start of a
-		// process and one exec.
 		err = k.WaitHeld(hctx, holdWait)
 		cancel()
 		if err != nil && wd.lost.Load() {
