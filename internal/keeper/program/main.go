@@ -109,7 +109,7 @@ func main() {
 type config struct {
 	run     string
 	timeout time.Duration
-	first   time.Duration // the wait for the first holder
+	first   time.Duration // the wait for the first holder; 0: timeout
 	settle  time.Duration
 	nonce   string
 	lease   string // the hex SHA-256 of the lease's secret
@@ -134,7 +134,6 @@ func readConfig(getenv func(string) string) (config, error) {
 	if c.timeout, err = time.ParseDuration(getenv(envTimeout)); err != nil || c.timeout <= 0 {
 		return c, fmt.Errorf("%s=%q is not a positive duration", envTimeout, getenv(envTimeout))
 	}
-	c.first = c.timeout
 	if v := getenv(envFirst); v != "" {
 		if c.first, err = time.ParseDuration(v); err != nil || c.first <= 0 {
 			return c, fmt.Errorf("%s=%q is not a positive duration", envFirst, v)

@@ -91,7 +91,7 @@ func TestReadConfig(t *testing.T) {
 		return func(k string) string { return m[k] }
 	}
 	c, err := readConfig(env(envRun, "r1", envNonce, "n", envLease, testHash, envTimeout, "2s"))
-	if err != nil || c.run != "r1" || c.timeout != 2*time.Second || c.first != c.timeout || c.socket != defaultSocket || c.settle != defaultSettle {
+	if err != nil || c.run != "r1" || c.timeout != 2*time.Second || c.first != 0 || c.socket != defaultSocket || c.settle != defaultSettle {
 		t.Errorf("readConfig: %+v, %v", c, err)
 	}
 	c, err = readConfig(env(envRun, "r1", envNonce, "n", envLease, testHash, envTimeout, "2s", envFirst, "30s"))
